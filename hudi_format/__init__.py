@@ -1,0 +1,13 @@
+"""hudi_format: read and write Apache Hudi tables from Python, without a JVM."""
+
+from .errors import (CorruptFileError, HudiError, InvalidOptionError, LogFormatError,
+                     SchemaError, StorageError, TableConfigError, TableNotFoundError,
+                     TimelineError, UnsupportedFeatureError)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "HudiError", "TableNotFoundError", "TableConfigError", "InvalidOptionError", "TimelineError",
+    "CorruptFileError", "LogFormatError", "UnsupportedFeatureError", "SchemaError",
+    "StorageError", "__version__",
+]
