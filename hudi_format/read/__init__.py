@@ -1,0 +1,1 @@
+"""Query planning (snapshot, time travel, read-optimized, incremental), pruning and merging."""

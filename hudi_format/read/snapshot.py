@@ -1,0 +1,111 @@
+"""Query planning: what is visible as of an instant, and which file slices to read.
+
+A ``ReadState`` pins one point of the timeline. Everything that decides visibility (which write
+instants count, their completion times, which file groups a replacecommit retired) is derived
+from it once, so every file slice of one query is read against the same committed state.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+from typing import Callable
+
+from ..config import TableConfig
+from ..timeline import Instant, Timeline
+from ..view import FileSlice, FileSystemView
+
+log = logging.getLogger(__name__)
+
+WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
+
+
+class ReadState:
+    """The committed state of a table as of ``as_of`` (``None``: the latest commit).
+
+    ``as_of`` compares with completion times for table version 8+ and with instant (requested)
+    times for version 6, as Hudi's time travel does.
+    """
+
+    def __init__(self, config: TableConfig, timeline: Timeline, as_of: str | None = None):
+        self.config = config
+        self.timeline = timeline
+        self.as_of = as_of
+        self.use_completion = config.version >= 8
+
+    def bound(self, instant: Instant) -> str:
+        if self.use_completion:
+            return instant.completion_time or instant.timestamp
+        return instant.timestamp
+
+    @cached_property
+    def instants(self) -> list[Instant]:
+        """Completed write instants visible as of the bound, in completion order."""
+        out = []
+        for inst in self.timeline.write_instants():
+            if self.as_of is None or self.bound(inst) <= self.as_of:
+                out.append(inst)
+        return out
+
+    @cached_property
+    def _visible_times(self) -> dict[str, Instant]:
+        return {i.timestamp: i for i in self.instants}
+
+    @cached_property
+    def active_start(self) -> str | None:
+        all_instants = self.timeline.instants
+        return all_instants[0].timestamp if all_instants else None
+
+    @cached_property
+    def archived_instants(self) -> dict[str, Instant]:
+        archived = self.timeline.archived()
+        out = {}
+        for inst in archived.write_instants():
+            if self.as_of is None or self.bound(inst) <= self.as_of:
+                out[inst.timestamp] = inst
+        return out
+
+    def visible(self, instant_time: str) -> bool:
+        """Is data written at ``instant_time`` committed as of this state?"""
+        if instant_time in self._visible_times:
+            return True
+        start = self.active_start
+        if start is None or instant_time >= start:
+            return False
+        # Before the active timeline: committed if the archive says so; an instant the archive
+        # no longer holds either is treated as committed, as Hudi does.
+        if instant_time in self.archived_instants:
+            return True
+        if self.timeline.archived().get(instant_time) is not None:
+            return False
+        return self.as_of is None or instant_time <= self.as_of
+
+    def completion_time(self, instant_time: str) -> str | None:
+        inst = self._visible_times.get(instant_time)
+        if inst is None and self.active_start and instant_time < self.active_start:
+            inst = self.archived_instants.get(instant_time)
+        return inst.completion_time if inst is not None else None
+
+    @cached_property
+    def replaced_file_groups(self) -> frozenset[tuple[str, str]]:
+        out = set()
+        for inst in self.instants:
+            if inst.action != "replacecommit":
+                continue
+            meta = self.timeline.metadata(inst)
+            for partition, file_ids in meta.partition_to_replace_file_ids.items():
+                out.update((partition, fid) for fid in file_ids)
+        return frozenset(out)
+
+    @property
+    def latest(self) -> Instant | None:
+        return self.instants[-1] if self.instants else None
+
+    def file_slices(self, view: FileSystemView, partition_filter: Callable[[str], bool] | None = None,
+                    read_optimized: bool = False) -> list[FileSlice]:
+        if not self.instants:
+            return []
+        partitions = [p for p in view.partitions() if partition_filter is None or partition_filter(p)]
+        key_time = self.completion_time if self.use_completion else None
+        return view.latest_file_slices(self.visible, key_time, self.replaced_file_groups,
+                                       partitions, read_optimized)

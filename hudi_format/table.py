@@ -1,0 +1,230 @@
+"""``Table``: the public face of one Hudi table (config, timeline, schema and queries)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cached_property
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .config import META_FIELDS, TableConfig
+from .errors import HudiError, InvalidOptionError, SchemaError
+from .read.align import align_table
+from .read.bounds import normalize_instant
+from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
+from .read.merge import MergeSpec, merge_file_slice, read_base_file
+from .read.snapshot import ReadState
+from .schema import avro_to_arrow_schema
+from .storage import Storage
+from .timeline import Timeline
+from .view import FileSlice, FileSystemView
+
+log = logging.getLogger(__name__)
+
+_META_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in META_FIELDS])
+
+
+class Table:
+    """A Hudi table at one location. The timeline is loaded once, at open, as hudi-rs does:
+    reads are pinned to the commits that existed then; call ``refresh()`` to see newer ones."""
+
+    def __init__(self, storage: Storage, config: TableConfig | None = None):
+        self.storage = storage
+        self.config = config if config is not None else TableConfig.load(storage)
+        self.refresh()
+
+    def refresh(self) -> "Table":
+        self.timeline = Timeline.load(self.storage, self.config)
+        self._view = FileSystemView(self.storage, self.config)
+        self.__dict__.pop("_schema", None)
+        return self
+
+    def __repr__(self) -> str:
+        return (f"Table({self.storage.url!r}, {self.table_type}, version={self.version}, "
+                f"name={self.config.name!r})")
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def table_type(self) -> str:
+        return self.config.table_type
+
+    @property
+    def version(self) -> int:
+        return self.config.version
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def path(self) -> str:
+        return self.storage.url
+
+    # -- schema ------------------------------------------------------------------------------
+    def schema(self) -> pa.Schema:
+        """The latest table schema as Arrow, the ``_hoodie_*`` meta fields first."""
+        return self._schema
+
+    @cached_property
+    def _schema(self) -> pa.Schema:
+        data = self._data_schema()
+        data = pa.schema([f for f in data if f.name not in META_FIELDS])
+        if self.config.populate_meta_fields:
+            return pa.schema(list(_META_SCHEMA) + list(data))
+        return data
+
+    def _data_schema(self) -> pa.Schema:
+        for inst in reversed(self.timeline.write_instants()):
+            try:
+                avro = self.timeline.metadata(inst).schema
+            except HudiError as exc:
+                log.warning("cannot read schema from %s: %s", inst, exc)
+                continue
+            if avro:
+                return avro_to_arrow_schema(avro)
+        if self.config.create_schema:
+            return avro_to_arrow_schema(self.config.create_schema)
+        state = ReadState(self.config, self.timeline)
+        for s in state.file_slices(self._view):
+            if s.base_file:
+                with self.storage.open(s.base_file) as f:
+                    return pq.ParquetFile(f).schema_arrow
+        return pa.schema([])
+
+    # -- planning ----------------------------------------------------------------------------
+    def _instant(self, value, what: str) -> str | None:
+        return normalize_instant(value, self.config.timeline_timezone, what)
+
+    def _prepare(self, columns, filters) -> tuple[list[str], list[Filter]]:
+        schema = self.schema()
+        parsed = parse_filters(filters)
+        check_columns(parsed, schema)
+        if columns is None:
+            cols = list(schema.names)
+        else:
+            if isinstance(columns, str):
+                raise InvalidOptionError("columns must be a list of column names, not a string")
+            cols = list(columns)
+            missing = [c for c in cols if schema.get_field_index(c) < 0]
+            if missing:
+                raise SchemaError(f"unknown column(s) {missing}; the table has {', '.join(schema.names)}")
+        return cols, parsed
+
+    def _slices(self, state: ReadState, filters: list[Filter], read_optimized: bool) -> list[FileSlice]:
+        if read_optimized and self.table_type != "MERGE_ON_READ":
+            read_optimized = False
+        pruner = PartitionPruner(self.config, self.schema(), filters)
+        return state.file_slices(self._view, pruner.matches if pruner.active else None, read_optimized)
+
+    def file_slices(self, as_of=None, filters=None, read_optimized: bool = False) -> list[FileSlice]:
+        """The latest file slice of every live file group, as of ``as_of``."""
+        _, parsed = self._prepare(None, filters)
+        state = ReadState(self.config, self.timeline, self._instant(as_of, "as_of"))
+        return self._slices(state, parsed, read_optimized)
+
+    # -- reading -----------------------------------------------------------------------------
+    def _read_schema(self, columns: list[str], filters: list[Filter], with_logs: bool) -> pa.Schema:
+        schema = self.schema()
+        need = set(columns) | {f.column for f in filters}
+        if with_logs:
+            need |= set(MergeSpec.from_config(self.config).needed_columns())
+            if self.config.populate_meta_fields:
+                need.add("_hoodie_commit_time")
+        return pa.schema([f for f in schema if f.name in need])
+
+    def _read_slice(self, s: FileSlice, state: ReadState, columns: list[str], filters: list[Filter]) -> pa.Table:
+        spec = MergeSpec.from_config(self.config)
+        if s.log_files:
+            schema = self._read_schema(columns, filters, True)
+            table = merge_file_slice(self.storage, s, schema, spec, state.visible)
+        elif s.base_file:
+            schema = self._read_schema(columns, filters, False)
+            table = align_table(read_base_file(self.storage, s.base_file, schema.names), schema,
+                                self.storage.uri(s.base_file))
+        else:
+            return self._read_schema(columns, filters, False).empty_table()
+        table = apply_filters(table, filters, table.schema)
+        return table.select(columns)
+
+    def scan(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
+             read_optimized: bool = False, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream the snapshot one file slice at a time (memory bounded by the largest slice)."""
+        cols, parsed = self._prepare(columns, filters)
+        state = ReadState(self.config, self.timeline, self._instant(as_of, "as_of"))
+        for s in self._slices(state, parsed, read_optimized):
+            if s.log_files or not s.base_file:
+                yield from self._read_slice(s, state, cols, parsed).to_batches(batch_size)
+                continue
+            schema = self._read_schema(cols, parsed, False)
+            with self.storage.open(s.base_file) as f:
+                pf = pq.ParquetFile(f)
+                present = [c for c in schema.names if c in pf.schema_arrow.names]
+                for batch in pf.iter_batches(batch_size=batch_size or 65536, columns=present):
+                    t = align_table(pa.Table.from_batches([batch]), schema, self.storage.uri(s.base_file))
+                    t = apply_filters(t, parsed, schema).select(cols)
+                    yield from t.to_batches()
+
+    def read(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
+             read_optimized: bool = False) -> pa.Table:
+        """Snapshot (or time-travel, or read-optimized) query as one Arrow table."""
+        cols, parsed = self._prepare(columns, filters)
+        state = ReadState(self.config, self.timeline, self._instant(as_of, "as_of"))
+        pieces = [self._read_slice(s, state, cols, parsed)
+                  for s in self._slices(state, parsed, read_optimized)]
+        return _concat(pieces, self.schema(), cols)
+
+    def read_incremental(self, start=None, end=None, columns: Sequence[str] | None = None,
+                         filters=None) -> pa.Table:
+        """Records written by commits in ``(start, end]``, each at its latest state in range."""
+        cols, parsed = self._prepare(columns, filters)
+        start_ts = self._instant(start, "start") or "0"
+        end_ts = self._instant(end, "end")
+        state = ReadState(self.config, self.timeline, end_ts)
+        bound = state.bound
+        in_range = [i for i in state.instants if bound(i) > start_ts]
+        if state.active_start and start_ts < state.active_start:
+            in_range += [i for i in state.archived_instants.values() if bound(i) > start_ts]
+        if not in_range:
+            return _concat([], self.schema(), cols)
+        commit_times = sorted({i.timestamp for i in in_range})
+        touched = self._touched_file_ids(in_range)
+        read_cols = list(dict.fromkeys(cols + (["_hoodie_commit_time"] if self.config.populate_meta_fields else [])))
+        pieces = []
+        for s in self._slices(state, parsed, False):
+            if touched is not None and s.file_id not in touched:
+                continue
+            t = self._read_slice(s, state, read_cols, parsed)
+            if self.config.populate_meta_fields:
+                t = t.filter(pc.is_in(t.column("_hoodie_commit_time"),
+                                              value_set=pa.array(commit_times, pa.string())))
+            pieces.append(t.select(cols))
+        return _concat(pieces, self.schema(), cols)
+
+    def _touched_file_ids(self, instants) -> set[str] | None:
+        out: set[str] = set()
+        for inst in instants:
+            try:
+                meta = self.timeline.metadata(inst) if self.timeline.get(inst.timestamp) else \
+                    self.timeline.archived().metadata(inst)
+            except HudiError:
+                return None
+            for stats in meta.partition_to_write_stats.values():
+                out.update(st.file_id for st in stats if st.file_id)
+        return out
+
+
+def _concat(pieces: list[pa.Table], schema: pa.Schema, columns: list[str]) -> pa.Table:
+    target = pa.schema([schema.field(c) for c in columns])
+    pieces = [p for p in pieces if p.num_rows]
+    if not pieces:
+        return target.empty_table()
+    return pa.concat_tables([align_table(p, target) for p in pieces])
+
+
+def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None = None) -> Table:
+    """Open the Hudi table at ``path`` (local path or fsspec URL such as ``s3://bucket/t``)."""
+    return Table(Storage(path, storage_options))
