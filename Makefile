@@ -18,7 +18,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(PY) -m hudi_format.demo
+	$(PY) -m hudi_format.demo conformance/fixtures/tables/sample_table__mor__avro__v9_txns_simple_meta.zip
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet '.[bench]'

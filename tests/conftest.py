@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import zipfile
+import sys
 from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent.parent / "conformance" / "fixtures"
-TABLES = FIXTURES / "tables"
-EXPECTED = FIXTURES / "expected"
-UNITS = FIXTURES / "units"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-FIXTURE_TABLES = sorted(p.stem for p in TABLES.glob("*.zip"))
+from conformance.fixtures import (EXPECTED, FIXTURES, TABLES, UNITS, expected,  # noqa: E402,F401
+                                  extract_table, table_names)
 
-
-def extract_table(name: str, dest: Path) -> Path:
-    """Unzip fixture table ``name`` into ``dest`` and return the table's base path."""
-    with zipfile.ZipFile(TABLES / f"{name}.zip") as zf:
-        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
-        zf.extractall(dest, members)
-    roots = {m.split("/")[0] for m in members}
-    (root,) = roots
-    return dest / root
-
-
-def expected(name: str) -> dict:
-    return json.loads((EXPECTED / f"{name}.json").read_text())
+FIXTURE_TABLES = table_names()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,1 @@
+"""Engine-neutral conformance suite for the Hudi format: fixture tables and expected results."""
