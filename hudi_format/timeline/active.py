@@ -1,0 +1,225 @@
+"""The active timeline: the instant files in ``.hoodie/`` (v6) or ``.hoodie/timeline/`` (v8+).
+
+Loading lists the folder once and groups the files of each instant, keeping its furthest
+state; payloads are read only when asked for. Files that are not instants are skipped:
+folders and ``hoodie.properties`` silently, anything else with a warning, because a stray
+file must not make a table unreadable.
+
+Instants older than the active timeline live in the archived timeline, which is loaded on
+first use by a query that reaches before the first active instant (``archived()``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping
+
+from ..config import TableConfig
+from ..errors import StorageError, TimelineError
+from ..storage import Storage
+from .avro_schemas import decode_payload
+from .base import TimelineView, completion_order
+from .instant import (WRITE_ACTIONS, Instant, State, comparable_action, format_instant_time,
+                      parse_file_name)
+
+log = logging.getLogger(__name__)
+
+
+def _is_instant_candidate(name: str) -> bool:
+    return not (name.startswith("hoodie.properties") or name.startswith("."))
+
+
+class Timeline(TimelineView):
+    """The active timeline of a table.
+
+    Use ``Timeline.load(storage, config)``. Queries about instants older than the first
+    active one consult the archived timeline, which is loaded lazily.
+    """
+
+    def __init__(self, storage: Storage, config: TableConfig, instants: Iterable[Instant],
+                 files: Mapping[tuple[str, str], Mapping[State, str]]):
+        super().__init__(instants, config.version)
+        self.storage = storage
+        self.config = config
+        self.timezone = config.timeline_timezone
+        self._files = {k: dict(v) for k, v in files.items()}
+        self._payloads: dict[str, dict] = {}
+        self._archived = None
+        self._start = self._instants[0].timestamp if self._instants else None
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def load(cls, storage: Storage, config: TableConfig | None = None) -> "Timeline":
+        config = config if config is not None else TableConfig.load(storage)
+        version = config.version
+        files: dict[tuple[str, str], dict[State, str]] = {}
+        parsed: dict[tuple[str, str], dict[State, Instant]] = {}
+        for info in storage.list(config.timeline_dir):
+            if info.is_dir:
+                continue
+            name = info.name
+            if not _is_instant_candidate(name):
+                log.debug("skipping non-instant file %s in the timeline", name)
+                continue
+            try:
+                inst = parse_file_name(name, version)
+            except TimelineError as exc:
+                log.warning("ignoring %s/%s: %s", config.timeline_dir, name, exc)
+                continue
+            key = (inst.timestamp, comparable_action(inst.action, version))
+            by_state = parsed.setdefault(key, {})
+            if inst.state in by_state:
+                # e.g. two completion files for one instant: keep the first by name, loudly
+                kept = min(by_state[inst.state].file_name, name)
+                log.warning("instant %s has several %s files; using %s", key, inst.state.name, kept)
+                if kept != name:
+                    continue
+            by_state[inst.state] = inst
+            files.setdefault(key, {})[inst.state] = name
+        instants = [by_state[max(by_state)] for by_state in parsed.values()]
+        return cls(storage, config, instants, files)
+
+    def reload(self) -> "Timeline":
+        """A freshly listed timeline of the same table."""
+        return Timeline.load(self.storage, self.config)
+
+    @property
+    def timeline_dir(self) -> str:
+        return self.config.timeline_dir
+
+    def file_path(self, instant: "Instant | str", state: State | None = None) -> str:
+        """Path (relative to the table) of an active instant's file at ``state`` (default: its own)."""
+        inst = self._resolve_active(instant)
+        files = self._files[self.key(inst)]
+        st = inst.state if state is None else State(state)
+        if st not in files:
+            raise TimelineError(f"instant {inst} has no {st.name.lower()} file in {self.timeline_dir}")
+        return f"{self.timeline_dir}/{files[st]}"
+
+    # -- the archive -------------------------------------------------------------------------
+    def archived(self):
+        """The archived timeline (LSM history for v8+, archive log files for v6), loaded once."""
+        if self._archived is None:
+            from .archived import ArchivedTimeline
+            self._archived = ArchivedTimeline.load(self.storage, self.config)
+        return self._archived
+
+    @property
+    def archive_loaded(self) -> bool:
+        return self._archived is not None
+
+    @property
+    def start(self) -> str | None:
+        """Request time of the first active instant; older instants are archived."""
+        return self._start
+
+    def _before_start(self, timestamp: str) -> bool:
+        return self._start is None or timestamp < self._start
+
+    # -- queries that may reach into the archive ---------------------------------------------
+    def get(self, timestamp: Any, action: str | None = None) -> Instant | None:
+        ts = self._ts(timestamp)
+        found = self._lookup(ts, action)
+        if found is None and self._before_start(ts):
+            found = self.archived().get(ts, action)
+        return found
+
+    def is_completed(self, timestamp: Any) -> bool:
+        found = self.get(timestamp)
+        return found is not None and found.is_completed
+
+    def completion_time(self, timestamp: Any) -> str | None:
+        found = self.get(timestamp)
+        if found is None or not found.is_completed:
+            return None
+        return found.ordering_time
+
+    def write_instants(self, include_archived: bool = False) -> list[Instant]:
+        """Completed commits, deltacommits and replacecommits in completion order."""
+        active = super().write_instants()
+        if not include_archived:
+            return active
+        return self._merge(self.archived().write_instants(), active)
+
+    def latest_completed_write(self) -> Instant | None:
+        writes = super().write_instants()
+        if writes:
+            return writes[-1]
+        return self.archived().latest_completed_write()
+
+    def instants_in_range(self, start_exclusive: Any = None, end_inclusive: Any = None,
+                          actions: Iterable[str] | None = WRITE_ACTIONS) -> list[Instant]:
+        """Completed instants in ``(start, end]`` by completion time (v8+) or request time (v6),
+        including archived ones when ``start`` reaches before the active timeline."""
+        active = super().instants_in_range(start_exclusive, end_inclusive, actions)
+        start = None if start_exclusive is None else self._ts(start_exclusive)
+        if start is not None and not self._before_start(start):
+            return active
+        older = self.archived().instants_in_range(start_exclusive, end_inclusive, actions)
+        return self._merge(older, active)
+
+    def _merge(self, older: list[Instant], active: list[Instant]) -> list[Instant]:
+        keys = {self.key(i) for i in active}
+        return completion_order([i for i in older if self.key(i) not in keys] + active)
+
+    # -- payloads ----------------------------------------------------------------------------
+    def _resolve_active(self, instant: "Instant | str") -> Instant:
+        if isinstance(instant, Instant):
+            if self.key(instant) not in self._files:
+                raise TimelineError(f"instant {instant} is not on the active timeline")
+            return self._by_key.get(self.key(instant), instant)
+        found = self._lookup(format_instant_time(instant, self.timezone))
+        if found is None:
+            raise TimelineError(f"instant {instant} is not on the active timeline")
+        return found
+
+    def _is_active(self, instant: Instant) -> bool:
+        return self.key(instant) in self._files
+
+    def _decode(self, name: str, allow_empty: bool = False) -> dict | None:
+        """Decoded payload of a timeline file (cached); ``None`` for an allowed empty file."""
+        if name not in self._payloads:
+            rel = f"{self.timeline_dir}/{name}"
+            try:
+                data = self.storage.read_bytes(rel)
+            except StorageError as exc:
+                raise TimelineError(f"cannot read timeline file {self.storage.uri(rel)}: {exc}") from exc
+            self._payloads[name] = decode_payload(data, self.storage.uri(rel)) if data else None
+        payload = self._payloads[name]
+        if payload is None and not allow_empty:
+            rel = f"{self.timeline_dir}/{name}"
+            raise TimelineError(f"{self.storage.uri(rel)}: file is empty, expected instant metadata")
+        return payload
+
+    def _completed_payload(self, instant: Instant) -> tuple[Mapping[str, Any], str]:
+        if not self._is_active(instant):
+            return self.archived()._completed_payload(instant)
+        name = self._files[self.key(instant)].get(State.COMPLETED)
+        if name is None:
+            raise TimelineError(f"instant {instant} has no completed file in {self.timeline_dir}")
+        return self._decode(name), self.storage.uri(f"{self.timeline_dir}/{name}")
+
+    def _plan_payload(self, instant: Instant, state: State | None) -> dict:
+        if not self._is_active(instant):
+            return self.archived()._plan_payload(instant, state)
+        files = self._files[self.key(instant)]
+        states = [state] if state is not None else [State.REQUESTED, State.INFLIGHT]
+        present = [files[s] for s in states if s in files]
+        if not present:
+            wanted = " or ".join(s.name.lower() for s in states)
+            raise TimelineError(f"instant {instant} has no {wanted} file in {self.timeline_dir}")
+        for name in present:
+            payload = self._decode(name, allow_empty=True)
+            if payload is not None:
+                return dict(payload)
+        return {}
+
+    def _resolve(self, instant: "Instant | str") -> Instant:
+        if isinstance(instant, Instant):
+            if self._is_active(instant):
+                return self._by_key.get(self.key(instant), instant)
+            return instant
+        found = self.get(instant)
+        if found is None:
+            raise TimelineError(f"instant {instant} is not on the timeline")
+        return found
