@@ -247,18 +247,18 @@ def _read_v6_archive(storage: Storage, archive_dir: str) -> list[tuple[Instant, 
                     if not f.is_dir and (m := _ARCHIVE_FILE.match(f.name))), reverse=True)
     if not files:
         return []
-    try:
-        from ..log import read_log_file
-    except ImportError as exc:
-        raise TimelineError(f"reading the v6 archived timeline in {archive_dir} needs the log "
-                            f"reader (hudi_format.log): {exc}") from exc
+    from ..log import BlockType, read_log_file  # local: only v6 archives need the log reader
+
     out = []
     for _, rel in files:
         source = storage.uri(rel)
         try:
             for block in read_log_file(storage, rel):
-                kind = getattr(block.block_type, "name", str(block.block_type)).upper()
-                if "AVRO" not in kind:
+                if block.block_type == BlockType.CORRUPTED:
+                    # Hudi's archive loader skips what is not an Avro data block, corrupt ones too
+                    log.warning("skipping %s", block.describe())
+                    continue
+                if block.block_type != BlockType.AVRO_DATA:
                     continue
                 for record in arrow_records(block.records()):
                     entry = _v6_entry(record, source)
