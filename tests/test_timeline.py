@@ -77,6 +77,10 @@ def test_v6_layout_and_queries(fixture_tables):
     assert first.file_name == "20240707001301554.commit"
     assert tl.file_path(first, State.INFLIGHT) == ".hoodie/20240707001301554.inflight"
     assert tl.file_path(first, State.REQUESTED) == ".hoodie/20240707001301554.commit.requested"
+    assert tl.files_of("20240707001303088") == {
+        State.REQUESTED: "20240707001303088.replacecommit.requested",
+        State.INFLIGHT: "20240707001303088.replacecommit.inflight",
+        State.COMPLETED: "20240707001303088.replacecommit"}
     assert tl.completion_time("20240707001302376") == "20240707001302376"  # v6: the instant time
     assert tl.is_completed("20240707001302376")
     assert not tl.is_completed("20240707001302377")
@@ -141,8 +145,7 @@ def test_compaction_and_clustering_plans_decode(fixture_tables):
             continue
         t = _table(fixture_tables, name)
         for inst in t.instants:
-            files = t._files[t.key(inst)]
-            requested = files.get(State.REQUESTED, "")
+            requested = t.files_of(inst).get(State.REQUESTED, "")
             if requested.endswith(".compaction.requested"):
                 assert t.plan(inst)["operations"]
             elif requested.endswith(".clustering.requested"):

@@ -2,8 +2,8 @@
 
 Loading lists the folder once and groups the files of each instant, keeping its furthest
 state; payloads are read only when asked for. Files that are not instants are skipped:
-folders and ``hoodie.properties`` silently, anything else with a warning, because a stray
-file must not make a table unreadable.
+folders, ``hoodie.properties*`` and hidden files (``.crc`` checksums) silently, anything
+else with a warning, because a stray file must not make a table unreadable.
 
 Instants older than the active timeline live in the archived timeline, which is loaded on
 first use by a query that reaches before the first active instant (``archived()``).
@@ -95,6 +95,10 @@ class Timeline(TimelineView):
         if st not in files:
             raise TimelineError(f"instant {inst} has no {st.name.lower()} file in {self.timeline_dir}")
         return f"{self.timeline_dir}/{files[st]}"
+
+    def files_of(self, instant: "Instant | str") -> dict[State, str]:
+        """File names (in the timeline folder) of every state an active instant has reached."""
+        return dict(self._files[self.key(self._resolve_active(instant))])
 
     # -- the archive -------------------------------------------------------------------------
     def archived(self):

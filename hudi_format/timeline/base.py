@@ -38,6 +38,10 @@ class TimelineView:
         self._by_ts: dict[str, list[Instant]] = {}
         for i in self._instants:
             self._by_ts.setdefault(i.timestamp, []).append(i)
+        self._completed = completion_order(i for i in self._instants if i.is_completed)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(table version {self.table_version}, {len(self._instants)} instants)"
 
     # -- keys and lookups --------------------------------------------------------------------
     def key(self, instant: Instant) -> tuple[str, str]:
@@ -79,7 +83,7 @@ class TimelineView:
     @property
     def completed(self) -> list[Instant]:
         """Completed instants in completion order (request order for v6)."""
-        return completion_order(i for i in self._instants if i.is_completed)
+        return list(self._completed)
 
     @property
     def pending(self) -> list[Instant]:
