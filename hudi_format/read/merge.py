@@ -117,6 +117,8 @@ def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema,
         return pieces[0] if pieces else schema.empty_table()
 
     deletes: list[tuple[int, pa.Table]] = []
+    if not pieces:
+        pieces.append(schema.empty_table())  # sequence 0 is the base file's, present or not
     for block in blocks:
         if block.block_type == BlockType.DELETE:
             deletes.append((len(pieces), block.deleted_keys()))
@@ -127,71 +129,94 @@ def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema,
     return _merge_pieces(pieces, deletes, schema, spec)
 
 
-def _delete_rows(deleted: pa.Table, schema: pa.Schema, spec: MergeSpec) -> tuple[pa.Table, pa.Array]:
-    """Delete markers shaped like data rows: key (+ ordering value), everything else null."""
+_HARD = "__hudi_hard_delete"
+_ROW = "__hudi_row"
+
+
+def _is_default_ordering(values: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Deletes without a real ordering value (null, or Hudi's default 0) win by commit time."""
+    mask = pc.is_null(values)
+    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type):
+        mask = pc.or_(mask, pc.fill_null(pc.equal(values, 0), False))
+    return mask
+
+
+def _delete_aux(deleted: pa.Table, seq: int, schema: pa.Schema, spec: MergeSpec) -> dict:
     n = deleted.num_rows
-    cols = {}
-    keys = deleted.column("record_key")
-    for field in schema:
-        if field.name == "_hoodie_record_key":
-            cols[field.name] = pc.cast(keys, field.type)
-        elif spec.event_time and field.name == (spec.ordering_fields[0] if spec.ordering_fields else None):
-            ov = deleted.column("ordering_value")
+    ov = deleted.column("ordering_value")
+    cols = {_KEY: pc.cast(deleted.column("record_key"), pa.string()),
+            _SEQ: pa.repeat(pa.scalar(seq, pa.int32()), n),
+            _DEL: pa.repeat(pa.scalar(True), n),
+            _HARD: _is_default_ordering(ov),
+            _ROW: pa.repeat(pa.scalar(-1, pa.int64()), n)}
+    for i, f in enumerate(spec.ordering_fields if spec.event_time else ()):
+        typ = schema.field(f).type if schema.get_field_index(f) >= 0 else ov.type
+        if i == 0:
             try:
-                cols[field.name] = pc.cast(ov, field.type)
+                cols[f"__ord{i}"] = pc.cast(ov, typ)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                cols[field.name] = pa.nulls(n, field.type)
+                cols[f"__ord{i}"] = pa.nulls(n, typ)
         else:
-            cols[field.name] = pa.nulls(n, field.type)
-    table = pa.table(cols, schema=schema)
-    return table, pc.cast(keys, pa.string())
+            cols[f"__ord{i}"] = pa.nulls(n, typ)
+    return cols
+
+
+def _data_aux(piece: pa.Table, seq: int, first_row: int, spec: MergeSpec) -> dict:
+    n = piece.num_rows
+    if "_hoodie_is_deleted" in piece.column_names:
+        is_del = pc.fill_null(piece.column("_hoodie_is_deleted"), False)
+    else:
+        is_del = pa.repeat(pa.scalar(False), n)
+    cols = {_KEY: pc.cast(record_keys(piece, spec), pa.string()),
+            _SEQ: pa.repeat(pa.scalar(seq, pa.int32()), n),
+            _DEL: is_del,
+            _HARD: pa.repeat(pa.scalar(False), n),
+            _ROW: pa.array(range(first_row, first_row + n), pa.int64())}
+    for i, f in enumerate(spec.ordering_fields if spec.event_time else ()):
+        cols[f"__ord{i}"] = piece.column(f)
+    return cols
 
 
 def _merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
                   spec: MergeSpec) -> pa.Table:
     delete_at = dict(deletes)
-    tables, keys, seqs, dels = [], [], [], []
+    spec = attrs.evolve(spec, ordering_fields=tuple(
+        f for f in spec.ordering_fields if schema.get_field_index(f) >= 0))
+    datas, auxes, rows = [], [], 0
     for seq, piece in enumerate(pieces):
         if piece is None:
-            piece, key = _delete_rows(delete_at[seq], schema, spec)
-            is_del = True
-        else:
-            key = pc.cast(record_keys(piece, spec), pa.string())
-            is_del = False
-        n = piece.num_rows
-        if n == 0:
-            continue
-        tables.append(piece)
-        keys.append(key)
-        seqs.append(pa.repeat(pa.scalar(seq, pa.int32()), n))
-        dels.append(pa.repeat(pa.scalar(is_del), n))
-    if not tables:
+            if delete_at[seq].num_rows:
+                auxes.append(pa.table(_delete_aux(delete_at[seq], seq, schema, spec)))
+        elif piece.num_rows:
+            auxes.append(pa.table(_data_aux(piece, seq, rows, spec)))
+            datas.append(piece)
+            rows += piece.num_rows
+    if not datas:
         return schema.empty_table()
-    data = pa.concat_tables(tables)
-    key_col = pa.chunked_array([c for k in keys for c in _chunks(k)], pa.string())
-    aux = pa.table({_KEY: key_col, _SEQ: pa.chunked_array(seqs), _DEL: pa.chunked_array(dels),
-                    "__row": pa.array(range(data.num_rows), pa.int64())})
-    sort_keys = [(_KEY, "ascending")]
-    if spec.event_time:
-        for i, f in enumerate(spec.ordering_fields):
-            if f in data.column_names:
-                aux = aux.append_column(f"__ord{i}", data.column(f))
-                sort_keys.append((f"__ord{i}", "ascending"))
-    sort_keys += [(_SEQ, "ascending"), ("__row", "ascending")]
-    order = pc.sort_indices(aux, sort_keys=sort_keys, null_placement="at_start")
-    sorted_keys = pc.take(aux.column(_KEY), order).combine_chunks()
-    n = len(sorted_keys)
-    if n > 1:
-        last = pc.not_equal(sorted_keys.slice(0, n - 1), sorted_keys.slice(1))
-        last = pa.concat_arrays([last, pa.array([True])])
-    else:
-        last = pa.array([True] * n)
-    winners = pc.filter(order, last)
-    winners = pc.filter(winners, pc.invert(pc.take(aux.column(_DEL), winners)))
+    data = pa.concat_tables(datas)
+    aux = pa.concat_tables(auxes, promote_options="permissive")
+    ords = [c for c in aux.column_names if c.startswith("__ord")]
+
+    if pc.any(aux.column(_HARD)).as_py():
+        # A delete without an ordering value removes every earlier write of its key and then
+        # loses to any later one: drop what precedes it, and sort it below what follows it.
+        last_hard = aux.filter(aux.column(_HARD)).group_by(_KEY).aggregate([(_SEQ, "max")])
+        aux = aux.join(last_hard, _KEY, join_type="left outer")
+        cutoff = aux.column(f"{_SEQ}_max")
+        aux = aux.filter(pc.or_(pc.is_null(cutoff), pc.greater_equal(aux.column(_SEQ), cutoff)))
+        for c in ords:
+            col = aux.column(c)
+            aux = aux.set_column(aux.schema.get_field_index(c), c,
+                                 pc.if_else(aux.column(_HARD), pa.scalar(None, col.type), col))
+
+    sort_keys = [(_KEY, "ascending")] + [(c, "ascending") for c in ords]
+    sort_keys += [(_SEQ, "ascending"), (_ROW, "ascending")]
+    aux = aux.take(pc.sort_indices(aux, sort_keys=sort_keys, null_placement="at_start"))
+    keys = aux.column(_KEY).combine_chunks()
+    n = len(keys)
+    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1)) if n > 1 else pa.array([], pa.bool_())
+    last = pa.concat_arrays([last, pa.array([True])])
+    winners = aux.filter(pc.and_(last, pc.invert(aux.column(_DEL))))
     # Back to storage order: base rows first, as a plain scan of the slice would list them.
-    winners = pc.take(winners, pc.sort_indices(winners))
-    return data.take(winners)
-
-
-def _chunks(arr) -> list:
-    return arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    rows = winners.column(_ROW)
+    return data.take(pc.take(rows, pc.sort_indices(rows)))
