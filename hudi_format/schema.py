@@ -122,6 +122,10 @@ class _AvroToArrow:
             for k in keys:
                 if k in self.named:
                     return self.named[k]
+            # lenient: a short name defined once under another namespace
+            matches = [v for k, v in self.named.items() if k.rpartition(".")[2] == s]
+            if len(matches) == 1:
+                return matches[0]
             raise SchemaError(f"Avro schema at {path!r} refers to unknown type {s!r}")
         if not isinstance(s, dict) or "type" not in s:
             raise SchemaError(f"invalid Avro schema at {path!r}: {s!r}")

@@ -50,7 +50,7 @@ class _Source:
         self.storage, self.path = storage, path
         self.size = storage.size(path)
         self._data: bytes | None = None
-        if self.size <= _WHOLE_FILE_LIMIT:
+        if 0 < self.size <= _WHOLE_FILE_LIMIT:
             self._data = storage.read_bytes(path)
             self.size = len(self._data)
         self._win_start, self._win = 0, b""
