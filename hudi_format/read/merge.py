@@ -177,6 +177,16 @@ def _data_aux(piece: pa.Table, seq: int, first_row: int, spec: MergeSpec) -> dic
     return cols
 
 
+_PA_MAJOR = int(pa.__version__.split(".")[0])
+
+
+def _sort_indices_nulls_first(table: pa.Table, sort_keys: list[tuple[str, str]]) -> pa.Array:
+    # pyarrow 25 moved null placement into each sort key; older releases take it once.
+    if _PA_MAJOR >= 25:
+        return pc.sort_indices(table, sort_keys=[(k, o, "at_start") for k, o in sort_keys])
+    return pc.sort_indices(table, sort_keys=sort_keys, null_placement="at_start")
+
+
 def _merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
                   spec: MergeSpec) -> pa.Table:
     delete_at = dict(deletes)
@@ -203,7 +213,7 @@ def _merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.
         last_hard = aux.filter(aux.column(_HARD)).group_by(_KEY).aggregate([(_SEQ, "max")])
         aux = aux.join(last_hard, _KEY, join_type="left outer")
         cutoff = aux.column(f"{_SEQ}_max")
-        aux = aux.filter(pc.or_(pc.is_null(cutoff), pc.greater_equal(aux.column(_SEQ), cutoff)))
+        aux = aux.filter(pc.or_kleene(pc.is_null(cutoff), pc.greater_equal(aux.column(_SEQ), cutoff)))
         for c in ords:
             col = aux.column(c)
             aux = aux.set_column(aux.schema.get_field_index(c), c,
@@ -211,7 +221,7 @@ def _merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.
 
     sort_keys = [(_KEY, "ascending")] + [(c, "ascending") for c in ords]
     sort_keys += [(_SEQ, "ascending"), (_ROW, "ascending")]
-    aux = aux.take(pc.sort_indices(aux, sort_keys=sort_keys, null_placement="at_start"))
+    aux = aux.take(_sort_indices_nulls_first(aux, sort_keys))
     keys = aux.column(_KEY).combine_chunks()
     n = len(keys)
     last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1)) if n > 1 else pa.array([], pa.bool_())
