@@ -27,7 +27,7 @@ def s3():
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+               "client_kwargs": {"endpoint_url": endpoint}}
     fs = s3fs.S3FileSystem(**options)
     fs.mkdir("hudi-test")
     try:
