@@ -445,7 +445,17 @@ def _has_multi_union(s: Any) -> bool:
 
 
 def _needs_normalising(s: Any) -> bool:
-    return '"uuid"' in json.dumps(s)
+    """Whether the schema uses the ``uuid`` logical type anywhere."""
+    if isinstance(s, list):
+        return any(_needs_normalising(b) for b in s)
+    if isinstance(s, dict):
+        if s.get("logicalType") == "uuid":
+            return True
+        if any(_needs_normalising(f.get("type")) for f in s.get("fields") or [] if isinstance(f, dict)):
+            return True
+        return any(_needs_normalising(s[k]) for k in ("type", "items", "values")
+                   if k in s and not isinstance(s[k], str))
+    return False
 
 
 def _normalise_value(v: Any) -> Any:

@@ -14,7 +14,9 @@ disagrees with the size, or when the bytes after it are neither ``#HUDI#`` nor t
 file (``HoodieLogFileReader.isBlockCorrupted``). The reader then reports the region up to the
 next ``#HUDI#`` as a ``CORRUPTED`` block and carries on there, so one torn append costs one
 block, not the file. Inner inconsistencies of a well-framed block (lengths that overrun the
-frame, unknown types) make that one block ``CORRUPTED`` too.
+frame, unknown types, a log format version other than 1) make that one block ``CORRUPTED``
+too. Unlike Hudi, which stops silently, a torn tail shorter than a magic is reported as a
+``CORRUPTED`` block as well, so every byte of the file is accounted for.
 """
 
 from __future__ import annotations
