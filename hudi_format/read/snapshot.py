@@ -57,10 +57,16 @@ class ReadState:
         return all_instants[0].timestamp if all_instants else None
 
     @cached_property
+    def needs_archive(self) -> bool:
+        """Only a query pinned before the active timeline starts has to read the archive."""
+        return (self.as_of is not None and self.active_start is not None
+                and self.as_of < self.active_start)
+
+    @cached_property
     def archived_instants(self) -> dict[str, Instant]:
-        archived = self.timeline.archived()
+        """Archived write instants visible as of the bound (loads the archive)."""
         out = {}
-        for inst in archived.write_instants():
+        for inst in self.timeline.archived().write_instants():
             if self.as_of is None or self.bound(inst) <= self.as_of:
                 out[inst.timestamp] = inst
         return out
@@ -72,27 +78,29 @@ class ReadState:
         start = self.active_start
         if start is None or instant_time >= start:
             return False
-        # Before the active timeline: committed if the archive says so; an instant the archive
-        # no longer holds either is treated as committed, as Hudi does.
-        if instant_time in self.archived_instants:
+        # Before the active timeline starts, data is committed (Hudi archives only completed
+        # instants and rolls back the rest); only a query pinned that far back asks the archive.
+        if not self.needs_archive:
             return True
-        if self.timeline.archived().get(instant_time) is not None:
-            return False
-        return self.as_of is None or instant_time <= self.as_of
+        return instant_time in self.archived_instants
 
     def completion_time(self, instant_time: str) -> str | None:
         inst = self._visible_times.get(instant_time)
-        if inst is None and self.active_start and instant_time < self.active_start:
+        if inst is None and self.needs_archive:
             inst = self.archived_instants.get(instant_time)
         return inst.completion_time if inst is not None else None
 
     @cached_property
     def replaced_file_groups(self) -> frozenset[tuple[str, str]]:
+        instants = list(self.instants)
+        if self.needs_archive:
+            instants += list(self.archived_instants.values())
         out = set()
-        for inst in self.instants:
+        for inst in instants:
             if inst.action != "replacecommit":
                 continue
-            meta = self.timeline.metadata(inst)
+            meta = (self.timeline.metadata(inst) if inst.timestamp in self._visible_times
+                    else self.timeline.archived().metadata(inst))
             for partition, file_ids in meta.partition_to_replace_file_ids.items():
                 out.update((partition, fid) for fid in file_ids)
         return frozenset(out)
@@ -103,7 +111,7 @@ class ReadState:
 
     def file_slices(self, view: FileSystemView, partition_filter: Callable[[str], bool] | None = None,
                     read_optimized: bool = False) -> list[FileSlice]:
-        if not self.instants:
+        if not self.instants and not (self.needs_archive and self.archived_instants):
             return []
         partitions = [p for p in view.partitions() if partition_filter is None or partition_filter(p)]
         key_time = self.completion_time if self.use_completion else None
