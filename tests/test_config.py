@@ -1,0 +1,97 @@
+"""hoodie.properties: the units/table_props_* files and every fixture table's file."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import hudi_format as hudi
+from conftest import FIXTURE_TABLES, UNITS, expected
+from hudi_format.config import (TableConfig, format_properties, parse_properties,
+                                table_checksum)
+from hudi_format.storage import Storage
+
+
+def _load(name: str) -> TableConfig:
+    return TableConfig.load(Storage(str(UNITS / name)))
+
+
+def test_valid_properties():
+    cfg = _load("table_props_valid")
+    assert cfg.table_type == "COPY_ON_WRITE"  # written lower-case in the file
+    assert cfg.version == 6 and cfg.name == "trips" and cfg.database == "db"
+    assert cfg.record_key_fields == ["uuid"] and cfg.partition_fields == ["city"]
+    assert cfg.ordering_fields == ["ts"] and cfg.keygen_type == "SIMPLE"
+    assert cfg.base_file_format == "PARQUET" and cfg.populate_meta_fields
+    assert not cfg.hive_style_partitioning and not cfg.url_encode_partitions
+    assert cfg.metadata_partitions == ["files"] and cfg.timeline_timezone == "LOCAL"
+    assert cfg["hoodie.table.cdc.enabled"] == "false"
+    assert cfg.timeline_dir == ".hoodie" and cfg.archive_dir == ".hoodie/archived"
+
+
+def test_minimal_and_partial_properties_take_hudi_defaults():
+    cfg = _load("table_props_valid_minimum")
+    assert cfg.partition_fields == [] and cfg.ordering_fields == []
+    assert cfg.base_file_format == "PARQUET" and cfg.keygen_type == "NON_PARTITION"
+    assert cfg.merge_mode == "COMMIT_TIME_ORDERING"
+    partial = _load("table_props_partial")
+    assert partial.table_type == "COPY_ON_WRITE" and partial.partition_fields == ["city"]
+    assert _load("table_props_no_create_schema").create_schema is None
+
+
+def test_invalid_properties_name_every_bad_key():
+    with pytest.raises(hudi.TableConfigError) as info:
+        _load("table_props_invalid")
+    msg = str(info.value)
+    assert "table_props_invalid/.hoodie/hoodie.properties" in msg
+    for key in ("hoodie.table.name", "hoodie.table.version", "hoodie.table.base.file.format",
+                "hoodie.table.checksum", "hoodie.timeline.layout.version",
+                "hoodie.datasource.write.drop.partition.columns",
+                "hoodie.datasource.write.hive_style_partitioning",
+                "hoodie.datasource.write.partitionpath.urlencode"):
+        assert key in msg
+
+
+def test_checksum_mismatch_is_detected(tmp_path):
+    shutil.copytree(UNITS / "table_props_valid", tmp_path / "t")
+    props = tmp_path / "t" / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text().replace("hoodie.table.name=trips", "hoodie.table.name=trip"))
+    with pytest.raises(hudi.TableConfigError, match="checksum"):
+        hudi.open_table(tmp_path / "t")
+
+
+def test_unknown_table_type_and_missing_file(tmp_path):
+    (tmp_path / "t" / ".hoodie").mkdir(parents=True)
+    props = tmp_path / "t" / ".hoodie" / "hoodie.properties"
+    props.write_text("hoodie.table.name=x\nhoodie.table.type=SOMETHING\nhoodie.table.version=6\n")
+    with pytest.raises(hudi.TableConfigError, match="hoodie.table.type"):
+        hudi.open_table(tmp_path / "t")
+    props.unlink()
+    with pytest.raises(hudi.TableNotFoundError):
+        hudi.open_table(tmp_path / "t")
+
+
+def test_backup_properties_are_used_when_the_file_is_missing(tmp_path):
+    shutil.copytree(UNITS / "table_props_valid", tmp_path / "t")
+    hoodie = tmp_path / "t" / ".hoodie"
+    (hoodie / "hoodie.properties").rename(hoodie / "hoodie.properties.backup")
+    assert TableConfig.load(Storage(str(tmp_path / "t"))).name == "trips"
+
+
+@pytest.mark.parametrize("name", FIXTURE_TABLES)
+def test_every_fixture_checksum_and_identity(fixture_tables, name):
+    table = hudi.open_table(fixture_tables(name))
+    cfg = table.config
+    assert int(cfg["hoodie.table.checksum"]) == table_checksum(cfg.name, cfg.database or "")
+    assert cfg.table_type == expected(name)["table_type"]
+
+
+def test_java_properties_syntax_round_trips():
+    text = ("# comment\n! also a comment\nkey\\ with\\ space = value\\:with\\=escapes\n"
+            "uni=caf\\u00e9\ncont=first \\\n   second\nempty=\ncolon:value\n")
+    props = parse_properties(text)
+    assert props == {"key with space": "value:with=escapes", "uni": "café",
+                     "cont": "first second", "empty": "", "colon": "value"}
+    assert parse_properties(format_properties(props, "saved")) == props
+    assert table_checksum("trips") == 3761586722  # the value Hudi wrote in table_props_valid
