@@ -1,0 +1,68 @@
+"""Readers see committed data only: pending compactions, in-flight writes and their files are
+invisible, on copies of Hudi-written tables put into those states."""
+
+from __future__ import annotations
+
+import shutil
+
+import hudi_format as hudi
+from canonical import canonical_rows, sort_expected
+from conftest import expected
+
+MOR = "sample_table__mor__avro__v9_txns_simple_meta"
+COW6 = "sample_table__cow__v6_simplekeygen_nonhivestyle"
+
+
+def test_pending_compaction_is_invisible(fixture_tables, tmp_path):
+    """Cut the MOR table back to a scheduled-but-unfinished compaction: its requested plan
+    stays, its completed commit and everything after it is gone, its new base files remain."""
+    base = tmp_path / "t"
+    shutil.copytree(fixture_tables(MOR), base)
+    timeline = base / ".hoodie" / "timeline"
+    for f in timeline.iterdir():
+        if f.is_file() and f.name[:17] > "20260307162618152":
+            f.unlink()
+    (timeline / "20260307162618152_20260307162619230.commit").unlink()
+    (timeline / "20260307162618152.compaction.inflight").unlink()
+    table = hudi.open_table(base)
+    assert [i.action for i in table.timeline.pending] == ["compaction"]
+    want = expected(MOR)["time_travel"]["20260307162616932"]
+    assert canonical_rows(table.read()) == sort_expected(want)
+    # The compaction wrote base files that are on storage but not committed.
+    assert any("20260307162618152" in p.name for p in base.rglob("*.parquet"))
+    assert not any("20260307162618152" in (s.base_file or "") for s in table.file_slices())
+
+
+def test_inflight_commit_debris_is_ignored(fixture_tables, tmp_path):
+    base = tmp_path / "t"
+    shutil.copytree(fixture_tables(COW6), base)
+    # A writer died after writing a base file for a new commit: requested + inflight only.
+    victim = next(base.glob("10/*.parquet"))
+    file_id = victim.name.split("_")[0]
+    shutil.copy(victim, victim.parent / f"{file_id}_0-99-99_29990101000000000.parquet")
+    shutil.copy(victim, victim.parent / f"ffffffff-0000-0000-0000-000000000000-0_0-99-99_29990101000000000.parquet")
+    (base / ".hoodie" / "29990101000000000.commit.requested").write_bytes(b"")
+    (base / ".hoodie" / "29990101000000000.inflight").write_bytes(b"")
+    table = hudi.open_table(base)
+    assert canonical_rows(table.read()) == sort_expected(expected(COW6)["snapshot"])
+    assert all("29990101000000000" not in s.base_file for s in table.file_slices())
+
+
+def test_refresh_sees_new_commits_and_readers_stay_pinned(fixture_tables, tmp_path):
+    base = tmp_path / "t"
+    shutil.copytree(fixture_tables(COW6), base)
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    last = sorted((base / ".hoodie").glob("*.commit"))[-1]
+    ts = last.name.split(".")[0]
+    moved = [f for f in (base / ".hoodie").iterdir() if f.name.startswith(ts)]
+    for f in moved:
+        f.rename(hidden / f.name)
+    table = hudi.open_table(base)
+    assert canonical_rows(table.read()) == sort_expected(expected(COW6)["time_travel"][
+        sorted(expected(COW6)["time_travel"])[0]])
+    for f in moved:
+        (hidden / f.name).rename(base / ".hoodie" / f.name)
+    assert table.timeline.latest_completed_write().timestamp != ts  # pinned at open
+    table.refresh()
+    assert canonical_rows(table.read()) == sort_expected(expected(COW6)["snapshot"])
