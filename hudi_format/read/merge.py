@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..config import TableConfig
+from ..keygen import KeyGenerator
 from ..errors import CorruptFileError, StorageError
 from ..log import BlockType, CommandType, read_log_file
 from ..storage import Storage
@@ -39,11 +40,13 @@ class MergeSpec:
     ordering_fields: tuple[str, ...]
     event_time: bool
     has_meta_fields: bool
+    keygen: KeyGenerator | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def from_config(cls, config: TableConfig) -> "MergeSpec":
         return cls(tuple(config.record_key_fields), tuple(config.ordering_fields),
-                   config.merge_mode == "EVENT_TIME_ORDERING", config.populate_meta_fields)
+                   config.merge_mode == "EVENT_TIME_ORDERING", config.populate_meta_fields,
+                   KeyGenerator.from_config(config))
 
     def needed_columns(self) -> list[str]:
         cols = list(self.ordering_fields) if self.event_time else []
@@ -55,17 +58,11 @@ class MergeSpec:
 
 
 def record_keys(table: pa.Table, spec: MergeSpec) -> pa.ChunkedArray:
-    """The record key of each row, as Hudi's key generators format it."""
+    """The record key of each row: stored in the meta field, or recomputed by the key generator."""
     if spec.has_meta_fields and "_hoodie_record_key" in table.column_names:
         return table.column("_hoodie_record_key")
-    fields = spec.record_key_fields
-    if len(fields) == 1:
-        return pc.cast(table.column(fields[0]), pa.string())
-    parts = []
-    for i, f in enumerate(fields):
-        val = pc.fill_null(pc.cast(table.column(f), pa.string()), "__null__")
-        parts.extend([pa.scalar(("," if i else "") + f + ":"), val])
-    return pc.binary_join_element_wise(*parts, "")
+    keygen = spec.keygen or KeyGenerator(spec.record_key_fields, ())
+    return keygen.record_keys(table)
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
