@@ -65,7 +65,8 @@ def java_to_strftime(pattern: str) -> str:
 
 def _java_url_encode(value: str) -> str:
     """``java.net.URLEncoder.encode(value, UTF_8)``: space -> '+', keeps ``a-zA-Z0-9.-*_``."""
-    return quote(value, safe="*-._ ").replace(" ", "+")
+    # quote() never escapes "~"; URLEncoder does.
+    return quote(value, safe="*-._ ").replace(" ", "+").replace("~", "%7E")
 
 
 def _to_string(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
