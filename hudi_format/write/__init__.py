@@ -1,0 +1,1 @@
+"""Writing: operations, tagging (index), file sizing, write handles and the commit protocol."""
