@@ -90,11 +90,9 @@ def assign_inserts(num_inserts: int, small: Sequence[SmallFile], avg_record_size
                 buckets.append(InsertBucket(take, f.file_id))
                 remaining -= take
     if remaining > 0:
-        per_bucket = cfg.insert_split_size
-        if cfg.auto_split and not bin_pack:
-            per_bucket = max(1, cfg.max_file_size // avg)
-        elif cfg.auto_split:
-            per_bucket = max(1, min(cfg.insert_split_size, cfg.max_file_size // avg))
+        # Auto-split (Hudi's default) sizes new files to the max file size; otherwise the
+        # configured number of records per new file group.
+        per_bucket = max(1, cfg.max_file_size // avg) if cfg.auto_split else max(1, cfg.insert_split_size)
         full, rest = divmod(remaining, per_bucket)
         buckets += [InsertBucket(per_bucket) for _ in range(full)]
         if rest:
