@@ -344,9 +344,13 @@ class TableConfig(Mapping):
             if v not in _MERGE_MODES:
                 raise self._err(f"hoodie.record.merge.mode must be one of {sorted(_MERGE_MODES)}, got {raw!r}")
             return v
+        # As Hudi 1.x infers it when upgrading a 0.x table: the 0.x default payload overwrites
+        # with the latest write whatever the ordering field says.
         payload = (self.payload_class or "").rsplit(".", 1)[-1]
+        if not payload and self._props.get("hoodie.table.version", "6").strip() in ("0", "1", "2", "3", "4", "5", "6"):
+            payload = "OverwriteWithLatestAvroPayload"  # the 0.x default when none is recorded
         if payload == "OverwriteWithLatestAvroPayload":
-            return "COMMIT_TIME_ORDERING" if not self.ordering_fields else "EVENT_TIME_ORDERING"
+            return "COMMIT_TIME_ORDERING"
         if payload in ("DefaultHoodieRecordPayload", "EventTimeAvroPayload", ""):
             return "EVENT_TIME_ORDERING" if self.ordering_fields else "COMMIT_TIME_ORDERING"
         return "CUSTOM"
