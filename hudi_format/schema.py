@@ -475,3 +475,146 @@ def avro_records_to_arrow(records: list[dict], avro_schema: str | dict) -> pa.Ta
     The table has :func:`avro_to_arrow_schema` of ``avro_schema``.
     """
     return AvroArrowConverter(avro_schema).to_arrow(records)
+
+
+# -- Arrow -> Avro records (for writers) -------------------------------------------------------
+__all__ += ["align_to_avro_schema", "arrow_to_avro_storage", "arrow_to_avro_records"]
+
+
+def _big_endian_unscaled(arr: pa.Array) -> tuple[pa.Array, int]:
+    """decimal128/256 -> (binary array of the full-width big-endian two's complement, width)."""
+    width = 16 if pa.types.is_decimal128(arr.type) else 32
+    return pc.binary_reverse(arr.view(pa.binary(width)).cast(pa.binary())), width
+
+
+def _decimal_to_twos_complement(arr: pa.Array, storage: pa.DataType) -> pa.Array:
+    """decimal128/256 -> Avro decimal bytes: big-endian two's complement of the unscaled value.
+
+    A ``fixed(N)`` decimal is sign-extended to exactly N bytes (Avro's ``toFixed``); a ``bytes``
+    decimal gets the minimal two's complement (Java's ``BigInteger.toByteArray``), so both match
+    what Avro Java writes byte for byte.
+    """
+    if len(arr) == 0:
+        return pa.array([], storage)
+    full, width = _big_endian_unscaled(arr)
+    if pa.types.is_fixed_size_binary(storage):
+        size = storage.byte_width
+        if size >= width:
+            return full.cast(storage) if size == width else _sign_extend(full, size - width, storage)
+        head = pc.binary_slice(full, 0, width - size)
+        tail = pc.binary_slice(full, width - size, width)
+        negative = pc.greater_equal(pc.binary_slice(tail, 0, 1), pa.scalar(b"\x80", pa.binary()))
+        expected = pc.if_else(negative, pa.scalar(b"\xff" * (width - size), pa.binary()),
+                              pa.scalar(b"\x00" * (width - size), pa.binary()))
+        if not pc.all(pc.equal(head, expected)).as_py() in (True, None):
+            raise SchemaError(f"a decimal value does not fit the Avro fixed({size}) it is written to")
+        return tail.cast(storage)
+    # minimal length: drop a leading byte while it only repeats the sign of the next one
+    out = full
+    zero, ff, high = (pa.scalar(b"\x00", pa.binary()), pa.scalar(b"\xff", pa.binary()),
+                      pa.scalar(b"\x80", pa.binary()))
+    for _ in range(width - 1):
+        first, second = pc.binary_slice(out, 0, 1), pc.binary_slice(out, 1, 2)
+        second_negative = pc.greater_equal(second, high)
+        droppable = pc.and_(pc.greater(pc.binary_length(out), 1), pc.or_(
+            pc.and_(pc.equal(first, zero), pc.invert(second_negative)),
+            pc.and_(pc.equal(first, ff), second_negative)))
+        if not pc.any(droppable).as_py():
+            break
+        out = pc.if_else(droppable, pc.binary_slice(out, 1, width), out)
+    return out.cast(storage) if storage != pa.binary() else out
+
+
+def _sign_extend(full: pa.Array, extra: int, storage: pa.DataType) -> pa.Array:
+    negative = pc.greater_equal(pc.binary_slice(full, 0, 1), pa.scalar(b"\x80", pa.binary()))
+    pad = pc.if_else(negative, pa.scalar(b"\xff" * extra, pa.binary()),
+                     pa.scalar(b"\x00" * extra, pa.binary()))
+    return pc.binary_join_element_wise(pad, full, b"").cast(storage)
+
+
+def _to_storage(arr: pa.Array, logical: pa.DataType, storage: pa.DataType) -> pa.Array:
+    """An array of ``logical`` type -> the Avro storage form (inverse of :func:`_restore`)."""
+    if logical.equals(storage):
+        return arr
+    if pa.types.is_decimal(logical):
+        return _decimal_to_twos_complement(arr, storage)
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(logical):
+        children = [_to_storage(arr.field(i), logical.field(i).type, storage.field(i).type)
+                    for i in range(logical.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(storage), mask=mask)
+    if pa.types.is_map(logical):
+        items = _to_storage(arr.items, logical.item_type, storage.item_type)
+        return pa.MapArray.from_arrays(arr.offsets, arr.keys, items, type=storage, mask=mask)
+    if pa.types.is_list(logical):
+        values = _to_storage(arr.values, logical.value_type, storage.value_type)
+        return pa.ListArray.from_arrays(arr.offsets, values, type=storage, mask=mask)
+    return arr.cast(storage)  # timestamp/date/time -> their int storage
+
+
+def _align_for_avro(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly the columns of ``schema`` in its order, cast to its types."""
+    extra = [n for n in table.column_names if schema.get_field_index(n) < 0]
+    if extra:
+        raise SchemaError(f"columns {extra} are not in the Avro schema "
+                          f"(fields: {schema.names})")
+    columns = []
+    for field in schema:
+        idx = table.schema.get_field_index(field.name)
+        if idx < 0:
+            if not field.nullable:
+                raise SchemaError(f"required column {field.name!r} is missing")
+            columns.append(pa.nulls(table.num_rows, field.type))
+            continue
+        col = table.column(idx)
+        if not col.type.equals(field.type):
+            try:
+                col = col.cast(field.type)
+            except (pa.ArrowException, ValueError, TypeError) as exc:
+                raise SchemaError(f"column {field.name!r} of type {col.type} cannot be written "
+                                  f"as {field.type}: {exc}") from exc
+        if not field.nullable and col.null_count:
+            raise SchemaError(f"column {field.name!r} has nulls but the Avro schema requires a value")
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def align_to_avro_schema(table: pa.Table, avro_schema: str | dict) -> pa.Table:
+    """``table`` with exactly the fields of ``avro_schema``, in order, as logical Arrow types.
+
+    Columns are cast to :func:`avro_to_arrow_schema` of the schema and missing nullable ones
+    become null; a column the schema lacks, a missing required column or a null in a required
+    column raises :class:`SchemaError`.
+    """
+    return _align_for_avro(table, avro_to_arrow_schema(avro_schema))
+
+
+def arrow_to_avro_storage(table: pa.Table, avro_schema: str | dict) -> pa.Table:
+    """``table`` aligned to ``avro_schema`` with every value in its Avro storage form.
+
+    Columns come in the schema's field order, cast to the logical Arrow types
+    (:func:`avro_to_arrow_schema`), missing nullable columns become null; then timestamps,
+    dates and times turn into their ints, decimals into two's-complement bytes (``fixed``
+    sign-extended, ``bytes`` minimal, as Avro Java writes them). Columns the schema lacks raise
+    :class:`SchemaError`.
+    """
+    conv = AvroArrowConverter(avro_schema)
+    conv._check_unions()
+    aligned = _align_for_avro(table, conv.arrow_schema)
+    if conv.storage_schema.equals(conv.arrow_schema):
+        return aligned
+    cols = []
+    for lf, sf, col in zip(conv.arrow_schema, conv.storage_schema, aligned.columns):
+        chunks = [_to_storage(c, lf.type, sf.type) for c in col.chunks]
+        cols.append(pa.chunked_array(chunks, type=sf.type))
+    return pa.Table.from_arrays(cols, schema=conv.storage_schema)
+
+
+def arrow_to_avro_records(table: pa.Table, avro_schema: str | dict) -> list[dict]:
+    """Rows of ``table`` as the dicts an Avro writer (fastavro) takes for ``avro_schema``.
+
+    Values are in Avro storage form (see :func:`arrow_to_avro_storage`): ints for timestamps,
+    dates and times, bytes for decimals, dicts for maps and records. fastavro writes them
+    unchanged under the schema with or without its logical types.
+    """
+    return arrow_to_avro_storage(table, avro_schema).to_pylist(maps_as_pydicts="strict")
