@@ -18,7 +18,7 @@ from .read.bounds import normalize_instant
 from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
 from .read.merge import MergeSpec, merge_file_slice, read_base_file
 from .read.snapshot import ReadState
-from .schema import avro_to_arrow_schema
+from .read.table_schema import latest_data_schema
 from .storage import Storage
 from .timeline import Timeline
 from .view import FileSlice, FileSystemView
@@ -78,16 +78,9 @@ class Table:
         return data
 
     def _data_schema(self) -> pa.Schema:
-        for inst in reversed(self.timeline.write_instants()):
-            try:
-                avro = self.timeline.metadata(inst).schema
-            except HudiError as exc:
-                log.warning("cannot read schema from %s: %s", inst, exc)
-                continue
-            if avro:
-                return avro_to_arrow_schema(avro)
-        if self.config.create_schema:
-            return avro_to_arrow_schema(self.config.create_schema)
+        schema = latest_data_schema(self.config, self.timeline)
+        if schema is not None:
+            return schema
         state = ReadState(self.config, self.timeline)
         for s in state.file_slices(self._view):
             if s.base_file:

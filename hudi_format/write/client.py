@@ -1,0 +1,330 @@
+"""The write client: one call of ``write`` is one Hudi commit.
+
+Order of work, so that a bad batch writes nothing and a failed write never shows: validate the
+options, the schema and every record key first; plan (tag, size) without touching storage; then
+create the table if needed, open the instant (requested, inflight), write the files, and only
+then complete the instant, which is what makes the files visible to readers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any, Mapping
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import META_FIELDS, TableConfig
+from ..errors import HudiError, InvalidOptionError
+from ..keygen import KeyGenerator
+from ..read.merge import MergeSpec, _merge_pieces
+from ..read.snapshot import ReadState
+from ..read.table_schema import latest_data_schema
+from ..schema import arrow_to_avro_schema
+from ..storage import Storage
+from ..table_init import write_partition_metadata
+from ..timeline import Instant, Timeline
+from ..timeline.clock import InstantClock
+from ..timeline.writer import TimelineWriter
+from ..view import FileSystemView
+from . import handles
+from .file_sizing import assign_inserts, average_record_size, small_files
+from .index import candidate_slices_by_bloom, existing_keys, tag
+from .options import OPERATIONS, option, sizing_config, validate_options
+from .schema_evolution import conform, evolve, incoming_schema
+
+log = logging.getLogger(__name__)
+
+_OPERATION_TYPES = {"insert": "INSERT", "upsert": "UPSERT", "bulk_insert": "BULK_INSERT",
+                    "delete": "DELETE", "insert_overwrite": "INSERT_OVERWRITE",
+                    "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
+                    "delete_partition": "DELETE_PARTITION"}
+_REPLACE_OPS = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
+
+
+def to_arrow(data: Any) -> pa.Table:
+    """Accept anything ``pyarrow.table()`` does, plus record batch readers and batches."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    try:
+        return pa.table(data)
+    except (TypeError, pa.ArrowInvalid) as exc:
+        raise InvalidOptionError(f"cannot turn {type(data).__name__} into an Arrow table: {exc}") from None
+
+
+@attrs.define
+class Plan:
+    """Per file group: records to upsert (with their keys), keys to delete; new groups."""
+
+    upserts: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row idx]
+    updates: dict = attrs.field(factory=lambda: defaultdict(int))    # (partition, fid) -> count
+    deletes: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row idx]
+    new_groups: list = attrs.field(factory=list)                     # [(partition, [row idx])]
+    replaced: dict = attrs.field(factory=lambda: defaultdict(list))  # partition -> [fid]
+
+
+class WriteClient:
+    def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+                 create: bool = False):
+        self.storage = storage
+        self.config = config
+        self.options = validate_options(options)
+        self.create = create
+        self.keygen = KeyGenerator.from_config(config, self.options)
+        self.spec = MergeSpec.from_config(config)
+
+    # -- entry point -------------------------------------------------------------------------
+    def write(self, data: Any, operation: str = "upsert") -> Instant:
+        op = (operation or "").strip().lower()
+        if op not in OPERATIONS:
+            raise InvalidOptionError(f"unknown write operation {operation!r}; use one of {', '.join(OPERATIONS)}")
+        timeline = Timeline.load(self.storage, self.config) if not self.create else None
+        state = ReadState(self.config, timeline) if timeline is not None else None
+        existing = latest_data_schema(self.config, timeline) if timeline is not None else None
+        if existing is None and self.config.create_schema:
+            from ..schema import avro_to_arrow_schema
+            existing = avro_to_arrow_schema(self.config.create_schema)
+
+        table = to_arrow(data) if data is not None else None
+        if table is None and op != "delete_partition":
+            raise InvalidOptionError(f"operation {op!r} needs data")
+        if table is not None:
+            schema = evolve(existing, incoming_schema(table)) if op not in ("delete", "delete_partition") \
+                else (existing or incoming_schema(table))
+            if op in ("delete", "delete_partition"):
+                table = conform(table.select([c for c in table.column_names if c in schema.names]),
+                                pa.schema([f for f in schema if f.name in table.column_names]))
+            else:
+                table = conform(table, schema)
+            keys = self.keygen.record_keys(table) if op != "delete_partition" else None
+            partitions = self.keygen.partition_paths(table)
+        else:
+            schema, keys, partitions = existing, None, None
+        if schema is None:
+            raise InvalidOptionError("the table has no schema yet: its first write must carry data")
+
+        if table is not None and keys is not None and self._should_dedupe(op):
+            table, keys, partitions = self._dedupe(table, keys, partitions)
+
+        full_schema = self._full_schema(schema)
+        avro = arrow_to_avro_schema(full_schema, f"{self.config.name}_record", f"hoodie.{self.config.name}")
+        data_avro = arrow_to_avro_schema(schema, f"{self.config.name}_record", f"hoodie.{self.config.name}")
+        view = FileSystemView(self.storage, self.config)
+        plan = self._plan(op, table, keys, partitions, state, view, full_schema)
+        return self._execute(op, table, keys, plan, state, view, full_schema, avro, data_avro)
+
+    # -- preparation -------------------------------------------------------------------------
+    def _should_dedupe(self, op: str) -> bool:
+        if op == "upsert":
+            return option(self.options, "hoodie.combine.before.upsert")
+        if op == "delete":
+            return option(self.options, "hoodie.combine.before.delete")
+        if op in ("insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table"):
+            return option(self.options, "hoodie.combine.before.insert") or \
+                option(self.options, "hoodie.datasource.write.insert.drop.duplicates")
+        return False
+
+    def _dedupe(self, table, keys, partitions):
+        """Precombine: one record per key (and partition), the highest ordering value winning."""
+        spec = attrs.evolve(self.spec, event_time=bool(self.spec.ordering_fields), has_meta_fields=False,
+                            keygen=KeyGenerator(self.keygen.record_key_fields, (), self.keygen.keygen_type))
+        rows = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+        merged = _merge_pieces([rows], [], pa.schema(list(table.schema) + [pa.field("__row", pa.int64())]), spec)
+        idx = pc.sort_indices(merged.column("__row"))
+        keep = pc.take(merged.column("__row"), idx)
+        return table.take(keep), pc.take(keys, keep), pc.take(partitions, keep)
+
+    def _full_schema(self, data_schema: pa.Schema) -> pa.Schema:
+        fields = [f for f in data_schema if f.name not in META_FIELDS]
+        if self.config.populate_meta_fields:
+            return pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + fields)
+        return pa.schema(fields)
+
+    # -- planning ----------------------------------------------------------------------------
+    def _latest_slices(self, state, view, partitions=None):
+        if state is None:
+            return []
+        return state.file_slices(view, (lambda p: p in partitions) if partitions is not None else None)
+
+    def _plan(self, op, table, keys, partitions, state, view, full_schema) -> Plan:
+        plan = Plan()
+        if op in _REPLACE_OPS:
+            if op == "insert_overwrite_table":
+                targets = None
+            elif op == "delete_partition" and table is None:
+                raw = self.options.get("hoodie.datasource.write.partitions.to.delete", "")
+                targets = {p.strip() for p in str(raw).split(",") if p.strip()}
+                if not targets:
+                    raise InvalidOptionError("delete_partition needs data or the option "
+                                             "hoodie.datasource.write.partitions.to.delete")
+            else:
+                targets = set(pc.unique(partitions).to_pylist())
+            for s in self._latest_slices(state, view, targets):
+                plan.replaced[s.partition_path].append(s.file_id)
+            if op != "delete_partition":
+                self._plan_new_groups(plan, partitions, range(table.num_rows), bin_pack=False)
+            return plan
+        if op == "bulk_insert":
+            self._plan_new_groups(plan, partitions, range(table.num_rows), bin_pack=False)
+            return plan
+
+        index_type = option(self.options, "hoodie.index.type")
+        global_index = index_type.startswith("GLOBAL")
+        touched = None if global_index else set(pc.unique(partitions).to_pylist())
+        slices = self._latest_slices(state, view, touched)
+        tagged = None
+        if op in ("upsert", "delete") or option(self.options, "hoodie.datasource.write.insert.drop.duplicates"):
+            candidates = slices
+            if index_type.endswith("BLOOM") and slices:
+                from ..base_file import read_footer
+                candidates = candidate_slices_by_bloom(self.storage, slices, pc.cast(keys, pa.string()), read_footer)
+            known = existing_keys(self.storage, candidates, self.spec, full_schema, state.visible) \
+                if candidates else existing_keys(self.storage, [], self.spec, full_schema, lambda _: False)
+            incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions,
+                                 "row": pa.array(range(len(keys)), pa.int64())})
+            tagged = tag(incoming, known, global_index)
+
+        if op == "delete":
+            fids = tagged.column("file_id").to_pylist()
+            parts = tagged.column("existing_partition").to_pylist()
+            for row, (fid, part) in enumerate(zip(fids, parts)):
+                if fid is not None:
+                    plan.deletes[(part, fid)].append(row)
+            return plan
+
+        insert_rows: dict[str, list[int]] = defaultdict(list)
+        if tagged is not None:
+            fids = tagged.column("file_id").to_pylist()
+            old_parts = tagged.column("existing_partition").to_pylist()
+            new_parts = tagged.column("partition").to_pylist()
+            update_path = option(self.options, "hoodie.simple.index.update.partition.path")
+            for row, (fid, old, new) in enumerate(zip(fids, old_parts, new_parts)):
+                if fid is None:
+                    insert_rows[new].append(row)
+                elif old != new and global_index and update_path:
+                    plan.deletes[(old, fid)].append(row)   # move: delete there, insert here
+                    insert_rows[new].append(row)
+                elif op == "insert":                        # insert drop-duplicates: skip existing
+                    continue
+                else:
+                    plan.upserts[(old, fid)].append(row)
+                    plan.updates[(old, fid)] += 1
+        else:
+            for row, part in enumerate(partitions.to_pylist()):
+                insert_rows[part].append(row)
+
+        cfg = sizing_config(self.options)
+        avg = average_record_size(self._commit_sizes(state), cfg.small_file_limit, cfg.record_size_estimate)
+        by_partition = defaultdict(list)
+        for s in slices:
+            by_partition[s.partition_path].append(s)
+        for part, rows in insert_rows.items():
+            candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
+                          if s.base_file and (not self.config.is_mor or not s.log_files)]
+            buckets = assign_inserts(len(rows), small_files(candidates, cfg), avg, cfg)
+            pos = 0
+            for b in buckets:
+                chunk = rows[pos:pos + b.count]
+                pos += b.count
+                if b.is_new:
+                    plan.new_groups.append((part, chunk))
+                else:
+                    plan.upserts[(part, b.file_id)].extend(chunk)
+        return plan
+
+    def _plan_new_groups(self, plan: Plan, partitions, rows, bin_pack: bool) -> None:
+        cfg = sizing_config(self.options)
+        avg = cfg.record_size_estimate
+        by_part = defaultdict(list)
+        for row, part in zip(rows, partitions.to_pylist()):
+            by_part[part].append(row)
+        for part, part_rows in by_part.items():
+            pos = 0
+            for b in assign_inserts(len(part_rows), [], avg, cfg, bin_pack=bin_pack):
+                plan.new_groups.append((part, part_rows[pos:pos + b.count]))
+                pos += b.count
+
+    def _commit_sizes(self, state):
+        """(bytes, records) written to base files by each commit, newest first."""
+        if state is None:
+            return
+        ext = self.config.base_file_extension
+        for inst in reversed(state.instants):
+            try:
+                meta = state.timeline.metadata(inst)
+            except HudiError:
+                continue
+            stats = [st for sts in meta.partition_to_write_stats.values() for st in sts
+                     if (st.path or "").endswith(ext)]
+            yield (sum(st.total_write_bytes or 0 for st in stats), sum(st.num_writes or 0 for st in stats))
+
+    # -- execution ---------------------------------------------------------------------------
+    def _execute(self, op, table, keys, plan, state, view, full_schema, avro, data_avro) -> Instant:
+        from ..table_init import ensure_table
+        ensure_table(self.storage, self.config, create=self.create)
+        clock = InstantClock(self.storage, self.config)
+        instant_time = clock.new_instant_time()
+        writer = TimelineWriter(self.storage, self.config)
+        action = ("replacecommit" if op in _REPLACE_OPS
+                  else "deltacommit" if self.config.is_mor else "commit")
+        requested = writer.create_requested(action, instant_time)
+        inflight = writer.transition_to_inflight(requested)
+
+        ctx = handles.WriteContext(
+            storage=self.storage, instant=instant_time, schema=full_schema, avro_schema=avro,
+            spec=self.spec, meta_fields=self.config.populate_meta_fields,
+            table_version=self.config.version,
+            log_block_format=option(self.options, "hoodie.logfile.data.block.format"),
+            compression=option(self.options, "hoodie.parquet.compression.codec"),
+            max_log_file_size=option(self.options, "hoodie.logfile.max.size"))
+        stats: dict[str, list[dict]] = defaultdict(list)
+        slices = {(s.partition_path, s.file_id): s for s in self._latest_slices(state, view)} \
+            if (plan.upserts or plan.deletes) else {}
+        new_partitions = set()
+        for part, rows in plan.new_groups:
+            new_partitions.add(part)
+        for part in sorted(new_partitions):
+            write_partition_metadata(self.storage, part, instant_time, part.count("/") + 1 if part else 0)
+
+        for key in sorted(set(plan.upserts) | set(plan.deletes)):
+            part, fid = key
+            fs = slices[key]
+            up_rows = plan.upserts.get(key, [])
+            upserts = table.take(up_rows) if up_rows else full_schema.empty_table()
+            up_keys = pc.take(keys, up_rows) if up_rows else pa.array([], pa.string())
+            dels = self._delete_keys(table, keys, plan.deletes.get(key, []), part)
+            if self.config.is_mor:
+                stat = handles.append(ctx, fs, upserts, up_keys, dels, plan.updates.get(key, 0))
+            else:
+                stat = handles.merge(ctx, fs, upserts, up_keys, dels)
+            stats[part].append(stat)
+        for part, rows in plan.new_groups:
+            stats[part].append(handles.create(ctx, part, table.take(rows), pc.take(keys, rows)))
+
+        metadata = {"partitionToWriteStats": dict(stats), "compacted": False,
+                    "extraMetadata": {"schema": _json(data_avro)},
+                    "operationType": _OPERATION_TYPES[op]}
+        if op in _REPLACE_OPS:
+            metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in plan.replaced.items()}
+        return writer.complete(inflight, metadata)
+
+    @staticmethod
+    def _delete_keys(table, keys, rows, partition) -> pa.Table | None:
+        """Delete markers as Hudi's delete operation writes them: the default ordering value 0,
+        so the delete wins over every earlier write of the key whatever its ordering value."""
+        if not rows:
+            return None
+        n = len(rows)
+        return pa.table({"record_key": pc.cast(pc.take(keys, rows), pa.string()),
+                         "partition_path": pa.repeat(pa.scalar(partition), n),
+                         "ordering_value": pa.repeat(pa.scalar(0, pa.int32()), n)})
+
+def _json(obj) -> str:
+    import json
+    return json.dumps(obj, separators=(",", ":"))

@@ -1,0 +1,160 @@
+"""Write handles: turn the records planned for one file group into files.
+
+- create: a new file group, one new base file.
+- merge (COW): the latest base file rewritten with updates, deletes and bin-packed inserts; rows
+  left untouched keep their commit time and sequence number, as Hudi's merge handle does.
+- append (MOR): updates, deletes and bin-packed inserts as log blocks on the latest slice.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..base_file import write_base_file
+from ..config import META_FIELDS
+from ..log.writer import encode_avro_data_block, encode_delete_block, encode_parquet_data_block, write_log_file
+from ..read.align import align_table
+from ..read.merge import MergeSpec, _merge_pieces, read_base_file, record_keys
+from ..view import FileSlice
+from ..view.file_names import BaseFileName
+
+
+def new_file_id() -> str:
+    """A new file group id: a random UUID plus Hudi's ``-0`` suffix."""
+    return f"{uuid.uuid4()}-0"
+
+
+@attrs.define
+class WriteContext:
+    """What every handle of one commit shares."""
+
+    storage: object
+    instant: str
+    schema: pa.Schema            # full Arrow schema written (meta fields first, when populated)
+    avro_schema: dict            # the same, as Avro (for blocks and parquet footers)
+    spec: MergeSpec
+    meta_fields: bool
+    table_version: int
+    log_block_format: str = "avro"
+    compression: str = "snappy"
+    max_log_file_size: int = 1024 * 1024 * 1024
+    bloom: dict | None = None
+    _task: int = 0
+
+    def next_token(self) -> tuple[int, str]:
+        self._task += 1
+        return self._task, f"{self._task}-1-{self._task}"
+
+
+def _stat(**kw) -> dict:
+    base = {"fileId": None, "path": None, "prevCommit": "null", "numWrites": 0, "numDeletes": 0,
+            "numUpdateWrites": 0, "numInserts": 0, "totalWriteBytes": 0, "totalWriteErrors": 0,
+            "partitionPath": None, "fileSizeInBytes": 0}
+    base.update(kw)
+    return base
+
+
+def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str, file_name: str,
+              task: int) -> pa.Table:
+    """Fill the five meta fields for freshly written records."""
+    n = rows.num_rows
+    if not ctx.meta_fields:
+        return align_table(rows, ctx.schema)
+    seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant}_{task}_"),
+                                      pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
+    meta = {"_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant), n),
+            "_hoodie_commit_seqno": seq,
+            "_hoodie_record_key": pc.cast(keys, pa.string()),
+            "_hoodie_partition_path": pa.repeat(pa.scalar(partition), n),
+            "_hoodie_file_name": pa.repeat(pa.scalar(file_name), n)}
+    cols = [meta[f.name] if f.name in meta else (rows.column(f.name) if f.name in rows.column_names
+                                                  else pa.nulls(n, f.type)) for f in ctx.schema]
+    return pa.Table.from_arrays(cols, schema=ctx.schema)
+
+
+def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
+    return BaseFileName(file_id, token, ctx.instant, ".parquet").name
+
+
+def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table) -> object:
+    path = posixpath.join(partition, name) if partition else name
+    keys = record_keys(table, ctx.spec)
+    return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys, bloom=ctx.bloom,
+                           compression=ctx.compression)
+
+
+def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) -> dict:
+    """A new file group holding ``rows``."""
+    file_id = new_file_id()
+    task, token = ctx.next_token()
+    name = _base_name(ctx, file_id, token)
+    table = with_meta(ctx, rows, keys, partition, name, task)
+    res = _write_base(ctx, partition, name, table)
+    return _stat(fileId=file_id, path=res.path, numWrites=table.num_rows, numInserts=table.num_rows,
+                 partitionPath=partition, fileSizeInBytes=res.file_size, totalWriteBytes=res.file_size)
+
+
+def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
+          deletes: pa.Table | None) -> dict:
+    """Rewrite the base file of ``fs`` (COW) with upserts and deletes applied."""
+    task, token = ctx.next_token()
+    name = _base_name(ctx, fs.file_id, token)
+    old = align_table(read_base_file(ctx.storage, fs.base_file), ctx.schema,
+                      ctx.storage.uri(fs.base_file)) if fs.base_file else ctx.schema.empty_table()
+    fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task)
+    old_keys = pc.cast(record_keys(old, ctx.spec), pa.string())
+    pieces, dels = [old, fresh], []
+    if deletes is not None and deletes.num_rows:
+        pieces.append(None)
+        dels.append((2, deletes))
+    merged = _merge_pieces(pieces, dels, ctx.schema, ctx.spec)
+    if ctx.meta_fields:
+        idx = ctx.schema.get_field_index("_hoodie_file_name")
+        merged = merged.set_column(idx, ctx.schema.field(idx), pa.repeat(pa.scalar(name), merged.num_rows))
+    merged_keys = pc.cast(record_keys(merged, ctx.spec), pa.string())
+    new_keys = pc.cast(upsert_keys, pa.string())
+    kept_old = pc.is_in(merged_keys, value_set=old_keys)
+    from_fresh = pc.is_in(merged_keys, value_set=new_keys)
+    if ctx.meta_fields:
+        from_fresh = pc.and_(from_fresh, pc.equal(merged.column("_hoodie_commit_time"), ctx.instant))
+    updates = pc.sum(pc.and_(kept_old, from_fresh)).as_py() or 0
+    inserts = pc.sum(pc.and_(pc.invert(kept_old), from_fresh)).as_py() or 0
+    deleted = old.num_rows - (pc.sum(pc.is_in(old_keys, value_set=merged_keys)).as_py() or 0)
+    res = _write_base(ctx, fs.partition_path, name, merged)
+    return _stat(fileId=fs.file_id, path=res.path, prevCommit=fs.base_instant,
+                 numWrites=merged.num_rows, numUpdateWrites=updates, numInserts=inserts,
+                 numDeletes=deleted, partitionPath=fs.partition_path,
+                 fileSizeInBytes=res.file_size, totalWriteBytes=res.file_size)
+
+
+def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
+           deletes: pa.Table | None, num_updates: int) -> dict:
+    """Append upserts and deletes to the latest slice of ``fs`` as log blocks (MOR)."""
+    task, token = ctx.next_token()
+    blocks = []
+    if upserts.num_rows:
+        table = with_meta(ctx, upserts, upsert_keys, fs.partition_path, fs.file_id, task)
+        if ctx.log_block_format == "parquet":
+            blocks.append(encode_parquet_data_block(table, ctx.avro_schema, ctx.instant))
+        else:
+            blocks.append(encode_avro_data_block(table, ctx.avro_schema, ctx.instant))
+    if deletes is not None and deletes.num_rows:
+        blocks.append(encode_delete_block(deletes, ctx.instant))
+    # v8+: a log file per delta commit, named by it; v6: log files carry the slice's base instant.
+    log_instant = ctx.instant if ctx.table_version >= 8 else fs.base_instant
+    results = write_log_file(ctx.storage, fs.partition_path, fs.file_id, log_instant, blocks,
+                             token, max_file_size=ctx.max_log_file_size)
+    size = sum(r.size for r in results)
+    last = results[-1]
+    return _stat(fileId=fs.file_id, path=last.path, prevCommit=fs.base_instant,
+                 numWrites=upserts.num_rows, numUpdateWrites=num_updates,
+                 numInserts=upserts.num_rows - num_updates,
+                 numDeletes=deletes.num_rows if deletes is not None else 0,
+                 partitionPath=fs.partition_path, fileSizeInBytes=size, totalWriteBytes=size,
+                 baseFile=fs.base_file_name or "", logFiles=[posixpath.basename(r.path) for r in results],
+                 logVersion=last.version, logOffset=0)
