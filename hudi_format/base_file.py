@@ -1,0 +1,431 @@
+"""Parquet base files as Hudi writes them, and their footers read without touching the data.
+
+Readers of a Hudi table (Spark, Flink, Presto/Trino, hudi-rs) only need valid Parquet, but
+Hudi's own write path also reads the footer: its bloom index prunes files with the bloom filter
+and the min/max record keys stored there. So we write the same key-value metadata that
+``HoodieAvroWriteSupport`` (parquet-avro) leaves in the footer:
+
+    parquet.avro.schema            the file's Avro schema (JSON)
+    writer.model.name              avro
+    org.apache.hudi.bloomfilter    the bloom filter over the record keys (see :mod:`.bloom`)
+    hoodie_bloom_filter_type_code  only for DYNAMIC_* filters (absent means SIMPLE)
+    hoodie_min_record_key          smallest / largest record key in Java ``String`` order;
+    hoodie_max_record_key          written only when the file holds at least one key
+
+Column types follow what parquet-avro makes of the Avro schema where a reader can tell:
+``timestamp-micros`` is INT64 TIMESTAMP(MICROS, UTC-adjusted), ``local-timestamp-*`` is not
+UTC-adjusted, ``date`` is INT32 DATE, decimals are FIXED_LEN_BYTE_ARRAY DECIMAL of the minimal
+width, non-union Avro fields are REQUIRED. Two layout differences remain, both read the same by
+Spark, parquet-avro and arrow-rs: lists use the standard 3-level LIST layout (parquet-avro's
+default is the legacy 2-level ``repeated array``), and no ``ARROW:schema`` is stored.
+
+Defaults are Hudi's: ``hoodie.parquet.compression.codec`` is gzip in every Hudi release that
+writes table versions 6-9 (0.14 - 1.1; the fixtures are all GZIP); row groups are cut at
+``hoodie.parquet.block.size`` (120 MiB) and pages at ``hoodie.parquet.page.size`` (1 MiB).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .bloom import (DEFAULT_FPP, DEFAULT_MAX_ENTRIES, DEFAULT_NUM_ENTRIES, DEFAULT_TYPE_CODE,
+                    SIMPLE, BloomFilter, new_bloom_filter)
+from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError, StorageError
+from .schema import avro_to_arrow_schema, parse_avro_schema
+from .storage import Storage
+
+__all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_footer",
+           "BaseFileFooter", "bloom_filter_from_options", "parquet_options_from_hoodie",
+           "BLOOM_FILTER_KEY", "BLOOM_TYPE_CODE_KEY", "MIN_RECORD_KEY", "MAX_RECORD_KEY",
+           "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE"]
+
+BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
+OLD_BLOOM_FILTER_KEY = "com.uber.hoodie.bloomfilter"
+BLOOM_TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
+MIN_RECORD_KEY = "hoodie_min_record_key"
+MAX_RECORD_KEY = "hoodie_max_record_key"
+AVRO_SCHEMA_KEY = "parquet.avro.schema"
+WRITER_MODEL_KEY = "writer.model.name"
+
+DEFAULT_COMPRESSION = "gzip"
+DEFAULT_BLOCK_SIZE = 120 * 1024 * 1024
+DEFAULT_PAGE_SIZE = 1024 * 1024
+_CODECS = {"gzip": "gzip", "snappy": "snappy", "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4",
+           "brotli": "brotli", "uncompressed": "none", "none": "none"}
+_TAIL_GUESS = 1 << 20   # one ranged read usually covers a footer with a 2-row DYNAMIC filter
+
+
+# -- options ----------------------------------------------------------------------------------
+def bloom_filter_from_options(options: Mapping[str, Any] | None = None) -> BloomFilter:
+    """An empty filter sized by Hudi's bloom options; other keys in ``options`` are ignored.
+
+    Reads ``hoodie.index.bloom.num_entries``, ``hoodie.index.bloom.fpp``,
+    ``hoodie.bloom.index.filter.type`` and ``hoodie.bloom.index.filter.dynamic.max.entries``.
+    """
+    opts = options or {}
+
+    def get(key: str, default, conv):
+        raw = opts.get(key, default)
+        try:
+            return conv(raw)
+        except (TypeError, ValueError) as exc:
+            raise InvalidOptionError(f"{key}: invalid value {raw!r}") from exc
+
+    return new_bloom_filter(get("hoodie.index.bloom.num_entries", DEFAULT_NUM_ENTRIES, int),
+                            get("hoodie.index.bloom.fpp", DEFAULT_FPP, float),
+                            get("hoodie.bloom.index.filter.type", DEFAULT_TYPE_CODE, str),
+                            get("hoodie.bloom.index.filter.dynamic.max.entries", DEFAULT_MAX_ENTRIES, int))
+
+
+def parquet_options_from_hoodie(options: Mapping[str, Any] | None = None) -> dict:
+    """Keyword arguments of :func:`write_base_file` from Hudi's ``hoodie.parquet.*`` options."""
+    opts = options or {}
+    out: dict[str, Any] = {}
+    if "hoodie.parquet.compression.codec" in opts:
+        out["compression"] = str(opts["hoodie.parquet.compression.codec"])
+    for key, name in (("hoodie.parquet.block.size", "block_size"), ("hoodie.parquet.page.size", "page_size")):
+        if key in opts:
+            try:
+                out[name] = int(opts[key])
+            except (TypeError, ValueError) as exc:
+                raise InvalidOptionError(f"{key}: invalid value {opts[key]!r}") from exc
+    if "hoodie.parquet.dictionary.enabled" in opts:
+        out["dictionary"] = str(opts["hoodie.parquet.dictionary.enabled"]).lower() == "true"
+    return out
+
+
+def _codec(name: str) -> str:
+    codec = _CODECS.get(str(name).lower())
+    if codec is None:
+        raise InvalidOptionError(f"hoodie.parquet.compression.codec: unsupported codec {name!r} "
+                                 f"(supported: {', '.join(sorted(_CODECS))})")
+    return codec
+
+
+# -- record keys ------------------------------------------------------------------------------
+def _java_min_max(keys: pa.Array) -> tuple[str | None, str | None]:
+    """Min and max in Java ``String.compareTo`` order (UTF-16 code units), as Hudi's Avro
+    write support compares keys. Arrow orders UTF-8 bytes (code points), which agrees unless a
+    key holds a character outside the BMP, so only then we compare in Python."""
+    if len(keys) == 0:
+        return None, None
+    if pc.any(pc.match_substring_regex(keys, "[\\x{10000}-\\x{10FFFF}]")).as_py():
+        values = keys.to_pylist()
+
+        def order(s: str) -> bytes:
+            return s.encode("utf-16-be", "surrogatepass")
+
+        return min(values, key=order), max(values, key=order)
+    mm = pc.min_max(keys)
+    return mm["min"].as_py(), mm["max"].as_py()
+
+
+def _key_array(record_keys, table: pa.Table, where: str) -> pa.Array:
+    if isinstance(record_keys, str):
+        if record_keys not in table.column_names:
+            raise SchemaError(f"{where}: record key column {record_keys!r} is not in the data")
+        record_keys = table.column(record_keys)
+    if isinstance(record_keys, pa.ChunkedArray):
+        record_keys = record_keys.combine_chunks()
+    if not isinstance(record_keys, pa.Array):
+        record_keys = pa.array(list(record_keys), pa.string())
+    if len(record_keys) != table.num_rows:
+        raise HudiError(f"{where}: {len(record_keys)} record keys for {table.num_rows} rows")
+    if not (pa.types.is_string(record_keys.type) or pa.types.is_large_string(record_keys.type)):
+        try:
+            record_keys = record_keys.cast(pa.string())
+        except pa.ArrowInvalid as exc:
+            raise HudiError(f"{where}: record keys must be strings, got {record_keys.type}") from exc
+    if record_keys.null_count:
+        raise HudiError(f"{where}: {record_keys.null_count} record keys are null")
+    return record_keys
+
+
+# -- writing ----------------------------------------------------------------------------------
+@attrs.frozen
+class BaseFileWriteResult:
+    """What the commit metadata needs about a written base file."""
+
+    path: str                  # relative to the table, as given
+    file_size: int
+    num_rows: int
+    min_key: str | None        # None when no keys were indexed (or the file is empty)
+    max_key: str | None
+
+
+class BaseFileWriter:
+    """Streams record batches into one Parquet base file with Hudi's footer.
+
+    ``keyed=False`` writes no bloom filter and no min/max keys, as Hudi does for tables without
+    meta fields (``hoodie.populate.meta.fields=false``). With ``keyed=True`` every :meth:`write`
+    must pass the batch's record keys. ``bloom`` is a dict of Hudi's bloom options (see
+    :func:`bloom_filter_from_options`) or a ready, usually empty, :class:`BloomFilter`.
+
+    Batches are buffered up to ``block_size`` bytes (Arrow size) so that row groups come out as
+    large as Hudi's; the file is written straight to its final name, as Hudi does (markers and
+    rollback, not renames, deal with failed writes). On error the partial file is removed.
+    """
+
+    def __init__(self, storage: Storage, rel_path: str, avro_schema: dict | str, *,
+                 keyed: bool = True, bloom: Mapping[str, Any] | BloomFilter | None = None,
+                 compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
+                 block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
+                 dictionary: bool = True, extra_metadata: Mapping[str, str] | None = None):
+        self.storage, self.rel_path = storage, rel_path
+        self._where = storage.uri(rel_path)
+        parsed = parse_avro_schema(avro_schema)
+        self._avro_text = avro_schema if isinstance(avro_schema, str) else json.dumps(parsed, separators=(",", ":"))
+        self.schema = avro_to_arrow_schema(parsed)
+        if keyed:
+            self.bloom = bloom if isinstance(bloom, BloomFilter) else bloom_filter_from_options(bloom)
+        else:
+            self.bloom = None
+        if block_size <= 0 or page_size <= 0:
+            raise InvalidOptionError(f"hoodie.parquet.block.size/page.size must be > 0, got {block_size}/{page_size}")
+        self._codec, self._level = _codec(compression), compression_level
+        self._block_size, self._page_size, self._dictionary = block_size, page_size, dictionary
+        self._extra = dict(extra_metadata or {})
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
+        self._min: str | None = None
+        self._max: str | None = None
+        self.num_rows = 0
+        self._file = None
+        self._writer: pq.ParquetWriter | None = None
+        self._closed = False
+
+    # ---------------------------------------------------------------------------------------
+    def _open(self) -> None:
+        full = self.storage.full(self.rel_path)
+        try:
+            self.storage.fs.makedirs(posixpath.dirname(full), exist_ok=True)
+            self._file = self.storage.open(self.rel_path, "wb")
+        except OSError as exc:
+            raise StorageError(f"cannot create {self._where}: {exc}") from exc
+        self._writer = pq.ParquetWriter(
+            self._file, self.schema, compression=self._codec,
+            compression_level=self._level, use_dictionary=self._dictionary,
+            data_page_size=self._page_size, store_schema=False, version="2.6",
+            write_statistics=True)
+
+    def _conform(self, data) -> pa.Table:
+        table = data if isinstance(data, pa.Table) else pa.table(data)
+        names = [f.name for f in self.schema]
+        missing = [n for n in names if n not in table.column_names]
+        extra = [n for n in table.column_names if n not in names]
+        if missing or extra:
+            raise SchemaError(f"{self._where}: data does not match the Avro schema "
+                              f"(missing columns {missing}, unexpected columns {extra})")
+        table = table.select(names)
+        for f in self.schema:
+            if not f.nullable and table.column(f.name).null_count:
+                raise SchemaError(f"{self._where}: column {f.name!r} is required by the Avro "
+                                  f"schema but has {table.column(f.name).null_count} nulls")
+        if table.schema.remove_metadata() == self.schema:
+            return table
+        try:
+            return table.cast(self.schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise SchemaError(f"{self._where}: data cannot be written with the Avro schema: {exc}") from exc
+
+    def write(self, data, record_keys=None) -> None:
+        """Append rows (a Table, RecordBatch or anything ``pyarrow.table()`` takes).
+
+        ``record_keys``: the rows' record keys (string array, or the name of a column).
+        """
+        if self._closed:
+            raise HudiError(f"{self._where}: writer is closed")
+        table = self._conform(data)
+        if self.bloom is not None:
+            if record_keys is None:
+                raise HudiError(f"{self._where}: record keys are needed for the bloom filter "
+                                "(or create the writer with keyed=False)")
+            keys = _key_array(record_keys, table, self._where)
+            try:
+                self.bloom.add_all(keys)
+            except ValueError as exc:
+                raise HudiError(f"{self._where}: {exc}") from exc
+            lo, hi = _java_min_max(keys)
+            if lo is not None:
+                self._min = lo if self._min is None or _jless(lo, self._min) else self._min
+                self._max = hi if self._max is None or _jless(self._max, hi) else self._max
+        self.num_rows += table.num_rows
+        for batch in table.to_batches():
+            self._pending.append(batch)
+            self._pending_bytes += batch.nbytes
+        if self._pending_bytes >= self._block_size:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if self._writer is None:
+            self._open()
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        rows_per_group = max(1, int(table.num_rows * self._block_size / max(1, table.nbytes)))
+        if not final:   # write whole row groups only; keep the remainder for the next one
+            full = (table.num_rows // rows_per_group) * rows_per_group
+            head, rest = table.slice(0, full), table.slice(full)
+        else:
+            head, rest = table, table.slice(table.num_rows)
+        if head.num_rows:
+            self._writer.write_table(head, row_group_size=rows_per_group)
+        self._pending = rest.to_batches()
+        self._pending_bytes = rest.nbytes if rest.num_rows else 0
+
+    def footer_metadata(self) -> dict[str, str]:
+        """The key-value pairs added to the footer on close."""
+        meta = dict(self._extra)
+        meta[AVRO_SCHEMA_KEY] = self._avro_text
+        meta[WRITER_MODEL_KEY] = "avro"
+        if self.bloom is not None:
+            meta[BLOOM_FILTER_KEY] = self.bloom.serialize()
+            if self.bloom.type_code.startswith("DYNAMIC"):
+                meta[BLOOM_TYPE_CODE_KEY] = self.bloom.type_code
+            if self._min is not None:
+                meta[MIN_RECORD_KEY] = self._min
+                meta[MAX_RECORD_KEY] = self._max
+        return meta
+
+    def close(self) -> BaseFileWriteResult:
+        """Finish the file (footer included) and return its size and key range."""
+        if self._closed:
+            raise HudiError(f"{self._where}: writer is already closed")
+        try:
+            self._flush(final=True)
+            self._writer.add_key_value_metadata(self.footer_metadata())
+            self._writer.close()
+            size = self._file.tell()
+            self._file.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        return BaseFileWriteResult(self.rel_path, int(size), self.num_rows, self._min, self._max)
+
+    def abort(self) -> None:
+        """Give up: close what is open and remove the partial file."""
+        self._closed = True
+        for closer in (self._writer, self._file):
+            try:
+                if closer is not None:
+                    closer.close()
+            except Exception:  # noqa: BLE001 - best effort cleanup
+                pass
+        if self._file is not None:
+            try:
+                self.storage.delete(self.rel_path)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def __enter__(self) -> "BaseFileWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._closed:
+            self.close()
+
+
+def _jless(a: str, b: str) -> bool:
+    """``a < b`` in Java String order (only differs from Python's outside the BMP)."""
+    return a.encode("utf-16-be", "surrogatepass") < b.encode("utf-16-be", "surrogatepass")
+
+
+def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | str,
+                    record_keys=None, bloom: Mapping[str, Any] | BloomFilter | None = None, *,
+                    compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
+                    block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
+                    dictionary: bool = True,
+                    extra_metadata: Mapping[str, str] | None = None) -> BaseFileWriteResult:
+    """Write ``table`` as one Parquet base file at ``rel_path`` with Hudi's footer.
+
+    ``table``: anything ``pyarrow.table()`` takes, or a ``RecordBatchReader`` (streamed when
+    ``record_keys`` is a column name or None). ``record_keys`` (string array, or a column name) feed the bloom filter and min/max keys;
+    ``None`` writes neither, as Hudi does without meta fields. ``bloom``: Hudi's bloom options
+    (dict) or a :class:`BloomFilter` to fill; ``None`` means Hudi's defaults.
+    """
+    writer = BaseFileWriter(storage, rel_path, avro_schema, keyed=record_keys is not None,
+                            bloom=bloom, compression=compression,
+                            compression_level=compression_level, block_size=block_size,
+                            page_size=page_size, dictionary=dictionary,
+                            extra_metadata=extra_metadata)
+    try:
+        if isinstance(table, pa.RecordBatchReader) and not isinstance(record_keys, pa.Array | pa.ChunkedArray):
+            for batch in table:       # streamed: keys, if any, come from a column of each batch
+                writer.write(batch, record_keys)
+        else:
+            if isinstance(table, pa.RecordBatchReader):
+                table = table.read_all()
+            writer.write(table, record_keys)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close()
+
+
+# -- footer -----------------------------------------------------------------------------------
+@attrs.frozen
+class BaseFileFooter:
+    """A base file's footer: Hudi's index metadata plus the Parquet schema and row count."""
+
+    bloom_filter: BloomFilter | None
+    min_key: str | None
+    max_key: str | None
+    avro_schema: dict | None           # parquet.avro.schema (None for Spark row-writer files)
+    num_rows: int
+    arrow_schema: pa.Schema
+    metadata: dict[str, str]           # every footer key-value pair, decoded
+    file_size: int
+    parquet_metadata: pq.FileMetaData = attrs.field(eq=False, repr=False)
+
+
+def read_footer(storage: Storage, rel_path: str) -> BaseFileFooter:
+    """Read only the footer of a Parquet base file (one or two ranged reads)."""
+    where = storage.uri(rel_path)
+    size = storage.size(rel_path)
+    if size < 12:
+        raise CorruptFileError(f"{where}: {size} bytes is too short for a Parquet file")
+    tail_len = min(size, _TAIL_GUESS)
+    tail = storage.read_range(rel_path, size - tail_len, tail_len)
+    if tail[-4:] != b"PAR1":
+        raise CorruptFileError(f"{where}: no Parquet magic at the end (truncated or not Parquet)")
+    meta_len = struct.unpack("<I", tail[-8:-4])[0]
+    if meta_len + 12 > size:
+        raise CorruptFileError(f"{where}: footer length {meta_len} exceeds the file size {size}")
+    if meta_len + 8 > len(tail):
+        tail = storage.read_range(rel_path, size - meta_len - 8, meta_len + 8)
+    footer = tail[len(tail) - meta_len - 8:]
+    try:
+        md = pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
+        arrow_schema = md.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptFileError(f"{where}: unreadable Parquet footer: {exc}") from exc
+    kv = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
+          for k, v in (md.metadata or {}).items()}
+    arrow_schema = arrow_schema.remove_metadata()
+    text = kv.get(BLOOM_FILTER_KEY) or kv.get(OLD_BLOOM_FILTER_KEY)
+    bloom = None
+    if text:
+        try:
+            bloom = BloomFilter.deserialize(text, kv.get(BLOOM_TYPE_CODE_KEY) or SIMPLE)
+        except HudiError as exc:
+            raise CorruptFileError(f"{where}: {exc}") from exc
+    avro = None
+    if AVRO_SCHEMA_KEY in kv:
+        try:
+            avro = json.loads(kv[AVRO_SCHEMA_KEY])
+        except ValueError as exc:
+            raise CorruptFileError(f"{where}: invalid {AVRO_SCHEMA_KEY}: {exc}") from exc
+    return BaseFileFooter(bloom, kv.get(MIN_RECORD_KEY), kv.get(MAX_RECORD_KEY), avro,
+                          md.num_rows, arrow_schema, kv, size, md)

@@ -1,0 +1,615 @@
+"""Hudi's record-key bloom filters, bit for bit as Apache Hudi builds and serializes them.
+
+Every base file Hudi writes carries a bloom filter over its record keys in the Parquet footer
+(``org.apache.hudi.bloomfilter``), and the metadata table's ``bloom_filters`` partition holds
+the same string. The bloom index asks these filters which files might hold an incoming key, so
+our filters must hash exactly as Hudi does (its copy of Hadoop's MurmurHash 2, chained seeds,
+``abs(h % m)`` positions) and serialize to the very same Base64 text: a Java reader loads ours,
+and ours loads Java's.
+
+Two layouts exist (``hoodie.bloom.index.filter.type``):
+
+- ``SIMPLE``: one bit vector (Hadoop ``BloomFilter``).
+- ``DYNAMIC_V0`` (default): ``HoodieDynamicBoundedBloomFilter``, rows of equal bit vectors; a
+  new row is opened each ``num_entries`` keys until ``max_entries`` is covered, then keys go to
+  the rows round robin.
+
+Serialized form (Java ``DataOutput``, big-endian, then standard Base64 with padding)::
+
+    filter header: int32 -1 (version), int32 nb_hash, int8 hash_type (1 = murmur), int32 vector_size
+    SIMPLE:        header, ceil(vector_size / 8) bytes of bits (bit i -> byte i//8, mask 1 << i%8)
+    DYNAMIC_V0:    header, int32 nr, int32 current_nb_record, int32 rows, rows x (header, bits)
+
+Hashing is the hot path of writes (``nb_hash`` = 30 MurmurHash rounds per key with Hudi's
+defaults), so :func:`hash_positions_all` runs it column-wise with Arrow compute on uint32
+arrays: keys are grouped by byte length, their 4-byte words are extracted once, mixed once (the
+word mix does not depend on the seed) and then every chained round costs a handful of array ops.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import struct
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import CorruptFileError, InvalidOptionError, UnsupportedFeatureError
+
+__all__ = ["BloomFilter", "SimpleBloomFilter", "DynamicBloomFilter", "new_bloom_filter",
+           "murmur_hash", "hash_positions", "hash_positions_all", "bit_size", "num_hashes",
+           "SIMPLE", "DYNAMIC_V0", "DEFAULT_NUM_ENTRIES", "DEFAULT_FPP", "DEFAULT_MAX_ENTRIES",
+           "DEFAULT_TYPE_CODE"]
+
+SIMPLE = "SIMPLE"
+DYNAMIC_V0 = "DYNAMIC_V0"
+# Hudi's defaults: hoodie.index.bloom.num_entries, hoodie.index.bloom.fpp,
+# hoodie.bloom.index.filter.dynamic.max.entries, hoodie.bloom.index.filter.type
+DEFAULT_NUM_ENTRIES = 60000
+DEFAULT_FPP = 0.000000001
+DEFAULT_MAX_ENTRIES = 100000
+DEFAULT_TYPE_CODE = DYNAMIC_V0
+
+JENKINS_HASH = 0
+MURMUR_HASH = 1
+_VERSION = -1
+_HEADER = struct.Struct(">iibi")
+_DYN_HEADER = struct.Struct(">iii")
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+_CHUNK = 1 << 18          # keys hashed per batch: bounds memory to ~nb_hash * 1 MiB
+_SCALAR_LIMIT = 64        # below this many keys, the plain-Python path is cheaper
+
+_U32 = pa.uint32()
+_M_S = pa.scalar(_M, _U32)
+
+
+# -- sizing (BloomFilterUtils) ------------------------------------------------------------------
+def bit_size(num_entries: int, fpp: float) -> int:
+    """Bits for ``num_entries`` keys at false-positive rate ``fpp``, as Hudi rounds it."""
+    return int(math.ceil(num_entries * (-math.log(fpp) / (math.log(2) * math.log(2)))))
+
+
+def num_hashes(bits: int, num_entries: int) -> int:
+    """Hash rounds per key, as Hudi rounds it (``ceil(ln 2 * bits / entries)``)."""
+    return int(math.ceil(math.log(2) * bits / num_entries))
+
+
+# -- scalar hashing -----------------------------------------------------------------------------
+def _sext8(b: int) -> int:
+    """A Java byte widened to int (sign-extended), as uint32."""
+    return b | 0xFFFFFF00 if b & 0x80 else b
+
+
+def murmur_hash(data: bytes, seed: int = -1) -> int:
+    """Hudi's (Hadoop's) MurmurHash 2 of ``data``; returns the Java ``int`` (signed 32-bit).
+
+    Tail bytes are sign-extended before the xor, as in the Java code; this matters for
+    non-ASCII UTF-8 keys.
+    """
+    n = len(data)
+    h = (seed ^ n) & _MASK
+    n4 = n >> 2
+    for k in struct.unpack_from(f"<{n4}I", data) if n4 else ():
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    left = n & 3
+    if left:
+        if left >= 3:
+            h ^= (_sext8(data[n - 3]) << 16) & _MASK
+        if left >= 2:
+            h ^= (_sext8(data[n - 2]) << 8) & _MASK
+        h ^= _sext8(data[n - 1])
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def hash_positions(data: bytes, nb_hash: int, max_value: int) -> list[int]:
+    """Bit positions of one key (Hudi ``HashFunction.hash``): chained seeds, ``abs(h % max)``."""
+    if not data:
+        raise ValueError("bloom filter key length must be > 0")
+    out, h = [], 0
+    for _ in range(nb_hash):
+        h = murmur_hash(data, h)
+        out.append(abs(h) % max_value)   # == Java Math.abs(h % max) for truncated division
+    return out
+
+
+# -- vectorised hashing -------------------------------------------------------------------------
+def _as_binary(keys) -> pa.Array:
+    """Keys as one binary Arrow array (UTF-8 bytes); rejects nulls and empty keys like Hudi."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    if not isinstance(keys, pa.Array):
+        if isinstance(keys, (str, bytes)):
+            raise TypeError("keys must be an iterable of strings, not a single string")
+        keys = pa.array(list(keys), pa.string())
+    t = keys.type
+    if pa.types.is_dictionary(t):
+        keys, t = keys.dictionary_decode(), t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        keys = keys.cast(pa.binary() if not pa.types.is_large_string(t) else pa.large_binary())
+    elif not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        raise TypeError(f"bloom filter keys must be strings, got Arrow type {t}")
+    if keys.null_count:
+        raise ValueError("bloom filter keys cannot be null")
+    return keys
+
+
+def _u32_view(fixed: pa.Array, width: int) -> pa.Array:
+    """Reinterpret a binary array whose values are all ``width`` (1 or 4) bytes as uint8/uint32."""
+    n = len(fixed)
+    _, offsets, data = fixed.buffers()[:3]
+    wide = pa.types.is_large_binary(fixed.type)
+    start = struct.unpack_from("<q" if wide else "<i", offsets, (8 if wide else 4) * fixed.offset)[0]
+    buf = data.slice(start, n * width)
+    if buf.address % width:
+        buf = pa.py_buffer(buf.to_pybytes())
+    arr = pa.Array.from_buffers(pa.uint32() if width == 4 else pa.uint8(), n, [None, buf])
+    return arr if width == 4 else arr.cast(_U32)
+
+
+def _group_rounds(group: pa.Array, length: int, nb_hash: int, max_value: int) -> list[pa.Array]:
+    """Positions for keys of one byte ``length``: a list of ``nb_hash`` uint32 arrays."""
+    n4, left = length >> 2, length & 3
+    words = []
+    for j in range(n4):  # the word mix (k *= m; k ^= k >>> 24; k *= m) is seed-independent
+        k = pc.multiply(_u32_view(pc.binary_slice(group, 4 * j, 4 * j + 4), 4), _M_S)
+        k = pc.bit_wise_xor(k, pc.shift_right(k, pa.scalar(24, _U32)))
+        words.append(pc.multiply(k, _M_S))
+    tail = None
+    for p in range(left):  # data[len - left + p], sign-extended, shifted into place
+        off = length - left + p
+        b = _u32_view(pc.binary_slice(group, off, off + 1), 1)
+        b = pc.add(pc.bit_wise_xor(b, pa.scalar(0x80, _U32)), pa.scalar(0xFFFFFF80, _U32))  # sign-extend
+        shift = 8 * (left - 1 - p)
+        if shift:
+            b = pc.shift_left(b, pa.scalar(shift, _U32))
+        tail = b if tail is None else pc.bit_wise_xor(tail, b)
+    out = []
+    h = pa.scalar(0, _U32)                       # seed of the first round
+    len_s = pa.scalar(length, _U32)
+    top = pa.scalar(0x80000000, _U32)
+    zero = pa.scalar(0, _U32)
+    mv = pa.scalar(max_value, _U32)
+    for _ in range(nb_hash):
+        h = pc.bit_wise_xor(h, len_s)
+        for k in words:
+            h = pc.bit_wise_xor(pc.multiply(h, _M_S), k)
+        if tail is not None:
+            h = pc.multiply(pc.bit_wise_xor(h, tail), _M_S)
+        h = pc.bit_wise_xor(h, pc.shift_right(h, pa.scalar(13, _U32)))
+        h = pc.multiply(h, _M_S)
+        h = pc.bit_wise_xor(h, pc.shift_right(h, pa.scalar(15, _U32)))
+        mag = pc.if_else(pc.greater_equal(h, top), pc.subtract(zero, h), h)  # |int32(h)|
+        out.append(_mod(mag, mv))
+    return out
+
+
+def _mod(a: pa.Array, m: pa.Scalar) -> pa.Array:
+    if hasattr(pc, "modulo"):
+        return pc.modulo(a, m)
+    return pc.subtract(a, pc.multiply(pc.divide(a, m), m))
+
+
+def hash_positions_all(keys, nb_hash: int, max_value: int) -> list[pa.Array]:
+    """Bit positions of many keys: ``nb_hash`` uint32 arrays, each aligned with ``keys``.
+
+    Column ``i`` holds round ``i`` of :func:`hash_positions` for every key. Vectorised with
+    Arrow compute; keys of equal byte length are hashed together.
+    """
+    keys = _as_binary(keys)
+    n = len(keys)
+    if n == 0:
+        return [pa.array([], _U32) for _ in range(nb_hash)]
+    lengths = pc.binary_length(keys)
+    lmin, lmax = pc.min_max(lengths).values()
+    if lmin.as_py() == 0:
+        raise ValueError("bloom filter key length must be > 0")
+    if lmin == lmax:
+        return _group_rounds(keys, lmin.as_py(), nb_hash, max_value)
+    order = pc.sort_indices(lengths)
+    sorted_keys = keys.take(order)
+    sorted_lengths = lengths.take(order)
+    ree = pc.run_end_encode(sorted_lengths)
+    cols: list[list[pa.Array]] = [[] for _ in range(nb_hash)]
+    start = 0
+    for end, length in zip(ree.run_ends.to_pylist(), ree.values.to_pylist()):
+        group = sorted_keys.slice(start, end - start)
+        for i, arr in enumerate(_group_rounds(group, length, nb_hash, max_value)):
+            cols[i].append(arr)
+        start = end
+    inverse = pc.sort_indices(order)   # back to the caller's key order
+    return [pa.concat_arrays(c).take(inverse) for c in cols]
+
+
+def _positions_bitmap(positions: list[pa.Array], vector_size: int) -> bytes:
+    """Bytes of a bit vector with every position in ``positions`` set (Hudi's bit order).
+
+    Arrow bitmaps are LSB-first like Hudi's: scattering into a ``vector_size`` array leaves a
+    validity bitmap that is exactly the bit vector.
+    """
+    pos = pa.concat_arrays(positions) if len(positions) != 1 else positions[0]
+    if hasattr(pc, "scatter") and vector_size < 2**31:
+        hit = pc.scatter(pa.repeat(True, len(pos)), pos.view(pa.int32()), max_index=vector_size - 1)
+        if hit.null_count == 0:
+            hit = pa.repeat(True, vector_size)
+        else:
+            hit = hit.is_valid()
+    else:
+        universe = pa.array(range(vector_size), _U32)
+        hit = pc.is_in(universe, value_set=pc.unique(pos))
+    if hit.offset:
+        hit = pa.concat_arrays([hit])
+    nbytes = (vector_size + 7) // 8
+    raw = bytearray(hit.buffers()[1].to_pybytes()[:nbytes])
+    if vector_size % 8:
+        raw[-1] &= (1 << (vector_size % 8)) - 1
+    return bytes(raw)
+
+
+def _to_bool(bits: bytearray, vector_size: int) -> pa.Array:
+    return pa.Array.from_buffers(pa.bool_(), vector_size, [None, pa.py_buffer(bytes(bits))])
+
+
+# -- one bit vector (InternalBloomFilter) -------------------------------------------------------
+class _BitVector:
+    """A row of bits with its hashing parameters."""
+
+    __slots__ = ("vector_size", "nb_hash", "hash_type", "bits")
+
+    def __init__(self, vector_size: int, nb_hash: int, hash_type: int = MURMUR_HASH,
+                 bits: bytearray | None = None):
+        if vector_size <= 0 or nb_hash <= 0:
+            raise InvalidOptionError(f"bloom filter needs vector_size > 0 and nb_hash > 0, "
+                                     f"got {vector_size} and {nb_hash}")
+        self.vector_size, self.nb_hash, self.hash_type = vector_size, nb_hash, hash_type
+        self.bits = bits if bits is not None else bytearray((vector_size + 7) // 8)
+
+    def check_hash(self) -> None:
+        if self.hash_type != MURMUR_HASH:
+            raise UnsupportedFeatureError(f"bloom filter hash type {self.hash_type} (Jenkins) is not "
+                                          "supported; Hudi writes murmur (1)")
+
+    def set_all(self, pos: list[int]) -> None:
+        b = self.bits
+        for p in pos:
+            b[p >> 3] |= 1 << (p & 7)
+
+    def test(self, pos: list[int]) -> bool:
+        b = self.bits
+        return all(b[p >> 3] >> (p & 7) & 1 for p in pos)
+
+    def or_bitmap(self, other: bytes) -> None:
+        n = len(self.bits)
+        merged = int.from_bytes(self.bits, "little") | int.from_bytes(other, "little")
+        self.bits[:] = merged.to_bytes(n, "little")
+
+    def test_all(self, cols: list[pa.Array]) -> pa.Array:
+        bits = _to_bool(self.bits, self.vector_size)
+        res = None
+        for col in cols:
+            got = bits.take(col)
+            res = got if res is None else pc.and_(res, got)
+        return res
+
+    def header(self) -> bytes:
+        return _HEADER.pack(_VERSION, self.nb_hash, self.hash_type, self.vector_size)
+
+    def write(self) -> bytes:
+        return self.header() + bytes(self.bits)
+
+    @classmethod
+    def read(cls, buf: memoryview, pos: int, what: str) -> tuple["_BitVector", int]:
+        try:
+            ver, = struct.unpack_from(">i", buf, pos)
+            if ver > 0:        # pre-versioned Hadoop layout: nb_hash first, Jenkins hashing
+                nb_hash, hash_type = ver, JENKINS_HASH
+                pos += 4
+            elif ver == _VERSION:
+                _, nb_hash, hash_type = struct.unpack_from(">iib", buf, pos)
+                pos += 9
+            else:
+                raise CorruptFileError(f"{what}: unsupported bloom filter version {ver}")
+            vector_size, = struct.unpack_from(">i", buf, pos)
+            pos += 4
+        except struct.error as exc:
+            raise CorruptFileError(f"{what}: bloom filter header is truncated") from exc
+        nbytes = (vector_size + 7) // 8
+        if vector_size <= 0 or nb_hash <= 0 or pos + nbytes > len(buf):
+            raise CorruptFileError(f"{what}: bloom filter bit vector is truncated or invalid "
+                                   f"(vector_size={vector_size}, nb_hash={nb_hash})")
+        bits = bytearray(buf[pos:pos + nbytes])
+        return cls(vector_size, nb_hash, hash_type, bits), pos + nbytes
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, _BitVector) and self.vector_size == other.vector_size
+                and self.nb_hash == other.nb_hash and self.hash_type == other.hash_type
+                and self.bits == other.bits)
+
+
+# -- public filters -----------------------------------------------------------------------------
+class BloomFilter:
+    """A Hudi bloom filter over record keys (UTF-8 strings)."""
+
+    type_code: str = ""
+
+    # subclasses provide: _rows (list[_BitVector]), _assign(n) -> row per key, _count(n)
+    _rows: list[_BitVector]
+
+    @property
+    def vector_size(self) -> int:
+        return self._rows[0].vector_size
+
+    @property
+    def nb_hash(self) -> int:
+        return self._rows[0].nb_hash
+
+    def add(self, key: str) -> None:
+        """Add one record key."""
+        data = _key_bytes(key)
+        row = self._assign(1)[0]
+        row.check_hash()
+        row.set_all(hash_positions(data, row.nb_hash, row.vector_size))
+
+    def add_all(self, keys) -> None:
+        """Add many keys (Arrow string array/chunked array or iterable), in order."""
+        arr = _as_binary(keys)
+        if len(arr) <= _SCALAR_LIMIT:
+            for k in arr.to_pylist():
+                self.add(k)
+            return
+        self._rows[0].check_hash()
+        for start in range(0, len(arr), _CHUNK):
+            chunk = arr.slice(start, _CHUNK)
+            cols = hash_positions_all(chunk, self.nb_hash, self.vector_size)
+            rows = self._assign(len(chunk))
+            for row, sel in _split_by_row(rows, self._rows):
+                picked = cols if sel is None else [c.filter(sel) for c in cols]
+                if len(picked[0]):
+                    row.or_bitmap(_positions_bitmap(picked, row.vector_size))
+
+    def might_contain(self, key: str) -> bool:
+        """False only if ``key`` was certainly never added."""
+        data = _key_bytes(key)
+        self._rows[0].check_hash()
+        pos = hash_positions(data, self.nb_hash, self.vector_size)
+        return any(r.test(pos) for r in self._rows)
+
+    def might_contain_all(self, keys) -> pa.Array:
+        """Vectorised :meth:`might_contain`: one boolean per key."""
+        arr = _as_binary(keys)
+        self._rows[0].check_hash()
+        if not len(arr):
+            return pa.array([], pa.bool_())
+        parts = []
+        for start in range(0, len(arr), _CHUNK):
+            chunk = arr.slice(start, _CHUNK)
+            cols = hash_positions_all(chunk, self.nb_hash, self.vector_size)
+            res = None
+            for row in self._rows:
+                got = row.test_all(cols)
+                res = got if res is None else pc.or_(res, got)
+            parts.append(res)
+        return pa.concat_arrays(parts) if len(parts) != 1 else parts[0]
+
+    def serialize(self) -> str:
+        """Hudi's footer / metadata-table string: Base64 of the Java ``DataOutput`` bytes."""
+        return base64.b64encode(self._to_bytes()).decode("ascii")
+
+    def _to_bytes(self) -> bytes:
+        raise NotImplementedError
+
+    @staticmethod
+    def deserialize(text: str | bytes, type_code: str | bytes | None = DYNAMIC_V0) -> "BloomFilter":
+        """Load a filter from Hudi's string; ``type_code`` is the footer's
+        ``hoodie_bloom_filter_type_code`` (absent means ``SIMPLE``, as in old Hudi files)."""
+        code = _type_code(type_code if type_code is not None else SIMPLE)
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise CorruptFileError(f"bloom filter is not valid Base64: {exc}") from exc
+        buf = memoryview(raw)
+        if code == SIMPLE:
+            row, end = _BitVector.read(buf, 0, "SIMPLE bloom filter")
+            f = SimpleBloomFilter.__new__(SimpleBloomFilter)
+            f._rows = [row]
+        else:
+            f = DynamicBloomFilter.__new__(DynamicBloomFilter)
+            end = f._read(buf)
+        if end != len(raw):
+            raise CorruptFileError(f"{code} bloom filter has {len(raw) - end} trailing bytes")
+        return f
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self._to_bytes() == other._to_bytes()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(vector_size={self.vector_size}, nb_hash={self.nb_hash}, "
+                f"rows={len(self._rows)})")
+
+
+def _key_bytes(key) -> bytes:
+    if key is None:
+        raise ValueError("bloom filter key cannot be null")
+    data = key if isinstance(key, bytes) else key.encode("utf-8")
+    if not data:
+        raise ValueError("bloom filter key length must be > 0")
+    return data
+
+
+def _type_code(code) -> str:
+    c = code.decode() if isinstance(code, bytes) else str(code)
+    c = c.upper()
+    if c not in (SIMPLE, DYNAMIC_V0):
+        raise InvalidOptionError(f"hoodie.bloom.index.filter.type: unknown bloom filter type "
+                                 f"code {code!r} (expected SIMPLE or DYNAMIC_V0)")
+    return c
+
+
+def _split_by_row(rows: pa.Array | None, matrix: list[_BitVector]):
+    """(row, boolean selection) pairs; ``rows`` None means every key goes to ``matrix[0]``."""
+    if rows is None:
+        yield matrix[0], None
+        return
+    for idx in pc.unique(rows).to_pylist():
+        yield matrix[idx], pc.equal(rows, idx)
+
+
+class SimpleBloomFilter(BloomFilter):
+    """``SIMPLE``: a single Hadoop-style bit vector."""
+
+    type_code = SIMPLE
+
+    def __init__(self, num_entries: int = DEFAULT_NUM_ENTRIES, fpp: float = DEFAULT_FPP):
+        _check_sizing(num_entries, fpp)
+        bits = bit_size(num_entries, fpp)
+        self._rows = [_BitVector(bits, num_hashes(bits, num_entries))]
+
+    def _assign(self, n: int):
+        return [self._rows[0]] if n == 1 else None
+
+    def _to_bytes(self) -> bytes:
+        return self._rows[0].write()
+
+
+class DynamicBloomFilter(BloomFilter):
+    """``DYNAMIC_V0``: Hudi's bounded dynamic filter (``InternalDynamicBloomFilter``).
+
+    ``nr`` keys go into each row; rows are added until ``rows * nr >= max_nr``, after which keys
+    cycle over the rows. ``reached_max``/``cur_matrix_index`` are not serialized, as in Java, so
+    a loaded filter restarts that cycle exactly as Hudi's would.
+    """
+
+    type_code = DYNAMIC_V0
+
+    def __init__(self, num_entries: int = DEFAULT_NUM_ENTRIES, fpp: float = DEFAULT_FPP,
+                 max_entries: int = DEFAULT_MAX_ENTRIES):
+        _check_sizing(num_entries, fpp)
+        bits = bit_size(num_entries, fpp)
+        self._proto = _BitVector(bits, num_hashes(bits, num_entries))
+        self._rows = [_BitVector(bits, self._proto.nb_hash)]
+        self.nr = num_entries
+        self.max_nr = max_entries
+        self.current_nb_record = 0
+        self._reached_max = False
+        self._cur = 0
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._rows)
+
+    def _next_row(self) -> int:
+        """Java ``getActiveStandardBF`` + ``add`` bookkeeping for one key: its row index."""
+        if self._reached_max:
+            idx = self._cur % len(self._rows)
+            self._cur += 1
+        elif self.current_nb_record >= self.nr and len(self._rows) * self.nr < self.max_nr:
+            r = self._proto
+            self._rows.append(_BitVector(r.vector_size, r.nb_hash, r.hash_type))
+            self.current_nb_record = 0
+            idx = len(self._rows) - 1
+        elif self.current_nb_record >= self.nr:
+            self._reached_max = True
+            idx = 0
+        else:
+            idx = len(self._rows) - 1
+        self.current_nb_record = (self.current_nb_record + 1) & _MASK
+        if self.current_nb_record >= 1 << 31:       # Java int overflow, kept for fidelity
+            self.current_nb_record -= 1 << 32
+        return idx
+
+    def _assign(self, n: int):
+        if n == 1:
+            return [self._rows[self._next_row()]]
+        # Segments: fill the active row, open rows while allowed, then round robin.
+        parts: list[pa.Array] = []
+        done = 0
+        while done < n and not self._reached_max:
+            room = self.nr - self.current_nb_record
+            if room > 0:
+                take = min(room, n - done)
+                parts.append(pa.repeat(pa.scalar(len(self._rows) - 1, pa.int64()), take))
+                self.current_nb_record += take
+                done += take
+            else:
+                parts.append(pa.array([self._next_row()], pa.int64()))
+                done += 1
+        if done < n:
+            rest = n - done
+            rows = len(self._rows)
+            seq = pa.array(range(self._cur, self._cur + rest), pa.int64())
+            parts.append(_mod(seq, pa.scalar(rows, pa.int64())))
+            self._cur += rest
+            self.current_nb_record += rest
+        if len(self._rows) == 1:
+            return None
+        return pa.concat_arrays([p.cast(pa.int64()) for p in parts])
+
+    def _to_bytes(self) -> bytes:
+        r0 = self._rows[0]
+        out = [r0.header(), _DYN_HEADER.pack(self.nr, _i32(self.current_nb_record), len(self._rows))]
+        out.extend(r.write() for r in self._rows)
+        return b"".join(out)
+
+    def _read(self, buf: memoryview) -> int:
+        what = "DYNAMIC_V0 bloom filter"
+        proto, pos = _read_header(buf, what)
+        try:
+            self.nr, self.current_nb_record, nrows = _DYN_HEADER.unpack_from(buf, pos)
+        except struct.error as exc:
+            raise CorruptFileError(f"{what}: header is truncated") from exc
+        pos += _DYN_HEADER.size
+        if nrows <= 0 or self.nr <= 0:
+            raise CorruptFileError(f"{what}: invalid row count {nrows} or nr {self.nr}")
+        self._rows = []
+        for _ in range(nrows):
+            row, pos = _BitVector.read(buf, pos, what)
+            self._rows.append(row)
+        self._proto = proto
+        self.max_nr = 0      # not serialized: Java's readFields leaves maxNr at 0 too
+        self._reached_max = False
+        self._cur = 0
+        return pos
+
+
+def _read_header(buf: memoryview, what: str) -> tuple[_BitVector, int]:
+    """The outer filter header of a dynamic filter (no bit vector follows it directly)."""
+    try:
+        ver, nb_hash, hash_type, vector_size = _HEADER.unpack_from(buf, 0)
+    except struct.error as exc:
+        raise CorruptFileError(f"{what}: header is truncated") from exc
+    if ver != _VERSION or vector_size <= 0 or nb_hash <= 0:
+        raise CorruptFileError(f"{what}: bad header (version={ver}, nb_hash={nb_hash}, "
+                               f"vector_size={vector_size})")
+    return _BitVector(vector_size, nb_hash, hash_type, bytearray()), _HEADER.size
+
+
+def _i32(v: int) -> int:
+    v &= _MASK
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _check_sizing(num_entries: int, fpp: float) -> None:
+    if not isinstance(num_entries, int) or num_entries <= 0:
+        raise InvalidOptionError(f"hoodie.index.bloom.num_entries must be a positive int, got {num_entries!r}")
+    if not 0 < fpp < 1:
+        raise InvalidOptionError(f"hoodie.index.bloom.fpp must be in (0, 1), got {fpp!r}")
+
+
+def new_bloom_filter(num_entries: int = DEFAULT_NUM_ENTRIES, fpp: float = DEFAULT_FPP,
+                     type_code: str = DEFAULT_TYPE_CODE,
+                     max_entries: int = DEFAULT_MAX_ENTRIES) -> BloomFilter:
+    """An empty filter as Hudi's ``BloomFilterFactory.createBloomFilter`` makes it."""
+    code = _type_code(type_code)
+    if code == SIMPLE:
+        return SimpleBloomFilter(num_entries, fpp)
+    return DynamicBloomFilter(num_entries, fpp, max_entries)
