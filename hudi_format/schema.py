@@ -605,6 +605,11 @@ def arrow_to_avro_storage(table: pa.Table, avro_schema: str | dict) -> pa.Table:
         return aligned
     cols = []
     for lf, sf, col in zip(conv.arrow_schema, conv.storage_schema, aligned.columns):
+        if col.num_chunks > 1:  # many small chunks cost far more than one copy
+            try:
+                col = pa.chunked_array([col.combine_chunks()])
+            except (pa.ArrowException, OverflowError):  # over 2 GiB in one array: keep chunks
+                pass
         chunks = [_to_storage(c, lf.type, sf.type) for c in col.chunks]
         cols.append(pa.chunked_array(chunks, type=sf.type))
     return pa.Table.from_arrays(cols, schema=conv.storage_schema)

@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
 from ..schema import (AvroArrowConverter, _decimal_to_twos_complement, align_to_avro_schema,
-                      arrow_to_avro_records)
+                      arrow_to_avro_storage)
 from .block import BlockType, CommandType, HeaderKey
 from .delete import delete_record_list_schema
 from .reader import LOG_FORMAT_VERSION, MAGIC
@@ -61,6 +61,7 @@ DELETE_BLOCK_VERSION = 3  # HoodieDeleteBlockVersion: Avro HoodieDeleteRecordLis
 DEFAULT_MAX_BLOCK_SIZE = 256 << 20  # hoodie.logfile.data.block.max.size
 DEFAULT_PARQUET_COMPRESSION = "gzip"  # hoodie.parquet.compression.codec
 _MAX_CONTENT = (1 << 31) - 1  # Java reads the content length into an int
+_ROWS_PER_BATCH = 8192
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -146,18 +147,19 @@ def _parsed_raw_schema(avro_schema: str | dict):
 def _encode_records(table: pa.Table, avro_schema: str | dict) -> list[bytes]:
     """Each row in Avro binary encoding, as Avro Java's ``GenericDatumWriter`` writes it."""
     parsed = _parsed_raw_schema(avro_schema)
-    rows = arrow_to_avro_records(table, avro_schema)
+    storage = arrow_to_avro_storage(table, avro_schema)
     buf = io.BytesIO()
     write = fastavro.schemaless_writer
-    out = []
-    for i, row in enumerate(rows):
-        buf.seek(0)
-        buf.truncate()
-        try:
-            write(buf, parsed, row)
-        except Exception as exc:  # fastavro raises ValueError/TypeError/... on bad values
-            raise SchemaError(f"row {i} cannot be written with the Avro schema: {exc}") from exc
-        out.append(buf.getvalue())
+    out: list[bytes] = []
+    for batch in storage.to_batches(max_chunksize=_ROWS_PER_BATCH):  # bounded Python objects
+        for row in batch.to_pylist(maps_as_pydicts="strict"):
+            buf.seek(0)
+            buf.truncate()
+            try:
+                write(buf, parsed, row)
+            except Exception as exc:  # fastavro raises ValueError/TypeError/... on bad values
+                raise SchemaError(f"row {len(out)} cannot be written with the Avro schema: {exc}") from exc
+            out.append(buf.getvalue())
     return out
 
 
