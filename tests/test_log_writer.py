@@ -656,3 +656,58 @@ def test_sliced_and_chunked_tables_are_written_as_their_rows(fmt, tmp_path):
                   pa.concat_tables([rich.slice(2), rich.slice(0, 1)])):
         (back,) = _decode(encode(table, RICH_AVRO, "1"), tmp_path)
         assert back.records().to_pylist() == table.to_pylist()
+
+
+def test_a_stale_version_listing_moves_on_to_a_free_version(tmp_path, monkeypatch):
+    """Another writer took the version we listed as free: ours goes to the next, theirs stays."""
+    from hudi_format.log import writer
+
+    storage = Storage(str(tmp_path))
+    theirs = encode_rollback_block("2", "1")
+    write_log_file(storage, "p", "fg", "1", [theirs], TOKEN)
+    monkeypatch.setattr(writer, "next_log_version", lambda *a: 1)
+    (ours,) = write_log_file(storage, "p", "fg", "1", [encode_rollback_block("3", "1")], TOKEN)
+    assert ours.version == 2
+    assert (tmp_path / "p" / ".fg_1.log.1_1-2-3").read_bytes() == theirs
+
+
+@pytest.fixture(scope="module")
+def s3_storage():
+    import socket
+
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {"key": "testing", "secret": "testing",
+               "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+    try:
+        s3fs.S3FileSystem(**options).mkdir("log-writer")
+        yield Storage("s3://log-writer/table", options)
+    finally:
+        server.stop()
+
+
+def test_s3_files_are_created_exclusively(s3_storage, monkeypatch):
+    """s3fs checks "xb" when the upload commits: an existing object must survive untouched."""
+    from hudi_format.log import writer
+
+    storage = s3_storage
+    theirs = encode_rollback_block("2", "1")
+    (first,) = write_log_file(storage, "p", "fg", "1", [theirs], TOKEN)
+    with pytest.raises(InvalidOptionError, match="already exists"):
+        write_log_file(storage, "p", "fg", "1", [encode_rollback_block("3", "1")], TOKEN, version=1)
+    storage.fs.invalidate_cache()
+    assert storage.read_bytes(first.path) == theirs
+    monkeypatch.setattr(writer, "next_log_version", lambda *a: 1)
+    blocks = [encode_avro_data_block(_rich_rows(), RICH_AVRO, "3"), encode_rollback_block("4", "3")]
+    (ours,) = write_log_file(storage, "p", "fg", "1", blocks, TOKEN)
+    assert ours.version == 2
+    storage.fs.invalidate_cache()
+    assert storage.read_bytes(first.path) == theirs
+    back = list(read_log_file(storage, ours.path))
+    assert [b.block_type for b in back] == [BlockType.AVRO_DATA, BlockType.COMMAND]
+    assert back[0].records().equals(_rich_rows())

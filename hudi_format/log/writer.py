@@ -10,7 +10,8 @@ token) order, so N small files read exactly like one file with the same blocks.
 Crash safety comes from the block framing: a block is only taken for valid when its leading
 size, its trailing total length and the end of the file (or the next ``#HUDI#``) agree, so a
 file cut anywhere holds the complete blocks before the cut plus one detectable torn tail. On
-an error while writing, the partly written file is removed when the storage still allows it.
+an error while writing a local file, the partly written file is removed; on object stores
+nothing becomes visible before the upload completes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import struct
 from typing import Iterable, Sequence
 
 import attrs
+from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import InvalidOptionError, LogFormatError, StorageError
 from ..storage import Storage
@@ -81,7 +83,12 @@ def next_log_version(storage: Storage, partition_path: str, file_id: str, instan
 
 
 def _create(storage: Storage, rel: str):
-    """Open ``rel`` for writing, failing with ``FileExistsError`` if it already exists."""
+    """Open ``rel`` for exclusive creation (``"xb"``).
+
+    Local files fail with ``FileExistsError`` here; object stores (s3fs) check when the object
+    is committed at close and raise ``FileExistsError`` then. A file system without ``"xb"``
+    falls back to an existence check.
+    """
     full = storage.full(rel)
     storage.fs.makedirs(posixpath.dirname(full), exist_ok=True)
     try:
@@ -96,17 +103,24 @@ def _create(storage: Storage, rel: str):
 
 def _write_one(storage: Storage, rel: str, blocks: Sequence[bytes]) -> int:
     f = _create(storage, rel)
+    # Only a local open(..., "xb") (O_EXCL) proves the file at ``rel`` is ours while it is being
+    # written; elsewhere nothing is visible before close, and a path that exists after a failure
+    # may belong to another writer, so it is never deleted.
+    created_by_us = isinstance(storage.fs, LocalFileSystem)
     written = 0
     try:
         with f:
             for block in blocks:
                 f.write(block)
                 written += len(block)
+    except FileExistsError:
+        raise  # lost a create-if-absent race at commit time: nothing of ours was written
     except BaseException as exc:
-        try:
-            storage.delete(rel)  # a local file keeps its torn prefix; an object never appeared
-        except Exception:  # the original error matters more
-            log.warning("could not remove partly written log file %s", storage.uri(rel))
+        if created_by_us:
+            try:
+                storage.delete(rel)  # our torn prefix
+            except Exception:  # the original error matters more
+                log.warning("could not remove partly written log file %s", storage.uri(rel))
         if isinstance(exc, OSError):
             raise StorageError(f"cannot write log file {storage.uri(rel)}: {exc}") from exc
         raise
