@@ -7,13 +7,17 @@ and S3, and lets the format layers name files exactly as Hudi does (``.hoodie/..
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
+import threading
+import uuid
 from typing import Any, Iterator
 
 import attrs
 import fsspec
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from .errors import StorageError
 
@@ -29,6 +33,11 @@ class FileInfo:
     @property
     def name(self) -> str:
         return posixpath.basename(self.path)
+
+
+# Serialises check-then-write sequences on filesystems without an atomic create (memory, ...):
+# atomic within this process, best effort across processes.
+_CREATE_LOCK = threading.RLock()
 
 
 def _join(*parts: str) -> str:
@@ -140,3 +149,154 @@ class Storage:
             self.fs.rm_file(self.full(rel))
         except FileNotFoundError:
             pass
+
+    # -- atomic creation and renames --------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        """True when the table lives on the local filesystem (where ``os`` calls apply)."""
+        return isinstance(self.fs, LocalFileSystem)
+
+    def _temp_name(self, path: str) -> str:
+        # hidden, so timeline listings and file-system views skip it while it exists
+        return posixpath.join(posixpath.dirname(path),
+                              f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        """Create ``rel`` holding ``data`` unless it exists; True if this call created it.
+
+        A reader either sees no file or the whole content, never a part of it, and an existing
+        file is never replaced:
+
+        - local filesystem: the bytes go to a hidden temp file in the same folder, which is then
+          hard-linked to the final name (``link`` fails atomically if the name exists) and
+          removed. Where hard links are unsupported the file is created with ``O_EXCL``
+          (exclusive, but its content may briefly be incomplete).
+        - S3 (s3fs): a conditional PUT (``If-None-Match: *``), atomic where the store honours it;
+          a store that ignores the header degrades to the best-effort check below.
+        - other fsspec filesystems (memory, ...): check ``exists``, write a temp file and ``mv``
+          it under an in-process lock: atomic within this process, best effort across
+          processes (until the storage layer gets a real conditional write for them).
+        """
+        data = bytes(data)
+        path = self.full(rel)
+        if self.is_local:
+            return self._create_local(path, data)
+        try:
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        except OSError:
+            pass  # object stores have no folders
+        with _CREATE_LOCK:
+            if self.fs.exists(path):
+                return False
+            if "s3" in _protocols(self.fs):
+                try:
+                    self.fs.pipe_file(path, data, mode="create")
+                    self.fs.invalidate_cache(posixpath.dirname(path))
+                    return True
+                except FileExistsError:
+                    return False
+                except TypeError:
+                    pass  # an s3fs without conditional writes: fall through
+                except OSError as exc:
+                    # 412 Precondition Failed: someone else created it first
+                    self.fs.invalidate_cache(path)
+                    if self.fs.exists(path):
+                        return False
+                    raise StorageError(f"cannot create {self.uri(rel)}: {exc}") from exc
+            tmp = self._temp_name(path)
+            try:
+                with self.fs.open(tmp, "wb") as f:
+                    f.write(data)
+                self.fs.mv(tmp, path)
+            except OSError as exc:
+                raise StorageError(f"cannot create {self.uri(rel)}: {exc}") from exc
+            finally:
+                try:
+                    if self.fs.exists(tmp):
+                        self.fs.rm_file(tmp)
+                except OSError:
+                    pass
+            return True
+
+    def _create_local(self, path: str, data: bytes) -> bool:
+        folder = os.path.dirname(path)
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create folder {folder}: {exc}") from exc
+        if os.path.lexists(path):
+            return False
+        tmp = self._temp_name(path)
+        try:
+            with open(tmp, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                                     errno.EMLINK, errno.ENOSYS):
+                    raise
+            # no hard links here: exclusive create (content may briefly be partial)
+            try:
+                with open(path, "xb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                return True
+            except FileExistsError:
+                return False
+        except OSError as exc:
+            raise StorageError(f"cannot create {path}: {exc}") from exc
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def rename(self, src: str, dst: str, overwrite: bool = False) -> None:
+        """Rename ``src`` to ``dst`` (both relative to the table).
+
+        Without ``overwrite`` an existing ``dst`` raises ``StorageError`` and is left alone
+        (atomically on the local filesystem, best effort elsewhere); with it, ``dst`` is
+        replaced (atomically on the local filesystem; copy-and-delete on object stores).
+        """
+        a, b = self.full(src), self.full(dst)
+        if self.is_local:
+            try:
+                os.makedirs(os.path.dirname(b), exist_ok=True)
+                if overwrite:
+                    os.replace(a, b)
+                    return
+                if os.path.isdir(a):
+                    if os.path.lexists(b):
+                        raise FileExistsError(errno.EEXIST, "exists", b)
+                    os.rename(a, b)
+                    return
+                os.link(a, b)   # fails if b exists, atomically
+                os.unlink(a)
+                return
+            except FileExistsError as exc:
+                raise StorageError(f"cannot rename {self.uri(src)}: {self.uri(dst)} exists") from exc
+            except FileNotFoundError as exc:
+                raise StorageError(f"file not found: {self.uri(src)}") from exc
+            except OSError as exc:
+                raise StorageError(f"cannot rename {self.uri(src)} to {self.uri(dst)}: {exc}") from exc
+        with _CREATE_LOCK:
+            if not self.fs.exists(a):
+                raise StorageError(f"file not found: {self.uri(src)}")
+            if not overwrite and self.fs.exists(b):
+                raise StorageError(f"cannot rename {self.uri(src)}: {self.uri(dst)} exists")
+            try:
+                self.fs.mv(a, b)
+            except OSError as exc:
+                raise StorageError(f"cannot rename {self.uri(src)} to {self.uri(dst)}: {exc}") from exc
+
+
+def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
+    proto = fs.protocol
+    return (proto,) if isinstance(proto, str) else tuple(proto)
