@@ -284,7 +284,8 @@ def test_delete_block_ordering_values_round_trip(arrow_type, values, kind_type, 
     assert got.column("record_key").to_pylist() == ["a", "b", "c"]
     assert got.column("partition_path").to_pylist() == ["p", None, ""]
     assert got.column("ordering_value").type == kind_type
-    assert got.column("ordering_value").to_pylist() == pa.array(values, arrow_type).cast(kind_type).to_pylist()
+    want = pa.array(values, arrow_type).cast(kind_type).to_pylist()
+    assert got.column("ordering_value").to_pylist() == want
 
 
 def test_delete_block_bytes_follow_hudi_wrappers():

@@ -75,7 +75,7 @@ def encode_metadata(entries: Mapping[HeaderKey | int, str] | None) -> bytes:
     out = [_INT.pack(len(entries))]
     for key, value in entries.items():
         if not isinstance(value, str):
-            raise LogFormatError(f"log block metadata {HeaderKey(int(key)).name} must be a string, "
+            raise LogFormatError(f"log block metadata entry {key!r} must be a string, "
                                  f"got {type(value).__name__}")
         raw = value.encode("utf-8")
         out += [_INT.pack(int(key)), _INT.pack(len(raw)), raw]
@@ -106,7 +106,8 @@ def _header(entries: dict[HeaderKey, str], extra: Mapping[HeaderKey | int, str] 
     for key, value in (extra or {}).items():
         key = HeaderKey(int(key))
         if key in merged:
-            raise InvalidOptionError(f"header {key.name} is set by the encoder; do not pass it in extra_header")
+            raise InvalidOptionError(f"header {key.name} is set by the encoder; "
+                                     "do not pass it in extra_header")
         merged[key] = value
     if order is None:
         return dict(sorted(merged.items()))
@@ -308,7 +309,8 @@ def _wrapper_values(col: pa.ChunkedArray | pa.Array) -> tuple[str | None, list]:
         try:
             dec = arr.cast(pa.decimal128(30, 15))
         except (pa.ArrowException, ValueError) as exc:
-            raise SchemaError(f"ordering value of type {t} does not fit Hudi's decimal(30, 15): {exc}") from exc
+            raise SchemaError(f"ordering value of type {t} does not fit Hudi's "
+                              f"decimal(30, 15): {exc}") from exc
         return "DecimalWrapper", _decimal_to_twos_complement(dec, pa.binary()).to_pylist()
     raise SchemaError(f"ordering values of Arrow type {t} have no Hudi value wrapper")
 
@@ -334,7 +336,8 @@ def encode_delete_content(keys: pa.Table) -> bytes:
         try:
             return col.cast(pa.string()).to_pylist() if col.type != pa.string() else col.to_pylist()
         except (pa.ArrowException, ValueError) as exc:
-            raise SchemaError(f"delete key column {name!r} of type {col.type} is not a string: {exc}") from exc
+            raise SchemaError(f"delete key column {name!r} of type {col.type} "
+                              f"is not a string: {exc}") from exc
 
     record_keys, partitions = strings("record_key"), strings("partition_path")
     if "ordering_value" in keys.column_names:
