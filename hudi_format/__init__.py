@@ -4,12 +4,12 @@ from .errors import (CorruptFileError, HudiError, InvalidOptionError, LogFormatE
                      SchemaError, StorageError, TableConfigError, TableNotFoundError,
                      TimelineError, UnsupportedFeatureError)
 
-from .table import Table, open_table
+from .table import Table, open_table, write
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "open_table", "Table",
+    "open_table", "Table", "write",
     "HudiError", "TableNotFoundError", "TableConfigError", "InvalidOptionError", "TimelineError",
     "CorruptFileError", "LogFormatError", "UnsupportedFeatureError", "SchemaError",
     "StorageError", "__version__",

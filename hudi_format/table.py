@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 from functools import cached_property
 from typing import Any, Iterator, Sequence
 
@@ -20,7 +21,7 @@ from .read.merge import MergeSpec, merge_file_slice, read_base_file
 from .read.snapshot import ReadState
 from .read.table_schema import latest_data_schema
 from .storage import Storage
-from .timeline import Timeline
+from .timeline import Instant, Timeline
 from .view import FileSlice, FileSystemView
 
 log = logging.getLogger(__name__)
@@ -221,3 +222,85 @@ def _concat(pieces: list[pa.Table], schema: pa.Schema, columns: list[str]) -> pa
 def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None = None) -> Table:
     """Open the Hudi table at ``path`` (local path or fsspec URL such as ``s3://bucket/t``)."""
     return Table(Storage(path, storage_options))
+
+
+# -- writing -------------------------------------------------------------------------------------
+def _write(table: "Table", data, operation: str, options) -> "Instant":
+    from .writer.client import WriteClient
+    instant = WriteClient(table.storage, table.config, options).write(data, operation)
+    table.refresh()
+    return instant
+
+
+Table.write = lambda self, data, operation="upsert", options=None: _write(self, data, operation, options)
+Table.write.__doc__ = """Write ``data`` to this table as one commit; returns the completed instant."""
+
+
+def _as_list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def write(path: str | os.PathLike, data, *, operation: str = "upsert",
+          record_key: str | Sequence[str] | None = None,
+          ordering_field: str | Sequence[str] | None = None,
+          partition_by: str | Sequence[str] | None = None,
+          table_type: str = "COPY_ON_WRITE", table_version: int | None = None,
+          table_name: str | None = None, options: dict[str, Any] | None = None,
+          storage_options: dict[str, Any] | None = None):
+    """Write ``data`` to the Hudi table at ``path``, creating the table on the first write."""
+    from .table_init import table_properties
+    from .writer.client import WriteClient
+    from .writer.options import validate_options
+
+    opts = validate_options(options)
+    storage = Storage(path, storage_options)
+    requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")
+    keys = _as_list(record_key or opts.get("hoodie.datasource.write.recordkey.field")
+                    or opts.get("hoodie.table.recordkey.fields"))
+    if storage.exists(".hoodie/hoodie.properties"):
+        config = TableConfig.load(storage)
+        if requested_version is not None and int(requested_version) != config.version:
+            raise InvalidOptionError(f"the table at {storage.url} is version {config.version}; "
+                                     f"it cannot be written as version {requested_version}")
+        if keys and keys != config.record_key_fields:
+            raise InvalidOptionError(f"record key {keys} does not match the table's "
+                                     f"{config.record_key_fields}")
+        instant = WriteClient(storage, config, opts).write(data, operation)
+        return instant
+    if not keys:
+        raise InvalidOptionError("creating a table needs record_key (or option "
+                                 "hoodie.datasource.write.recordkey.field)")
+    version = int(requested_version or 8)
+    ttype = (opts.get("hoodie.datasource.write.table.type") or opts.get("hoodie.table.type")
+             or table_type or "COPY_ON_WRITE").upper()
+    ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
+    if ttype not in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+        raise InvalidOptionError(f"table_type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
+    parts = _as_list(partition_by or opts.get("hoodie.datasource.write.partitionpath.field")
+                     or opts.get("hoodie.table.partition.fields"))
+    ordering = _as_list(ordering_field or opts.get("hoodie.datasource.write.precombine.field")
+                        or opts.get("hoodie.table.ordering.fields") or opts.get("hoodie.table.precombine.field"))
+    keygen_class = opts.get("hoodie.datasource.write.keygenerator.class") or opts.get("hoodie.table.keygenerator.class")
+    keygen_type = opts.get("hoodie.datasource.write.keygenerator.type") or opts.get("hoodie.table.keygenerator.type")
+    if not keygen_class and not keygen_type:
+        keygen_type = ("NON_PARTITION" if not parts else
+                       "COMPLEX" if len(keys) > 1 or len(parts) > 1 else "SIMPLE")
+    name = table_name or opts.get("hoodie.table.name") or posixpath.basename(storage.root.rstrip("/")) or "hudi_table"
+    extra = {k: str(v) for k, v in opts.items() if k.startswith("hoodie.keygen.timebased.")}
+    if opts.get("hoodie.record.merge.mode"):
+        extra["hoodie.record.merge.mode"] = opts["hoodie.record.merge.mode"]
+    if opts.get("hoodie.table.timeline.timezone"):
+        extra["hoodie.table.timeline.timezone"] = opts["hoodie.table.timeline.timezone"]
+    props = table_properties(
+        table_name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
+        ordering_fields=ordering, keygen_type=keygen_type, keygen_class=keygen_class,
+        hive_style=bool(opts.get("hoodie.datasource.write.hive_style_partitioning", False)),
+        url_encode=bool(opts.get("hoodie.datasource.write.partitionpath.urlencode", False)),
+        populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
+        table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
+    config = TableConfig(props, storage.uri(".hoodie/hoodie.properties"))
+    return WriteClient(storage, config, opts, create=True).write(data, operation)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hudi_format.write.file_sizing import (InsertBucket, SizingConfig, assign_inserts,
+from hudi_format.writer.file_sizing import (InsertBucket, SizingConfig, assign_inserts,
                                            average_record_size, small_files)
 
 MB = 1024 * 1024

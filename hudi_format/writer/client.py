@@ -24,7 +24,7 @@ from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema
 from ..storage import Storage
-from ..table_init import write_partition_metadata
+from ..table_init import ensure_table, write_partition_metadata
 from ..timeline import Instant, Timeline
 from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter
@@ -266,7 +266,6 @@ class WriteClient:
 
     # -- execution ---------------------------------------------------------------------------
     def _execute(self, op, table, keys, plan, state, view, full_schema, avro, data_avro) -> Instant:
-        from ..table_init import ensure_table
         ensure_table(self.storage, self.config, create=self.create)
         clock = InstantClock(self.storage, self.config)
         instant_time = clock.new_instant_time()
@@ -282,7 +281,8 @@ class WriteClient:
             table_version=self.config.version,
             log_block_format=option(self.options, "hoodie.logfile.data.block.format"),
             compression=option(self.options, "hoodie.parquet.compression.codec"),
-            max_log_file_size=option(self.options, "hoodie.logfile.max.size"))
+            max_log_file_size=option(self.options, "hoodie.logfile.max.size"),
+            bloom={k: v for k, v in self.options.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))})
         stats: dict[str, list[dict]] = defaultdict(list)
         slices = {(s.partition_path, s.file_id): s for s in self._latest_slices(state, view)} \
             if (plan.upserts or plan.deletes) else {}

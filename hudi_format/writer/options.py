@@ -48,7 +48,7 @@ KNOWN: dict[str, tuple[str, Any]] = {
     "hoodie.copyonwrite.insert.split.size": ("int", DEFAULT_INSERT_SPLIT_SIZE),
     "hoodie.copyonwrite.insert.auto.split": ("bool", True),
     "hoodie.copyonwrite.record.size.estimate": ("int", DEFAULT_RECORD_SIZE_ESTIMATE),
-    "hoodie.parquet.compression.codec": ("str", "snappy"),
+    "hoodie.parquet.compression.codec": ("str", "gzip"),
     "hoodie.parquet.block.size": ("int", 120 * 1024 * 1024),
     "hoodie.logfile.max.size": ("int", 1024 * 1024 * 1024),
     "hoodie.logfile.data.block.format": ("choice:avro|parquet", "avro"),
@@ -66,6 +66,7 @@ KNOWN: dict[str, tuple[str, Any]] = {
     "hoodie.bloom.index.filter.dynamic.max.entries": ("int", 100000),
     "hoodie.table.timeline.timezone": ("choice:LOCAL|UTC", "LOCAL"),
     "hoodie.avro.schema.validate": ("bool", True),
+    "hoodie.datasource.write.partitions.to.delete": ("str", None),
 }
 KNOWN_PREFIXES = ("hoodie.keygen.timebased.",)
 # Accepted for compatibility with pasted Spark options; no effect on this engine.

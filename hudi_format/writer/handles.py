@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ..base_file import write_base_file
 from ..config import META_FIELDS
-from ..log.writer import encode_avro_data_block, encode_delete_block, encode_parquet_data_block, write_log_file
+from ..log import encode_avro_data_block, encode_delete_block, encode_parquet_data_block, write_log_file
 from ..read.align import align_table
 from ..read.merge import MergeSpec, _merge_pieces, read_base_file, record_keys
 from ..view import FileSlice
@@ -41,7 +41,7 @@ class WriteContext:
     meta_fields: bool
     table_version: int
     log_block_format: str = "avro"
-    compression: str = "snappy"
+    compression: str = "gzip"
     max_log_file_size: int = 1024 * 1024 * 1024
     bloom: dict | None = None
     _task: int = 0
