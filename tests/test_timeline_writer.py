@@ -1,0 +1,758 @@
+"""Writing the timeline: file names, payloads, create-if-absent and the instant clock.
+
+Truth is the timelines Apache Hudi wrote in the fixture tables: replaying a fixture's instants
+through ``TimelineWriter`` must give the same file names and the same payloads (JSON byte for
+byte; Avro record for record, and datum bytes where the schemas agree), and re-encoding a
+fixture's commit metadata must give Hudi's bytes whatever order its maps arrive in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURE_TABLES, TABLES
+from hudi_format.config import TableConfig
+from hudi_format.errors import StorageError, TimelineError
+from hudi_format.storage import Storage
+from hudi_format.table_init import create_table
+from hudi_format.timeline import (CommitMetadata, Instant, State, Timeline, comparable_action,
+                                  decode_payload, parse_file_name)
+from hudi_format.timeline import clock as clock_mod
+from hudi_format.timeline.avro_schemas import read_avro_container
+from hudi_format.timeline.clock import LOCK_FILE, InstantClock, format_epoch_millis
+from hudi_format.timeline.writer import (TimelineWriter, commit_metadata, encode_commit_metadata,
+                                         encode_plan, jackson_json, java_hashmap_order, write_stat)
+
+V6_V8_V9 = [n for n in FIXTURE_TABLES if re.search(r"__v[689]_", n)]
+
+
+def _has_metadata_table(name: str) -> bool:
+    import zipfile
+    with zipfile.ZipFile(TABLES / f"{name}.zip") as zf:
+        return any(m.endswith(".hoodie/metadata/.hoodie/hoodie.properties") and "__MACOSX" not in m
+                   for m in zf.namelist())
+
+
+TIMELINES = [(n, False) for n in V6_V8_V9] + [(n, True) for n in V6_V8_V9 if _has_metadata_table(n)]
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def _timeline_dir(base: Path) -> Path:
+    return base / ".hoodie" / "timeline" if (base / ".hoodie" / "timeline").is_dir() else base / ".hoodie"
+
+
+def _timeline_files(base: Path) -> dict[str, bytes]:
+    d = _timeline_dir(base)
+    if not d.is_dir():
+        return {}
+    return {p.name: p.read_bytes() for p in d.iterdir()
+            if p.is_file() and not p.name.startswith((".", "hoodie.properties"))}
+
+
+def _avro_datum(container: bytes) -> bytes:
+    """The serialized record of a one-record Avro container (no header, no sync marker)."""
+    def varint(pos):
+        shift = result = 0
+        while True:
+            b = container[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return (result >> 1) ^ -(result & 1), pos
+    assert container[:4] == b"Obj\x01"
+    pos = 4
+    while True:
+        n, pos = varint(pos)
+        if n == 0:
+            break
+        if n < 0:
+            _, pos = varint(pos)
+            n = -n
+        for _ in range(2 * n):
+            length, pos = varint(pos)
+            pos += length
+    pos += 16
+    count, pos = varint(pos)
+    size, pos = varint(pos)
+    assert count == 1
+    return container[pos:pos + size]
+
+
+def _shuffled(meta: dict, seed: int) -> dict:
+    """The same metadata with its maps in another order (Hudi's order must be restored)."""
+    rnd = random.Random(seed)
+    out = dict(meta)
+    for key in ("partitionToWriteStats", "extraMetadata", "partitionToReplaceFileIds"):
+        if isinstance(out.get(key), dict):
+            items = list(out[key].items())
+            rnd.shuffle(items)
+            out[key] = dict(items)
+    return out
+
+
+def _project(theirs, ours):
+    """``theirs`` limited to the record fields ``ours`` has (newer Hudi adds fields)."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        if set(ours) <= set(theirs):
+            return {k: _project(theirs[k], ours[k]) for k in ours}
+        return theirs
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        return [_project(a, b) for a, b in zip(theirs, ours)]
+    return theirs
+
+
+def replay(src: Path, dst: Path) -> TableConfig:
+    """Re-create ``src``'s active timeline in ``dst`` through TimelineWriter."""
+    (dst / ".hoodie").mkdir(parents=True)
+    shutil.copy(src / ".hoodie" / "hoodie.properties", dst / ".hoodie" / "hoodie.properties")
+    storage = Storage(dst)
+    cfg = TableConfig.load(storage)
+    writer = TimelineWriter(storage, cfg)
+    groups: dict[tuple[str, str], dict[State, tuple[Instant, bytes]]] = {}
+    for name, data in _timeline_files(src).items():
+        inst = parse_file_name(name, cfg.version)
+        key = (inst.timestamp, comparable_action(inst.action, cfg.version))
+        groups.setdefault(key, {})[inst.state] = (inst, data)
+
+    def payload(data: bytes):
+        return decode_payload(data, "fixture") if data else None
+
+    for key in sorted(groups):
+        states = groups[key]
+        current = None
+        if State.REQUESTED in states:
+            inst, data = states[State.REQUESTED]
+            current = writer.create_requested(inst.action, inst.timestamp, payload(data))
+        if State.INFLIGHT in states:
+            inst, data = states[State.INFLIGHT]
+            if inst.action == "savepoint":
+                current = writer.create_requested("savepoint", inst.timestamp)
+            else:
+                current = writer.transition_to_inflight(current, payload(data))
+        if State.COMPLETED in states:
+            inst, data = states[State.COMPLETED]
+            writer.complete(current, payload(data),
+                            completion_time=inst.completion_time if cfg.version >= 8 else None)
+    return cfg
+
+
+# -- replaying Hudi's timelines -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name, metadata_table", TIMELINES)
+def test_replayed_timeline_equals_fixture(fixture_tables, tmp_path, name, metadata_table):
+    base = fixture_tables(name)
+    if metadata_table:
+        base = base / ".hoodie" / "metadata"
+    cfg = replay(base, tmp_path / "t")
+    theirs, ours = _timeline_files(base), _timeline_files(tmp_path / "t")
+    assert sorted(ours) == sorted(theirs)  # exactly Hudi's file names
+    for fname, data in theirs.items():
+        mine = ours[fname]
+        if not data or data[:4] != b"Obj\x01":
+            assert mine == data, fname  # empty files and v6 JSON: byte for byte
+            continue
+        rec, schema = read_avro_container(data, fname)
+        our_rec, our_schema = read_avro_container(mine, fname)
+        assert our_schema == schema, fname
+        if cfg.version == 8 or schema == "HoodieCommitMetadata":
+            assert our_rec == rec, fname
+            assert _avro_datum(mine) == _avro_datum(data), fname
+        else:  # Hudi 1.1 writes a few fields our (1.0) schemas do not have
+            assert our_rec == _project(rec, our_rec), fname
+    # and our reader sees the same timeline
+    got = Timeline.load(Storage(tmp_path / "t"), cfg)
+    ref = Timeline.load(Storage(base))
+    assert [(i.timestamp, i.action, i.state, i.completion_time) for i in got.instants] == \
+        [(i.timestamp, i.action, i.state, i.completion_time) for i in ref.instants]
+
+
+def _fixture_commit_files(versions: tuple[int, ...]):
+    for name in V6_V8_V9:
+        if name.endswith("_empty"):
+            continue
+        if int(re.search(r"__v(\d)_", name).group(1)) in versions:
+            yield name
+
+
+@pytest.mark.parametrize("name", list(_fixture_commit_files((6,))))
+def test_v6_commit_json_is_byte_identical(fixture_tables, name):
+    base = fixture_tables(name)
+    checked = 0
+    for fname, data in _timeline_files(base).items():
+        if not data or data[:4] == b"Obj\x01":
+            continue
+        inst = parse_file_name(fname, 6)
+        meta = json.loads(data)
+        for seed in range(3):
+            out = encode_commit_metadata(_shuffled(meta, seed), 6, inst.action,
+                                         replace=inst.is_completed and inst.action == "replacecommit")
+            assert out == data, fname
+        assert encode_commit_metadata(CommitMetadata.from_dict(meta), 6, inst.action,
+                                      replace="partitionToReplaceFileIds" in meta) == data
+        checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("name", list(_fixture_commit_files((8, 9))))
+def test_avro_commit_metadata_matches_fixture(fixture_tables, name):
+    base = fixture_tables(name)
+    for fname, data in _timeline_files(base).items():
+        if data[:4] != b"Obj\x01":
+            continue
+        rec, schema = read_avro_container(data, fname)
+        if schema not in ("HoodieCommitMetadata", "HoodieReplaceCommitMetadata"):
+            continue
+        out = encode_commit_metadata(_shuffled(rec, 7), 8, "commit",
+                                     replace=schema == "HoodieReplaceCommitMetadata")
+        ours, our_schema = read_avro_container(out, fname)
+        assert our_schema == schema
+        if schema == "HoodieCommitMetadata":
+            assert ours == rec
+            assert _avro_datum(out) == _avro_datum(data)  # the record's bytes, not just values
+        else:
+            assert ours == {k: v for k, v in rec.items() if k != "compacted"}  # 1.1-only field
+
+
+def test_v6_json_converts_to_v8_avro(fixture_tables):
+    """Commit metadata read from a v6 table re-encodes as the Avro Hudi 1.x writes."""
+    base = fixture_tables("sample_table__cow__v6_simplekeygen_nonhivestyle")
+    data = next(d for n, d in _timeline_files(base).items() if n.endswith(".commit"))
+    rec, _ = read_avro_container(encode_commit_metadata(json.loads(data), 8, "commit"), "x")
+    stat = next(iter(rec["partitionToWriteStats"].values()))[0]
+    assert stat["numUpdates"] == 0 and stat["totalLogReadTimeMs"] == 0  # POJO defaults
+    assert stat["totalLogFiles"] is None and stat["logFiles"] is None and stat["prevBaseFile"] is None
+    assert rec["version"] is None and rec["compacted"] is False
+
+
+# -- write stats -------------------------------------------------------------------------------
+
+def _stat_kwargs(s: dict) -> dict:
+    kw = dict(file_id=s["fileId"], path=s["path"], partition_path=s["partitionPath"],
+              prev_commit=None if s["prevCommit"] == "null" else s["prevCommit"],
+              num_writes=s["numWrites"], num_deletes=s["numDeletes"],
+              num_update_writes=s["numUpdateWrites"], num_inserts=s["numInserts"],
+              total_write_bytes=s["totalWriteBytes"], file_size_in_bytes=s["fileSizeInBytes"],
+              runtime_stats=s["runtimeStats"])
+    if "logFiles" in s:
+        kw.update(log_files=s["logFiles"], base_file=s["baseFile"], log_version=s["logVersion"],
+                  log_offset=s["logOffset"])
+    return kw
+
+
+@pytest.mark.parametrize("name, suffix", [
+    ("sample_table__cow__v6_simplekeygen_nonhivestyle", ".commit"),
+    ("quickstart_trips_table__mor__avro__v6_trips_8i1u", ".deltacommit"),
+])
+def test_write_stat_builder_reproduces_hudi_stats(fixture_tables, name, suffix):
+    base = fixture_tables(name)
+    files = sorted((n, d) for n, d in _timeline_files(base).items() if n.endswith(suffix))
+    seen_delta = False
+    for fname, data in files:
+        meta = json.loads(data)
+        stats = [s for ss in meta["partitionToWriteStats"].values() for s in ss]
+        rebuilt = [write_stat(**_stat_kwargs(s)) for s in stats]
+        assert rebuilt == stats  # same keys, order and values
+        assert [list(r) for r in rebuilt] == [list(s) for s in stats]
+        seen_delta |= any("logFiles" in s for s in stats)
+        again = commit_metadata(rebuilt, operation_type=meta["operationType"],
+                                extra_metadata=meta["extraMetadata"], compacted=meta["compacted"])
+        assert encode_commit_metadata(again, 6, suffix[1:]) == data
+    assert seen_delta == (suffix == ".deltacommit")
+
+
+def test_partial_stats_get_hudi_defaults():
+    out = json.loads(encode_commit_metadata(
+        {"partitionToWriteStats": {"p": [{"fileId": "f", "numWrites": 2}]}}, 6, "commit"))
+    stat = out["partitionToWriteStats"]["p"][0]
+    assert list(out) == ["partitionToWriteStats", "compacted", "extraMetadata", "operationType"]
+    assert out["operationType"] == "UNKNOWN" and out["compacted"] is False
+    assert stat["prevCommit"] == "null" and stat["numWrites"] == 2 and stat["totalLogBlocks"] == 0
+    assert list(stat)[:4] == ["fileId", "path", "cdcStats", "prevCommit"]
+    assert "logFiles" not in stat
+
+
+def test_java_collection_orders():
+    # Java: new HashMap<>() with "10","20","30" iterates 30, 20, 10 (buckets 13, 14, 15)
+    assert java_hashmap_order(["10", "20", "30"]) == ["30", "20", "10"]
+    assert java_hashmap_order(["schema", "_hoodie.spark.sql.writes.prepped"]) == \
+        ["schema", "_hoodie.spark.sql.writes.prepped"]
+    # more than 12 keys: the table grows to 32 buckets
+    keys = [f"p{i}" for i in range(20)]
+    assert sorted(java_hashmap_order(keys)) == sorted(keys)
+
+
+def test_jackson_pretty_printer_scalars():
+    assert jackson_json({}) == "{ }"
+    assert jackson_json({"a": []}) == '{\n  "a" : [ ]\n}'
+    assert jackson_json({"a": [1, "x"], "b": {"c": None}}) == \
+        '{\n  "a" : [ 1, "x" ],\n  "b" : {\n    "c" : null\n  }\n}'
+    # Double.toString
+    assert jackson_json([1.0, 1e7, 12345678.9, 0.001, 0.0001, -2.5, 0.0]) == \
+        "[ 1.0, 1.0E7, 1.23456789E7, 0.001, 1.0E-4, -2.5, 0.0 ]"
+    # Jackson's escapes: short forms, \\u00XX (upper case) for other controls, UTF-8 as is
+    assert jackson_json(["q\"\\/\n\t\x01é"]) == '[ "q\\"\\\\/\\n\\t\\u0001é" ]'
+
+
+# -- transitions and file names ----------------------------------------------------------------
+
+def _table(tmp_path: Path, version: int, table_type: str = "COPY_ON_WRITE") -> tuple[Storage, TableConfig]:
+    storage = Storage(tmp_path / f"t{version}{table_type[0]}")
+    cfg = create_table(storage, table_name="t", table_type=table_type, record_key_fields="id",
+                       partition_fields="p", table_version=version)
+    return storage, cfg
+
+
+def _names(storage: Storage, cfg: TableConfig) -> list[str]:
+    return sorted(i.name for i in storage.list(cfg.timeline_dir)
+                  if not i.is_dir and not i.name.startswith((".", "hoodie.properties")))
+
+
+@pytest.mark.parametrize("version, action, requested, inflight, completed", [
+    (6, "commit", "{t}.commit.requested", "{t}.inflight", "{t}.commit"),
+    (6, "deltacommit", "{t}.deltacommit.requested", "{t}.deltacommit.inflight", "{t}.deltacommit"),
+    (6, "replacecommit", "{t}.replacecommit.requested", "{t}.replacecommit.inflight", "{t}.replacecommit"),
+    (6, "clustering", "{t}.replacecommit.requested", "{t}.replacecommit.inflight", "{t}.replacecommit"),
+    (6, "compaction", "{t}.compaction.requested", "{t}.compaction.inflight", "{t}.commit"),
+    (6, "logcompaction", "{t}.logcompaction.requested", "{t}.logcompaction.inflight", "{t}.deltacommit"),
+    (6, "clean", "{t}.clean.requested", "{t}.clean.inflight", "{t}.clean"),
+    (6, "rollback", "{t}.rollback.requested", "{t}.rollback.inflight", "{t}.rollback"),
+    (8, "commit", "{t}.commit.requested", "{t}.inflight", "{t}_{c}.commit"),
+    (8, "deltacommit", "{t}.deltacommit.requested", "{t}.deltacommit.inflight", "{t}_{c}.deltacommit"),
+    (8, "replacecommit", "{t}.replacecommit.requested", "{t}.replacecommit.inflight", "{t}_{c}.replacecommit"),
+    (8, "clustering", "{t}.clustering.requested", "{t}.clustering.inflight", "{t}_{c}.replacecommit"),
+    (8, "compaction", "{t}.compaction.requested", "{t}.compaction.inflight", "{t}_{c}.commit"),
+    (8, "logcompaction", "{t}.logcompaction.requested", "{t}.logcompaction.inflight", "{t}_{c}.deltacommit"),
+    (8, "clean", "{t}.clean.requested", "{t}.clean.inflight", "{t}_{c}.clean"),
+    (8, "rollback", "{t}.rollback.requested", "{t}.rollback.inflight", "{t}_{c}.rollback"),
+])
+def test_transition_file_names(tmp_path, version, action, requested, inflight, completed):
+    storage, cfg = _table(tmp_path, version)
+    writer = TimelineWriter(storage, cfg)
+    ts = writer.clock.new_instant_time()
+    req = writer.create_requested(action, ts)
+    assert _names(storage, cfg) == [requested.format(t=ts)]
+    assert req.file_name == requested.format(t=ts) and req.is_requested
+    infl = writer.transition_to_inflight(req)
+    assert infl.file_name == inflight.format(t=ts)
+    assert set(_names(storage, cfg)) == {requested.format(t=ts), inflight.format(t=ts)}
+    meta = commit_metadata([], operation_type="UPSERT") if action in (
+        "commit", "deltacommit", "replacecommit", "clustering", "compaction", "logcompaction") \
+        else None
+    done = writer.complete(infl, meta)
+    assert done.is_completed and done.action == comparable_action(action, version) \
+        or (version < 8 and action == "clustering" and done.action == "replacecommit")
+    if version >= 8:
+        assert done.completion_time and done.completion_time > ts
+    else:
+        assert done.completion_time is None
+    assert done.file_name == completed.format(t=ts, c=done.completion_time)
+    assert set(_names(storage, cfg)) == {requested.format(t=ts), inflight.format(t=ts),
+                                         completed.format(t=ts, c=done.completion_time)}
+    # requested and inflight files of a commit without a plan or workload are empty
+    for name in (requested, inflight):
+        if action in ("commit", "deltacommit"):
+            assert storage.read_bytes(f"{cfg.timeline_dir}/{name.format(t=ts)}") == b""
+    loaded = Timeline.load(storage, cfg)
+    assert [(i.timestamp, i.state, i.completion_time) for i in loaded.instants] == \
+        [(ts, State.COMPLETED, done.completion_time)]
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_savepoint_has_no_requested_file(tmp_path, version):
+    storage, cfg = _table(tmp_path, version)
+    writer = TimelineWriter(storage, cfg)
+    sp = writer.create_requested("savepoint", "20240101000000000")
+    assert sp.is_inflight and _names(storage, cfg) == ["20240101000000000.savepoint.inflight"]
+    meta = {"savepointedBy": "me", "savepointedAt": 1, "comments": "", "partitionMetadata": {}, "version": 1}
+    done = writer.complete(writer.transition_to_inflight(sp), meta)
+    rec, schema = read_avro_container(storage.read_bytes(f"{cfg.timeline_dir}/{done.file_name}"), "x")
+    assert schema == "HoodieSavepointMetadata" and rec["savepointedBy"] == "me"
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_commit_payloads_per_state(tmp_path, version):
+    storage, cfg = _table(tmp_path, version, "MERGE_ON_READ")
+    writer = TimelineWriter(storage, cfg)
+    ts = writer.clock.new_instant_time()
+    workload = commit_metadata([write_stat(file_id="", path=None, partition_path=None, num_inserts=3)],
+                               operation_type="UPSERT")
+    infl = writer.transition_to_inflight(writer.create_requested("deltacommit", ts), workload)
+    stat = write_stat(file_id="f-0", path="p=1/.f-0_1.log.1_0-1-1", partition_path="p=1",
+                      num_writes=3, num_inserts=3, total_write_bytes=99,
+                      log_files=[".f-0_1.log.1_0-1-1"], base_file="", log_version=1)
+    final = commit_metadata([stat], operation_type="UPSERT", extra_metadata={"schema": "{}"})
+    done = writer.complete(infl, final)
+    raw_infl = storage.read_bytes(f"{cfg.timeline_dir}/{infl.file_name}")
+    raw_done = storage.read_bytes(f"{cfg.timeline_dir}/{done.file_name}")
+    if version >= 8:
+        assert raw_infl[:4] == raw_done[:4] == b"Obj\x01"
+        assert read_avro_container(raw_done, "x")[1] == "HoodieCommitMetadata"
+    else:
+        assert raw_infl.startswith(b'{\n  "partitionToWriteStats" : {') and raw_done[:1] == b"{"
+        assert not raw_done.endswith(b"\n")
+    meta = Timeline.load(storage, cfg).metadata(done)
+    (ws,) = meta.write_stats
+    assert ws.file_id == "f-0" and ws.log_files == (".f-0_1.log.1_0-1-1",) and ws.num_inserts == 3
+    assert meta.schema == "{}" and meta.operation_type == "UPSERT"
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_replacecommit_plan_and_metadata(tmp_path, version):
+    storage, cfg = _table(tmp_path, version)
+    writer = TimelineWriter(storage, cfg)
+    ts = writer.clock.new_instant_time()
+    plan = {"operationType": "INSERT_OVERWRITE", "extraMetadata": {}, "version": 1}
+    req = writer.create_requested("replacecommit", ts, plan)
+    rec, schema = read_avro_container(storage.read_bytes(f"{cfg.timeline_dir}/{req.file_name}"), "x")
+    assert schema == "HoodieRequestedReplaceMetadata" and rec["operationType"] == "INSERT_OVERWRITE"
+    infl = writer.transition_to_inflight(req, commit_metadata([], operation_type="INSERT_OVERWRITE"))
+    meta = commit_metadata([], operation_type="INSERT_OVERWRITE", replaced_file_ids={"p=1": ["a-0", "b-0"]})
+    done = writer.complete(infl, meta)
+    raw_infl = storage.read_bytes(f"{cfg.timeline_dir}/{infl.file_name}")
+    raw_done = storage.read_bytes(f"{cfg.timeline_dir}/{done.file_name}")
+    # the inflight holds plain commit metadata, the completed file the replace metadata
+    assert b"partitionToReplaceFileIds" not in raw_infl and b"partitionToReplaceFileIds" in raw_done
+    loaded = Timeline.load(storage, cfg).metadata(done)
+    assert loaded.replaced_file_ids == {("p=1", "a-0"), ("p=1", "b-0")}
+
+
+def test_compaction_plan_is_avro(tmp_path):
+    storage, cfg = _table(tmp_path, 8, "MERGE_ON_READ")
+    writer = TimelineWriter(storage, cfg)
+    plan = {"operations": [{"baseInstantTime": "1", "deltaFilePaths": ["a.log"], "dataFilePath": None,
+                            "fileId": "f", "partitionPath": "p", "metrics": {"z": 1.0, "a": 2.0},
+                            "bootstrapFilePath": None}],
+            "extraMetadata": None, "version": 2}
+    req = writer.create_requested("compaction", "20240101000000000", plan)
+    data = storage.read_bytes(f"{cfg.timeline_dir}/{req.file_name}")
+    rec, schema = read_avro_container(data, "x")
+    assert schema == "HoodieCompactionPlan" and rec["operations"][0]["deltaFilePaths"] == ["a.log"]
+    # Avro maps are written in Java HashMap order
+    assert list(rec["operations"][0]["metrics"]) == java_hashmap_order(["z", "a"])
+    assert encode_plan("HoodieCompactionPlan", plan)[:4] == b"Obj\x01"
+
+
+def test_transition_preconditions(tmp_path):
+    storage, cfg = _table(tmp_path, 8)
+    writer = TimelineWriter(storage, cfg)
+    ts = "20240101000000000"
+    with pytest.raises(TimelineError, match="does not exist"):
+        writer.transition_to_inflight(Instant(ts, "commit", State.REQUESTED))
+    with pytest.raises(TimelineError, match="does not exist"):
+        writer.complete(Instant(ts, "commit", State.INFLIGHT), {})
+    req = writer.create_requested("commit", ts)
+    with pytest.raises(TimelineError, match="already exists"):
+        writer.create_requested("commit", ts)
+    with pytest.raises(TimelineError, match="only an inflight"):
+        writer.complete(req, {})
+    infl = writer.transition_to_inflight(req)
+    with pytest.raises(TimelineError, match="already exists"):
+        writer.transition_to_inflight(req)
+    writer.complete(infl, {})
+    with pytest.raises(TimelineError, match="already completed"):
+        writer.complete(infl, {})
+    with pytest.raises(TimelineError, match="already completed"):
+        writer.create_requested("commit", ts)
+    with pytest.raises(TimelineError):
+        writer.create_requested("nope", "20240101000000001")
+    with pytest.raises(TimelineError):
+        writer.create_requested("commit", "2024-01-01")
+
+
+# -- crashes and races ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_existing_completed_file_is_never_overwritten(tmp_path, version):
+    storage, cfg = _table(tmp_path, version)
+    writer = TimelineWriter(storage, cfg)
+    ts = "20240101000000000"
+    infl = writer.transition_to_inflight(writer.create_requested("commit", ts))
+    # a completed file left by a crashed writer (or written by another one)
+    name = f"{ts}.commit" if version < 8 else f"{ts}_20240101000000005.commit"
+    debris = b"not written by us"
+    storage.create_if_absent(f"{cfg.timeline_dir}/{name}", debris)
+    with pytest.raises(TimelineError, match="already"):
+        writer.complete(infl, commit_metadata([], operation_type="UPSERT"))
+    assert storage.read_bytes(f"{cfg.timeline_dir}/{name}") == debris
+    assert len([n for n in _names(storage, cfg) if parse_file_name(n, version).is_completed]) == 1
+
+
+def test_create_if_absent_keeps_existing_content(tmp_path):
+    storage = Storage(tmp_path)
+    assert storage.create_if_absent("a/x.commit", b"first") is True
+    assert storage.create_if_absent("a/x.commit", b"second") is False
+    assert (tmp_path / "a" / "x.commit").read_bytes() == b"first"
+    assert sorted(os.listdir(tmp_path / "a")) == ["x.commit"]  # no temp file left
+
+
+def test_create_if_absent_never_exposes_partial_content(tmp_path, monkeypatch):
+    storage = Storage(tmp_path)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed while publishing")
+
+    monkeypatch.setattr(os, "link", crash)
+    with pytest.raises(KeyboardInterrupt):
+        storage.create_if_absent("x.commit", b"payload")
+    assert not (tmp_path / "x.commit").exists()   # nothing half written under the final name
+    assert os.listdir(tmp_path) == []             # the temp file was cleaned up
+
+
+def test_create_if_absent_race_has_one_winner(tmp_path):
+    storage = Storage(tmp_path)
+    barrier = threading.Barrier(16)
+    wins = []
+
+    def run(i):
+        barrier.wait()
+        if storage.create_if_absent("race.commit", f"writer {i}".encode()):
+            wins.append(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+    assert (tmp_path / "race.commit").read_bytes() == f"writer {wins[0]}".encode()
+
+
+def test_create_if_absent_memory_filesystem():
+    storage = Storage("memory://timeline-writer-test/t")
+    try:
+        assert storage.create_if_absent("a/b", b"1") is True
+        assert storage.create_if_absent("a/b", b"2") is False
+        assert storage.read_bytes("a/b") == b"1"
+        assert [f.name for f in storage.list("a")] == ["b"]
+        storage.rename("a/b", "a/c")
+        with pytest.raises(StorageError):
+            storage.rename("a/missing", "a/d")
+        assert [f.name for f in storage.list("a")] == ["c"]
+    finally:
+        storage.fs.rm("/timeline-writer-test", recursive=True)
+
+
+def test_rename_does_not_overwrite(tmp_path):
+    storage = Storage(tmp_path)
+    storage.write_bytes("a", b"a")
+    storage.write_bytes("b", b"b")
+    with pytest.raises(StorageError, match="exists"):
+        storage.rename("a", "b")
+    assert (tmp_path / "b").read_bytes() == b"b" and (tmp_path / "a").exists()
+    storage.rename("a", "b", overwrite=True)
+    assert (tmp_path / "b").read_bytes() == b"a" and not (tmp_path / "a").exists()
+
+
+def test_concurrent_completion_of_one_instant(tmp_path):
+    storage, cfg = _table(tmp_path, 8)
+    writer = TimelineWriter(storage, cfg)
+    infl = writer.transition_to_inflight(writer.create_requested("commit", "20240101000000000"))
+    barrier = threading.Barrier(4)
+    results, errors = [], []
+
+    def run():
+        w = TimelineWriter(storage, cfg)
+        barrier.wait()
+        try:
+            results.append(w.complete(infl, commit_metadata([], operation_type="UPSERT")))
+        except TimelineError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 1 and len(errors) == 3
+    assert [n for n in _names(storage, cfg) if "_" in n] == [results[0].file_name]
+
+
+def test_delete_instant_files(tmp_path):
+    storage, cfg = _table(tmp_path, 6)
+    writer = TimelineWriter(storage, cfg)
+    pending = writer.transition_to_inflight(writer.create_requested("commit", "20240101000000000"))
+    done = writer.complete(writer.transition_to_inflight(writer.create_requested("commit", "20240101000000001")), {})
+    assert writer.delete_instant_files(pending) == [".hoodie/20240101000000000.inflight",
+                                                   ".hoodie/20240101000000000.commit.requested"]
+    with pytest.raises(TimelineError, match="completed"):
+        writer.delete_instant_files(done)
+    assert _names(storage, cfg) == ["20240101000000001.commit", "20240101000000001.commit.requested",
+                                    "20240101000000001.inflight"]
+
+
+def test_hudi_rs_reads_written_timeline(tmp_path):
+    hudi = pytest.importorskip("hudi")
+    storage, cfg = _table(tmp_path, 8)
+    writer = TimelineWriter(storage, cfg)
+    done = [writer.complete(writer.transition_to_inflight(writer.create_requested("commit")),
+                            commit_metadata([], operation_type="INSERT")) for _ in range(2)]
+    table = hudi.HudiTableBuilder.from_base_uri(storage.url).build()
+    commits = table.get_timeline().get_completed_commits()
+    assert [c.timestamp for c in commits] == [d.timestamp for d in done]
+
+
+# -- the clock -------------------------------------------------------------------------------------
+
+def _issue_times(url: str, n: int, counter, queue, skew: int) -> None:
+    clock = InstantClock(Storage(url), timezone="UTC", max_skew_ms=skew)
+    out = []
+    for _ in range(n):
+        with clock.hold() as generate:
+            t = generate()
+            with counter.get_lock():
+                counter.value += 1
+                seq = counter.value
+        out.append((seq, t))
+    queue.put((os.getpid(), out))
+
+
+def test_instant_times_unique_and_ordered_across_processes(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    counter, queue = ctx.Value("l", 0), ctx.Queue()
+    procs = [ctx.Process(target=_issue_times, args=(str(tmp_path), 50, counter, queue, 1))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    everything = [item for _, out in results for item in out]
+    times = [t for _, t in everything]
+    assert len(times) == 200 and len(set(times)) == 200             # unique
+    for _, out in results:                                          # increasing per process
+        ts = [t for _, t in out]
+        assert ts == sorted(ts) and len(set(ts)) == len(ts)
+    by_issue = [t for _, t in sorted(everything)]
+    assert by_issue == sorted(times)                                # time order == issue order
+    assert all(re.fullmatch(r"\d{17}", t) for t in times)
+
+
+@pytest.mark.parametrize("url", ["local", "memory://clock-test/t"])
+def test_instant_times_unique_across_threads(tmp_path, url):
+    storage = Storage(tmp_path if url == "local" else url)
+    per_thread: dict[int, list[str]] = {}
+
+    def run(i):
+        clock = InstantClock(storage, max_skew_ms=0)
+        per_thread[i] = [clock.new_instant_time() for _ in range(30)]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    times = [t for ts in per_thread.values() for t in ts]
+    assert len(set(times)) == len(times) == 180
+    assert all(ts == sorted(ts) for ts in per_thread.values())
+    if url != "local":
+        assert not storage.exists(LOCK_FILE)   # the file lock is released
+        storage.fs.rm("/clock-test", recursive=True)
+
+
+def test_clock_waits_out_the_skew(tmp_path):
+    clock = InstantClock(Storage(tmp_path), timezone="UTC", max_skew_ms=40)
+    start = time.monotonic()
+    a, b = clock.new_instant_time(), clock.completion_time()
+    assert time.monotonic() - start >= 0.08
+    fmt = "%Y%m%d%H%M%S%f"
+    da, db = dt.datetime.strptime(a + "000", fmt), dt.datetime.strptime(b + "000", fmt)
+    assert db - da >= dt.timedelta(milliseconds=40)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    assert abs(now - db) < dt.timedelta(seconds=30)     # UTC wall clock
+
+
+def test_timezone_from_table_config(tmp_path):
+    storage = Storage(tmp_path)
+    cfg = create_table(storage, table_name="t", record_key_fields="id",
+                       extra={"hoodie.table.timeline.timezone": "UTC"})
+    assert InstantClock(storage, cfg).timezone == "UTC"
+    assert InstantClock(storage).timezone == "LOCAL"
+    assert format_epoch_millis(0, "UTC") == "19700101000000000"
+    assert format_epoch_millis(1_700_000_000_123, "UTC") == "20231114221320123"
+    with pytest.raises(TimelineError):
+        InstantClock(storage, timezone="CET")
+
+
+def test_clock_never_goes_back(tmp_path, monkeypatch):
+    clock = InstantClock(Storage(tmp_path), timezone="UTC", max_skew_ms=0)
+    first = clock.new_instant_time()
+    monkeypatch.setattr(clock_mod, "MAX_BACKWARDS_WAIT_S", 0.05)
+    # the wall clock steps back by a minute: never issue a smaller time, say why
+    monkeypatch.setattr(clock_mod, "_now_ms", lambda: int(time.time() * 1000) - 60_000)
+    with pytest.raises(TimelineError, match="behind the last instant time"):
+        clock.new_instant_time()
+    # ...and a brief step back is waited out
+    calls = iter(range(100))
+    base = int(dt.datetime.strptime(first, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.timezone.utc).timestamp()) * 1000
+    base += int(first[-3:])
+    monkeypatch.setattr(clock_mod, "_now_ms", lambda: base - 2 + next(calls))
+    assert clock.new_instant_time() == format_epoch_millis(base + 1, "UTC")
+
+
+def test_last_issued_time_is_shared_through_the_lock_file(tmp_path, monkeypatch):
+    storage = Storage(tmp_path)
+    InstantClock(storage, max_skew_ms=0).new_instant_time()
+    (tmp_path / LOCK_FILE).write_text("29990101000000000")    # issued by a clock far ahead
+    monkeypatch.setattr(clock_mod, "MAX_BACKWARDS_WAIT_S", 0.05)
+    monkeypatch.setattr(clock_mod, "_LAST_ISSUED", {})
+    with pytest.raises(TimelineError, match="29990101000000000"):
+        InstantClock(storage, max_skew_ms=0).new_instant_time()
+
+
+def test_file_lock_stale_and_busy(monkeypatch):
+    storage = Storage("memory://clock-lock-test/t")
+    try:
+        old = json.dumps({"owner": "dead", "acquired_ms": int(time.time() * 1000) - 600_000})
+        storage.write_bytes(LOCK_FILE, old.encode())
+        clock = InstantClock(storage, max_skew_ms=0, stale_lock_s=60)
+        assert re.fullmatch(r"\d{17}", clock.new_instant_time())   # stale lock broken
+        assert not storage.exists(LOCK_FILE)
+        fresh = json.dumps({"owner": "alive", "acquired_ms": int(time.time() * 1000)})
+        storage.write_bytes(LOCK_FILE, fresh.encode())
+        busy = InstantClock(storage, max_skew_ms=0, lock_timeout_s=0.2, stale_lock_s=60)
+        with pytest.raises(TimelineError, match="timed out"):
+            busy.new_instant_time()
+        assert storage.read_bytes(LOCK_FILE) == fresh.encode()     # someone else's lock kept
+    finally:
+        storage.fs.rm("/clock-lock-test", recursive=True)
+
+
+def test_completion_time_written_under_the_lock(tmp_path):
+    """Completion order equals completion-time order between concurrent completers."""
+    storage, cfg = _table(tmp_path, 8)
+    writer = TimelineWriter(storage, cfg, InstantClock(storage, cfg, max_skew_ms=0))
+    pending = [writer.transition_to_inflight(writer.create_requested("commit")) for _ in range(12)]
+    order, lock = [], threading.Lock()
+    original = storage.create_if_absent
+
+    def recording(rel, data):
+        ok = original(rel, data)
+        if ok and "_" in rel.rsplit("/", 1)[-1]:
+            with lock:
+                order.append(rel.rsplit("/", 1)[-1])
+        return ok
+
+    storage.create_if_absent = recording
+    threads = [threading.Thread(target=writer.complete, args=(p, {})) for p in pending]
+    random.shuffle(threads)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    completions = [n.split("_")[1].split(".")[0] for n in order]
+    assert len(completions) == 12 and completions == sorted(completions)
+    assert len(set(completions)) == 12
