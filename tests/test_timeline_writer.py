@@ -756,3 +756,51 @@ def test_completion_time_written_under_the_lock(tmp_path):
     completions = [n.split("_")[1].split(".")[0] for n in order]
     assert len(completions) == 12 and completions == sorted(completions)
     assert len(set(completions)) == 12
+
+
+# -- S3 (a real S3 API on loopback) ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def s3_options():
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {"key": "testing", "secret": "testing",
+               "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+    s3fs.S3FileSystem(**options).mkdir("timeline-writer")
+    try:
+        yield options
+    finally:
+        server.stop()
+
+
+def test_create_if_absent_on_s3_uses_a_conditional_put(s3_options):
+    storage = Storage("s3://timeline-writer/cia", s3_options)
+    assert storage.create_if_absent(".hoodie/x.commit", b"first") is True
+    assert storage.create_if_absent(".hoodie/x.commit", b"second") is False
+    # lose the race after the existence check: the conditional PUT must still refuse
+    storage.fs.exists = lambda *a, **k: False
+    try:
+        assert storage.create_if_absent(".hoodie/x.commit", b"third") is False
+    finally:
+        del storage.fs.exists
+    storage.fs.invalidate_cache()
+    assert storage.read_bytes(".hoodie/x.commit") == b"first"
+
+
+def test_timeline_on_s3(s3_options):
+    storage = Storage("s3://timeline-writer/table", s3_options)
+    cfg = create_table(storage, table_name="t", record_key_fields="id", table_version=8)
+    writer = TimelineWriter(storage, cfg, InstantClock(storage, cfg, max_skew_ms=5))
+    done = writer.complete(writer.transition_to_inflight(writer.create_requested("commit")),
+                           commit_metadata([], operation_type="INSERT"))
+    storage.fs.invalidate_cache()
+    loaded = Timeline.load(storage, TableConfig.load(storage))
+    assert [(i.timestamp, i.completion_time) for i in loaded.instants] == \
+        [(done.timestamp, done.completion_time)]
+    assert not storage.exists(LOCK_FILE)  # the lock file is gone once released

@@ -63,6 +63,17 @@ _THREAD_LOCKS: dict[str, threading.Lock] = {}
 _LAST_ISSUED: dict[str, str] = {}
 
 
+def _forget_thread_locks() -> None:
+    # a forked child must not inherit a lock some parent thread held at fork time
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()
+    _THREAD_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_thread_locks)
+
+
 def _thread_lock(key: str) -> threading.Lock:
     with _REGISTRY_LOCK:
         lock = _THREAD_LOCKS.get(key)
