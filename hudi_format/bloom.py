@@ -135,9 +135,11 @@ def _as_binary(keys) -> pa.Array:
     t = keys.type
     if pa.types.is_dictionary(t):
         keys, t = keys.dictionary_decode(), t.value_type
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        keys = keys.cast(pa.binary() if not pa.types.is_large_string(t) else pa.large_binary())
-    elif not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        keys = keys.cast(pa.large_binary())
+    elif pa.types.is_string(t) or pa.types.is_binary(t) or str(t) in ("string_view", "binary_view"):
+        keys = keys.cast(pa.binary())
+    else:
         raise TypeError(f"bloom filter keys must be strings, got Arrow type {t}")
     if keys.null_count:
         raise ValueError("bloom filter keys cannot be null")
@@ -330,11 +332,6 @@ class _BitVector:
         bits = bytearray(buf[pos:pos + nbytes])
         return cls(vector_size, nb_hash, hash_type, bits), pos + nbytes
 
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, _BitVector) and self.vector_size == other.vector_size
-                and self.nb_hash == other.nb_hash and self.hash_type == other.hash_type
-                and self.bits == other.bits)
-
 
 # -- public filters -----------------------------------------------------------------------------
 class BloomFilter:
@@ -342,7 +339,8 @@ class BloomFilter:
 
     type_code: str = ""
 
-    # subclasses provide: _rows (list[_BitVector]), _assign(n) -> row per key, _count(n)
+    # subclasses set _rows and define _assign(n): the row of each of the next n keys
+    # (None: all in row 0) and _to_bytes()
     _rows: list[_BitVector]
 
     @property
@@ -388,8 +386,8 @@ class BloomFilter:
         """Vectorised :meth:`might_contain`: one boolean per key."""
         arr = _as_binary(keys)
         self._rows[0].check_hash()
-        if not len(arr):
-            return pa.array([], pa.bool_())
+        if len(arr) <= _SCALAR_LIMIT:
+            return pa.array([self.might_contain(k) for k in arr.to_pylist()], pa.bool_())
         parts = []
         for start in range(0, len(arr), _CHUNK):
             chunk = arr.slice(start, _CHUNK)
