@@ -15,7 +15,7 @@ import hudi_format as hudi
 from canonical import canonical_rows
 
 SCHEMA = pa.schema([
-    ("id", pa.string()), ("ts", pa.int64()), ("p", pa.string()), ("amount", pa.decimal128(12, 2)),
+    ("id", pa.string()), ("ts", pa.int64()), ("p", pa.string()), ("region", pa.string()), ("amount", pa.decimal128(12, 2)),
     ("score", pa.float64()), ("n", pa.int32()), ("when", pa.timestamp("us", tz="UTC")),
     ("day", pa.date32()), ("flag", pa.bool_()), ("tags", pa.list_(pa.string())),
     ("info", pa.struct([("a", pa.int64()), ("b", pa.string())])),
@@ -28,7 +28,7 @@ def make_rows(ids, ts, partitions=("a", "b", "c"), seed=0) -> pa.Table:
     for i in ids:
         k = int(i)
         rows.append({
-            "id": f"k{k:05d}", "ts": ts, "p": partitions[k % len(partitions)],
+            "id": f"k{k:05d}", "ts": ts, "p": partitions[k % len(partitions)], "region": f"r{k % 2}",
             "amount": decimal.Decimal(k * 7 + seed) / 100, "score": k * 0.5 + seed,
             "n": k + seed, "when": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=k + seed),
             "day": dt.date(2024, 1, 1) + dt.timedelta(days=(k + seed) % 300), "flag": (k + seed) % 2 == 0,
@@ -101,7 +101,7 @@ def check_all(path: str, model: Model, instants: list) -> None:
     theirs = hudi_rs_read(path)
     assert canonical_rows(ours.select(theirs.column_names)) == canonical_rows(theirs)
     # the meta fields say which commit wrote each row
-    by_key = {r["_hoodie_record_key"]: r["_hoodie_commit_time"] for r in ours.to_pylist()}
+    by_key = {r["id"]: r["_hoodie_commit_time"] for r in ours.to_pylist()}
     assert by_key == {k: instants[c].timestamp for k, c in model.writer.items()}
     v8 = table.version >= 8
     bound = [(i.completion_time if v8 else i.timestamp) for i in instants]
