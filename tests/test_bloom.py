@@ -287,3 +287,16 @@ def test_corrupt_strings_are_reported():
     loaded = BloomFilter.deserialize(base64.b64encode(bytes(jenkins)).decode(), SIMPLE)
     with pytest.raises(UnsupportedFeatureError):
         loaded.might_contain("x")
+
+
+def test_older_pyarrow_fallbacks_agree(monkeypatch):
+    # pyarrow < 26 has no "scatter" (and old ones no "modulo"): the fallbacks must agree
+    keys = pa.array(random_keys(3000, seed=6))
+    ref = new_bloom_filter(500, 0.01, DYNAMIC_V0, 2000)
+    ref.add_all(keys)
+    monkeypatch.delattr(pc, "scatter", raising=False)
+    monkeypatch.delattr(pc, "modulo", raising=False)
+    old = new_bloom_filter(500, 0.01, DYNAMIC_V0, 2000)
+    old.add_all(keys)
+    assert old.serialize() == ref.serialize()
+    assert pc.all(old.might_contain_all(keys)).as_py()
