@@ -227,7 +227,13 @@ class WriteClient:
         for part, rows in insert_rows.items():
             candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
                           if s.base_file and (not self.config.is_mor or not s.log_files)]
-            buckets = assign_inserts(len(rows), small_files(candidates, cfg), avg, cfg)
+            small = small_files(candidates, cfg)
+            if self.config.is_mor:
+                # As Hudi: slices with log files cannot be padded without compacting them first
+                # (the index cannot see log-only inserts), so only the smallest few base files
+                # take inserts, as new log blocks.
+                small = small[:option(self.options, "hoodie.merge.small.file.group.candidates.limit")]
+            buckets = assign_inserts(len(rows), small, avg, cfg)
             pos = 0
             for b in buckets:
                 chunk = rows[pos:pos + b.count]

@@ -48,6 +48,7 @@ KNOWN: dict[str, tuple[str, Any]] = {
     "hoodie.copyonwrite.insert.split.size": ("int", DEFAULT_INSERT_SPLIT_SIZE),
     "hoodie.copyonwrite.insert.auto.split": ("bool", True),
     "hoodie.copyonwrite.record.size.estimate": ("int", DEFAULT_RECORD_SIZE_ESTIMATE),
+    "hoodie.merge.small.file.group.candidates.limit": ("int", 1),
     "hoodie.parquet.compression.codec": ("str", "gzip"),
     "hoodie.parquet.block.size": ("int", 120 * 1024 * 1024),
     "hoodie.logfile.max.size": ("int", 1024 * 1024 * 1024),
