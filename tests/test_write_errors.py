@@ -64,3 +64,25 @@ def test_bad_first_write_creates_no_table(tmp_path):
 def test_all_error_types_are_hudi_errors():
     assert issubclass(KeyGenerationError, hudi.HudiError)
     assert issubclass(hudi.InvalidOptionError, hudi.HudiError)
+
+
+def test_failure_mid_write_leaves_no_trace(table_path, monkeypatch):
+    from hudi_format.writer import handles
+    before = _listing(table_path)
+    real = handles.create
+    calls = []
+
+    def failing(ctx, partition, rows, keys):
+        calls.append(partition)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(ctx, partition, rows, keys)
+
+    monkeypatch.setattr(handles, "create", failing)
+    data = pa.table({"id": ["c", "d", "e"], "ts": [1, 1, 1], "n": [1, 2, 3], "p": ["q", "r", "s"]})
+    with pytest.raises(OSError, match="disk full"):
+        hudi.write(table_path, data, operation="insert")
+    after = _listing(table_path)
+    leftover = {f for f in after - before if not f.endswith(".hoodie_partition_metadata")}
+    assert leftover == set()
+    assert hudi.open_table(table_path).read().num_rows == 2

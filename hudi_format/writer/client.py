@@ -289,6 +289,28 @@ class WriteClient:
             compression=option(self.options, "hoodie.parquet.compression.codec"),
             max_log_file_size=option(self.options, "hoodie.logfile.max.size"),
             bloom={k: v for k, v in self.options.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))})
+        try:
+            metadata = self._write_files(op, table, keys, plan, state, view, full_schema, ctx, data_avro)
+        except BaseException:
+            # Nothing of this commit may stay behind: its files are invisible anyway (the instant
+            # never completed), but we remove them and the pending instant while we can.
+            self._abort(writer, inflight, ctx)
+            raise
+        return writer.complete(inflight, metadata)
+
+    def _abort(self, writer, inflight, ctx) -> None:
+        for path in ctx.written:
+            try:
+                self.storage.delete(path)
+            except Exception:  # noqa: BLE001 - best effort; rollback handles what is left
+                log.warning("could not remove %s of the failed commit %s", path, inflight.timestamp)
+        try:
+            writer.delete_instant_files(inflight)
+        except Exception:  # noqa: BLE001
+            log.warning("could not remove the pending instant %s", inflight.timestamp)
+
+    def _write_files(self, op, table, keys, plan, state, view, full_schema, ctx, data_avro) -> dict:
+        instant_time = ctx.instant
         stats: dict[str, list[dict]] = defaultdict(list)
         slices = {(s.partition_path, s.file_id): s for s in self._latest_slices(state, view)} \
             if (plan.upserts or plan.deletes) else {}
@@ -318,7 +340,7 @@ class WriteClient:
                     "operationType": _OPERATION_TYPES[op]}
         if op in _REPLACE_OPS:
             metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in plan.replaced.items()}
-        return writer.complete(inflight, metadata)
+        return metadata
 
     @staticmethod
     def _delete_keys(table, keys, rows, partition) -> pa.Table | None:

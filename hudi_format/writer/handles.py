@@ -44,6 +44,7 @@ class WriteContext:
     compression: str = "gzip"
     max_log_file_size: int = 1024 * 1024 * 1024
     bloom: dict | None = None
+    written: list = attrs.field(factory=list)  # paths of files this commit created
     _task: int = 0
 
     def next_token(self) -> tuple[int, str]:
@@ -84,6 +85,7 @@ def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
 def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table) -> object:
     path = posixpath.join(partition, name) if partition else name
     keys = record_keys(table, ctx.spec)
+    ctx.written.append(path)
     return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys, bloom=ctx.bloom,
                            compression=ctx.compression)
 
@@ -149,6 +151,7 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
     log_instant = ctx.instant if ctx.table_version >= 8 else fs.base_instant
     results = write_log_file(ctx.storage, fs.partition_path, fs.file_id, log_instant, blocks,
                              token, max_file_size=ctx.max_log_file_size)
+    ctx.written.extend(r.path for r in results)
     size = sum(r.size for r in results)
     last = results[-1]
     return _stat(fileId=fs.file_id, path=last.path, prevCommit=fs.base_instant,
