@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: ratios against a peer on the same data in the same run."""

@@ -1,0 +1,22 @@
+"""``python -m benchmarks [write] [--rows N]``: run the benchmarks and print their ratio tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import write_bench
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("suite", nargs="?", default="write", choices=["write"])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args(argv)
+    if args.suite == "write":
+        write_bench.run(args.rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
