@@ -23,10 +23,12 @@ def _seq(path, model, **kw):
     return write
 
 
+@pytest.mark.parametrize("version", [8, 6])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("keygen", ["complex", "nonpartitioned", "hive", "urlencoded"])
-def test_key_generators(tmp_path, table_type, keygen):
-    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type, options={})
+def test_key_generators(tmp_path, table_type, keygen, version):
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type,
+              table_version=version, options={})
     if keygen == "complex":
         kw.update(record_key=["id", "region"], partition_by=["p", "region"])
     elif keygen == "nonpartitioned":
@@ -36,7 +38,7 @@ def test_key_generators(tmp_path, table_type, keygen):
     else:
         kw["options"] = {"hoodie.datasource.write.partitionpath.urlencode": "true"}
     path = str(tmp_path / "t")
-    model = Model(True)
+    model = Model(version >= 8)
     write = _seq(path, model, **kw)
     parts = ("a b", "c/d", "e") if keygen == "urlencoded" else ("a", "b", "c")
     write("insert", make_rows(range(30), ts=1, partitions=parts))
@@ -154,3 +156,19 @@ def test_naive_timestamps_and_large_strings_are_normalised(tmp_path):
     table = hudi.open_table(path)
     assert table.schema().field("id").type == pa.string()
     assert table.read(columns=["at"]).column(0)[0].as_py() == dt.datetime(2024, 5, 1, 12, 0)
+
+
+@pytest.mark.parametrize("update_path", ["true", "false"])
+def test_global_index_moves_records_between_partitions(tmp_path, update_path):
+    path = str(tmp_path / "t")
+    opts = {"hoodie.index.type": "GLOBAL_SIMPLE", "hoodie.simple.index.update.partition.path": update_path}
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", options=opts)
+    hudi.write(path, pa.table({"id": ["a", "b"], "ts": [1, 1], "p": ["x", "x"], "v": [1, 2]}), **kw)
+    hudi.write(path, pa.table({"id": ["a"], "ts": [2], "p": ["y"], "v": [10]}), **kw)
+    from writemodel import hudi_rs_read
+    for got in (hudi.open_table(path).read(), hudi_rs_read(path)):
+        rows = sorted((r["id"], r["_hoodie_partition_path"], r["v"]) for r in got.to_pylist())
+        if update_path == "true":
+            assert rows == [("a", "y", 10), ("b", "x", 2)]
+        else:  # the record stays in its partition and takes the update there
+            assert [r[0] for r in rows] == ["a", "b"] and rows[0][2] == 10 and rows[0][1] == "x"

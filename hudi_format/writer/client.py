@@ -278,7 +278,10 @@ class WriteClient:
         writer = TimelineWriter(self.storage, self.config)
         action = ("replacecommit" if op in _REPLACE_OPS
                   else "deltacommit" if self.config.is_mor else "commit")
-        requested = writer.create_requested(action, instant_time)
+        # Hudi records the operation of a replacecommit in its requested file.
+        requested_meta = ({"operationType": _OPERATION_TYPES[op], "clusteringPlan": None,
+                           "extraMetadata": {}, "version": 1} if action == "replacecommit" else None)
+        requested = writer.create_requested(action, instant_time, plan=requested_meta)
         inflight = writer.transition_to_inflight(requested)
 
         ctx = handles.WriteContext(
