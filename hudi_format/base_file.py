@@ -15,9 +15,10 @@ and the min/max record keys stored there. So we write the same key-value metadat
 Column types follow what parquet-avro makes of the Avro schema where a reader can tell:
 ``timestamp-micros`` is INT64 TIMESTAMP(MICROS, UTC-adjusted), ``local-timestamp-*`` is not
 UTC-adjusted, ``date`` is INT32 DATE, decimals are FIXED_LEN_BYTE_ARRAY DECIMAL of the minimal
-width, non-union Avro fields are REQUIRED. Two layout differences remain, both read the same by
-Spark, parquet-avro and arrow-rs: lists use the standard 3-level LIST layout (parquet-avro's
-default is the legacy 2-level ``repeated array``), and no ``ARROW:schema`` is stored.
+width, non-union Avro fields are REQUIRED. What pyarrow cannot reproduce, and readers (Spark,
+parquet-avro, arrow-rs) do not depend on: lists use the standard 3-level LIST layout (Hudi's
+parquet-avro writes the legacy 2-level ``repeated group array``), and the root group is named
+``schema`` rather than after the Avro record. No ``ARROW:schema`` key is stored, as in Hudi's.
 
 Defaults are Hudi's: ``hoodie.parquet.compression.codec`` is gzip in every Hudi release that
 writes table versions 6-9 (0.14 - 1.1; the fixtures are all GZIP); row groups are cut at
