@@ -9,7 +9,9 @@ then complete the instant, which is what makes the files visible to readers.
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 import attrs
@@ -62,11 +64,25 @@ def to_arrow(data: Any) -> pa.Table:
 class Plan:
     """Per file group: records to upsert (with their keys), keys to delete; new groups."""
 
-    upserts: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row idx]
+    upserts: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row arrays]
     updates: dict = attrs.field(factory=lambda: defaultdict(int))    # (partition, fid) -> count
-    deletes: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row idx]
-    new_groups: list = attrs.field(factory=list)                     # [(partition, [row idx])]
+    deletes: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row arrays]
+    new_groups: list = attrs.field(factory=list)                     # [(partition, row array)]
     replaced: dict = attrs.field(factory=lambda: defaultdict(list))  # partition -> [fid]
+
+
+def _groups(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
+    """Row numbers (column ``row``) of ``table`` grouped by the ``by`` columns, in row order."""
+    if table.num_rows == 0:
+        return []
+    agg = table.group_by(by, use_threads=False).aggregate([("row", "list")])
+    keys = [agg.column(c).to_pylist() for c in by]
+    lists = agg.column("row_list")
+    return [(tuple(k[i] for k in keys), lists[i].values) for i in range(agg.num_rows)]
+
+
+def _rows(chunks: list) -> pa.Array:
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.int64())
 
 
 class WriteClient:
@@ -154,6 +170,7 @@ class WriteClient:
 
     def _plan(self, op, table, keys, partitions, state, view, full_schema) -> Plan:
         plan = Plan()
+        rows = pa.array(range(table.num_rows), pa.int64()) if table is not None else None
         if op in _REPLACE_OPS:
             if op == "insert_overwrite_table":
                 targets = None
@@ -168,10 +185,14 @@ class WriteClient:
             for s in self._latest_slices(state, view, targets):
                 plan.replaced[s.partition_path].append(s.file_id)
             if op != "delete_partition":
-                self._plan_new_groups(plan, partitions, range(table.num_rows), bin_pack=False)
+                avg = average_record_size(self._commit_sizes(state), sizing_config(self.options).small_file_limit,
+                                          sizing_config(self.options).record_size_estimate)
+                self._plan_new_groups(plan, partitions, rows, avg)
             return plan
         if op == "bulk_insert":
-            self._plan_new_groups(plan, partitions, range(table.num_rows), bin_pack=False)
+            # Hudi's bulk insert rolls files over by the bytes actually written; we size them
+            # from the compressed size of a sample of this batch.
+            self._plan_new_groups(plan, partitions, rows, self._measured_record_size(table))
             return plan
 
         index_type = option(self.options, "hoodie.index.type")
@@ -184,47 +205,42 @@ class WriteClient:
             if index_type.endswith("BLOOM") and slices:
                 from ..base_file import read_footer
                 candidates = candidate_slices_by_bloom(self.storage, slices, pc.cast(keys, pa.string()), read_footer)
-            known = existing_keys(self.storage, candidates, self.spec, full_schema, state.visible) \
-                if candidates else existing_keys(self.storage, [], self.spec, full_schema, lambda _: False)
-            incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions,
-                                 "row": pa.array(range(len(keys)), pa.int64())})
+            known = existing_keys(self.storage, candidates, self.spec, full_schema,
+                                  state.visible if state is not None else (lambda _: False))
+            incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions, "row": rows})
             tagged = tag(incoming, known, global_index)
 
         if op == "delete":
-            fids = tagged.column("file_id").to_pylist()
-            parts = tagged.column("existing_partition").to_pylist()
-            for row, (fid, part) in enumerate(zip(fids, parts)):
-                if fid is not None:
-                    plan.deletes[(part, fid)].append(row)
+            found = tagged.filter(pc.is_valid(tagged.column("file_id")))
+            for (part, fid), idx in _groups(found, ["existing_partition", "file_id"]):
+                plan.deletes[(part, fid)].append(idx)
             return plan
 
-        insert_rows: dict[str, list[int]] = defaultdict(list)
         if tagged is not None:
-            fids = tagged.column("file_id").to_pylist()
-            old_parts = tagged.column("existing_partition").to_pylist()
-            new_parts = tagged.column("partition").to_pylist()
-            update_path = option(self.options, "hoodie.simple.index.update.partition.path")
-            for row, (fid, old, new) in enumerate(zip(fids, old_parts, new_parts)):
-                if fid is None:
-                    insert_rows[new].append(row)
-                elif old != new and global_index and update_path:
-                    plan.deletes[(old, fid)].append(row)   # move: delete there, insert here
-                    insert_rows[new].append(row)
-                elif op == "insert":                        # insert drop-duplicates: skip existing
-                    continue
-                else:
-                    plan.upserts[(old, fid)].append(row)
-                    plan.updates[(old, fid)] += 1
+            fid = tagged.column("file_id")
+            known_mask = pc.is_valid(fid)
+            moved = pc.and_(known_mask, pc.not_equal(tagged.column("existing_partition"), tagged.column("partition")))
+            if not (global_index and option(self.options, "hoodie.simple.index.update.partition.path")):
+                moved = pc.and_(moved, pa.scalar(False))
+            moved = pc.fill_null(moved, False)
+            for (part, f), idx in _groups(tagged.filter(moved), ["existing_partition", "file_id"]):
+                plan.deletes[(part, f)].append(idx)   # a move: delete there, insert here
+            if op != "insert":                        # insert with drop-duplicates skips known keys
+                updates = tagged.filter(pc.and_(known_mask, pc.invert(moved)))
+                for (part, f), idx in _groups(updates, ["existing_partition", "file_id"]):
+                    plan.upserts[(part, f)].append(idx)
+                    plan.updates[(part, f)] += len(idx)
+            inserts = tagged.filter(pc.or_(pc.invert(known_mask), moved))
         else:
-            for row, part in enumerate(partitions.to_pylist()):
-                insert_rows[part].append(row)
+            inserts = pa.table({"partition": partitions, "row": rows})
+        insert_rows = {part: idx for (part,), idx in _groups(inserts, ["partition"])}
 
         cfg = sizing_config(self.options)
         avg = average_record_size(self._commit_sizes(state), cfg.small_file_limit, cfg.record_size_estimate)
         by_partition = defaultdict(list)
         for s in slices:
             by_partition[s.partition_path].append(s)
-        for part, rows in insert_rows.items():
+        for part, idx in insert_rows.items():
             candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
                           if s.base_file and (not self.config.is_mor or not s.log_files)]
             small = small_files(candidates, cfg)
@@ -233,28 +249,37 @@ class WriteClient:
                 # (the index cannot see log-only inserts), so only the smallest few base files
                 # take inserts, as new log blocks.
                 small = small[:option(self.options, "hoodie.merge.small.file.group.candidates.limit")]
-            buckets = assign_inserts(len(rows), small, avg, cfg)
             pos = 0
-            for b in buckets:
-                chunk = rows[pos:pos + b.count]
+            for b in assign_inserts(len(idx), small, avg, cfg):
+                chunk = idx.slice(pos, b.count)
                 pos += b.count
                 if b.is_new:
                     plan.new_groups.append((part, chunk))
                 else:
-                    plan.upserts[(part, b.file_id)].extend(chunk)
+                    plan.upserts[(part, b.file_id)].append(chunk)
         return plan
 
-    def _plan_new_groups(self, plan: Plan, partitions, rows, bin_pack: bool) -> None:
+    def _plan_new_groups(self, plan: Plan, partitions, rows, avg: int) -> None:
         cfg = sizing_config(self.options)
-        avg = cfg.record_size_estimate
-        by_part = defaultdict(list)
-        for row, part in zip(rows, partitions.to_pylist()):
-            by_part[part].append(row)
-        for part, part_rows in by_part.items():
+        for (part,), idx in _groups(pa.table({"partition": partitions, "row": rows}), ["partition"]):
             pos = 0
-            for b in assign_inserts(len(part_rows), [], avg, cfg, bin_pack=bin_pack):
-                plan.new_groups.append((part, part_rows[pos:pos + b.count]))
+            for b in assign_inserts(len(idx), [], avg, cfg, bin_pack=False):
+                plan.new_groups.append((part, idx.slice(pos, b.count)))
                 pos += b.count
+
+    def _measured_record_size(self, table: pa.Table) -> int:
+        """Compressed bytes per record of a sample of ``table``, meta fields included."""
+        import io
+
+        import pyarrow.parquet as pq
+        sample = table.slice(0, min(table.num_rows, 50_000))
+        if sample.num_rows == 0:
+            return sizing_config(self.options).record_size_estimate
+        buf = io.BytesIO()
+        codec = option(self.options, "hoodie.parquet.compression.codec")
+        pq.write_table(sample, buf, compression=None if codec == "uncompressed" else codec)
+        meta_overhead = 40 if self.config.populate_meta_fields else 0  # seqno + key, compressed
+        return max(1, buf.tell() // sample.num_rows + meta_overhead)
 
     def _commit_sizes(self, state):
         """(bytes, records) written to base files by each commit, newest first."""
@@ -323,20 +348,29 @@ class WriteClient:
         for part in sorted(new_partitions):
             write_partition_metadata(self.storage, part, instant_time, part.count("/") + 1 if part else 0)
 
+        tasks = []
         for key in sorted(set(plan.upserts) | set(plan.deletes)):
             part, fid = key
             fs = slices[key]
-            up_rows = plan.upserts.get(key, [])
-            upserts = table.take(up_rows) if up_rows else full_schema.empty_table()
-            up_keys = pc.take(keys, up_rows) if up_rows else pa.array([], pa.string())
-            dels = self._delete_keys(table, keys, plan.deletes.get(key, []), part)
+            up_rows = _rows(plan.upserts.get(key, []))
+            upserts = table.take(up_rows) if len(up_rows) else full_schema.empty_table()
+            up_keys = pc.take(keys, up_rows) if len(up_rows) else pa.array([], pa.string())
+            dels = self._delete_keys(table, keys, _rows(plan.deletes.get(key, [])), part)
             if self.config.is_mor:
-                stat = handles.append(ctx, fs, upserts, up_keys, dels, plan.updates.get(key, 0))
+                tasks.append((part, handles.append, (ctx, fs, upserts, up_keys, dels, plan.updates.get(key, 0))))
             else:
-                stat = handles.merge(ctx, fs, upserts, up_keys, dels)
-            stats[part].append(stat)
+                tasks.append((part, handles.merge, (ctx, fs, upserts, up_keys, dels)))
         for part, rows in plan.new_groups:
-            stats[part].append(handles.create(ctx, part, table.take(rows), pc.take(keys, rows)))
+            tasks.append((part, handles.create, (ctx, part, table.take(rows), pc.take(keys, rows))))
+        # File groups are independent; Arrow, Parquet and compression release the GIL.
+        workers = min(len(tasks), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                results = list(pool.map(lambda t: t[1](*t[2]), tasks))
+        else:
+            results = [fn(*args) for _, fn, args in tasks]
+        for (part, _, _), stat in zip(tasks, results):
+            stats[part].append(stat)
 
         metadata = {"partitionToWriteStats": dict(stats), "compacted": False,
                     "extraMetadata": {"schema": _json(data_avro)},
@@ -349,7 +383,7 @@ class WriteClient:
     def _delete_keys(table, keys, rows, partition) -> pa.Table | None:
         """Delete markers as Hudi's delete operation writes them: the default ordering value 0,
         so the delete wins over every earlier write of the key whatever its ordering value."""
-        if not rows:
+        if not len(rows):
             return None
         n = len(rows)
         return pa.table({"record_key": pc.cast(pc.take(keys, rows), pa.string()),

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import posixpath
+import threading
 import uuid
 
 import attrs
@@ -22,6 +23,9 @@ from ..read.align import align_table
 from ..read.merge import MergeSpec, _merge_pieces, read_base_file, record_keys
 from ..view import FileSlice
 from ..view.file_names import BaseFileName
+
+
+_TOKEN_LOCK = threading.Lock()
 
 
 def new_file_id() -> str:
@@ -48,8 +52,10 @@ class WriteContext:
     _task: int = 0
 
     def next_token(self) -> tuple[int, str]:
-        self._task += 1
-        return self._task, f"{self._task}-1-{self._task}"
+        with _TOKEN_LOCK:
+            self._task += 1
+            task = self._task
+        return task, f"{task}-1-{task}"
 
 
 def _stat(**kw) -> dict:
@@ -84,7 +90,8 @@ def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
 
 def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table) -> object:
     path = posixpath.join(partition, name) if partition else name
-    keys = record_keys(table, ctx.spec)
+    # Hudi keeps no bloom filter (nor min/max keys) in base files of tables without meta fields.
+    keys = record_keys(table, ctx.spec) if ctx.meta_fields else None
     ctx.written.append(path)
     return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys, bloom=ctx.bloom,
                            compression=ctx.compression)
