@@ -1,6 +1,6 @@
 """hudi_format: read and write Apache Hudi tables from Python, without a JVM."""
 
-from .errors import (CorruptFileError, HudiError, InvalidOptionError, LogFormatError,
+from .errors import (ConcurrentWriteError, CorruptFileError, LockError, HudiError, InvalidOptionError, LogFormatError,
                      SchemaError, StorageError, TableConfigError, TableNotFoundError,
                      TimelineError, UnsupportedFeatureError)
 
@@ -12,5 +12,5 @@ __all__ = [
     "open_table", "Table", "write",
     "HudiError", "TableNotFoundError", "TableConfigError", "InvalidOptionError", "TimelineError",
     "CorruptFileError", "LogFormatError", "UnsupportedFeatureError", "SchemaError",
-    "StorageError", "__version__",
+    "StorageError", "ConcurrentWriteError", "LockError", "__version__",
 ]

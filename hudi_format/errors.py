@@ -45,3 +45,11 @@ class SchemaError(HudiError):
 
 class StorageError(HudiError):
     """The underlying storage failed (missing file, permission, network)."""
+
+
+class ConcurrentWriteError(HudiError):
+    """Another writer committed changes to the same file groups first; this write was undone."""
+
+
+class LockError(HudiError):
+    """The table lock could not be taken (timeout) or was lost while held."""

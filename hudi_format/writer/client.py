@@ -32,7 +32,11 @@ from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter
 from ..view import FileSystemView
 from . import handles
+from .concurrency import check_conflicts, touched_file_groups
 from .file_sizing import assign_inserts, average_record_size, small_files
+from .heartbeat import Heartbeat
+from .locks import TableLock
+from .markers import delete_markers
 from .index import candidate_slices_by_bloom, existing_keys, tag
 from .options import OPERATIONS, option, sizing_config, validate_options
 from .schema_evolution import conform, evolve, incoming_schema
@@ -307,24 +311,44 @@ class WriteClient:
         requested_meta = ({"operationType": _OPERATION_TYPES[op], "clusteringPlan": None,
                            "extraMetadata": {}, "version": 1} if action == "replacecommit" else None)
         requested = writer.create_requested(action, instant_time, plan=requested_meta)
-        inflight = writer.transition_to_inflight(requested)
-
-        ctx = handles.WriteContext(
-            storage=self.storage, instant=instant_time, schema=full_schema, avro_schema=avro,
-            spec=self.spec, meta_fields=self.config.populate_meta_fields,
-            table_version=self.config.version,
-            log_block_format=option(self.options, "hoodie.logfile.data.block.format"),
-            compression=option(self.options, "hoodie.parquet.compression.codec"),
-            max_log_file_size=option(self.options, "hoodie.logfile.max.size"),
-            bloom={k: v for k, v in self.options.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))})
+        heartbeat = Heartbeat(self.storage, instant_time,
+                              option(self.options, "hoodie.client.heartbeat.interval_in_ms")).start()
         try:
-            metadata = self._write_files(op, table, keys, plan, state, view, full_schema, ctx, data_avro)
-        except BaseException:
-            # Nothing of this commit may stay behind: its files are invisible anyway (the instant
-            # never completed), but we remove them and the pending instant while we can.
-            self._abort(writer, inflight, ctx)
-            raise
-        return writer.complete(inflight, metadata)
+            inflight = writer.transition_to_inflight(requested)
+            ctx = handles.WriteContext(
+                storage=self.storage, instant=instant_time, schema=full_schema, avro_schema=avro,
+                spec=self.spec, meta_fields=self.config.populate_meta_fields,
+                table_version=self.config.version,
+                log_block_format=option(self.options, "hoodie.logfile.data.block.format"),
+                compression=option(self.options, "hoodie.parquet.compression.codec"),
+                max_log_file_size=option(self.options, "hoodie.logfile.max.size"),
+                bloom={k: v for k, v in self.options.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))})
+            try:
+                metadata = self._write_files(op, table, keys, plan, state, view, full_schema, ctx, data_avro)
+                done = self._commit(writer, inflight, metadata, plan, state)
+            except BaseException:
+                # Nothing of this commit may stay behind: its files are invisible anyway (the
+                # instant never completed), but we remove them and the pending instant now.
+                self._abort(writer, inflight, ctx)
+                raise
+        finally:
+            heartbeat.stop()
+        delete_markers(self.storage, instant_time)
+        return done
+
+    def _commit(self, writer, inflight, metadata, plan, state) -> Instant:
+        """Complete the instant; under optimistic concurrency, first check for conflicts under
+        the table lock so that of two overlapping writers exactly one commits."""
+        if option(self.options, "hoodie.write.concurrency.mode") == "SINGLE_WRITER":
+            return writer.complete(inflight, metadata)
+        mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
+        new_groups = {(p, st["fileId"]) for p, stats in metadata["partitionToWriteStats"].items()
+                      for st in stats if st.get("prevCommit") in (None, "null")}
+        started = {i.timestamp for i in state.timeline.write_instants()} if state is not None else set()
+        with TableLock(self.storage, self.options):
+            now = Timeline.load(self.storage, self.config)
+            check_conflicts(now, inflight.timestamp, started, mine, new_groups)
+            return writer.complete(inflight, metadata)
 
     def _abort(self, writer, inflight, ctx) -> None:
         for path in ctx.written:
@@ -333,6 +357,7 @@ class WriteClient:
             except Exception:  # noqa: BLE001 - best effort; rollback handles what is left
                 log.warning("could not remove %s of the failed commit %s", path, inflight.timestamp)
         try:
+            delete_markers(self.storage, inflight.timestamp)
             writer.delete_instant_files(inflight)
         except Exception:  # noqa: BLE001
             log.warning("could not remove the pending instant %s", inflight.timestamp)

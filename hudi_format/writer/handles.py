@@ -18,11 +18,13 @@ import pyarrow.compute as pc
 
 from ..base_file import write_base_file
 from ..config import META_FIELDS
-from ..log import encode_avro_data_block, encode_delete_block, encode_parquet_data_block, write_log_file
+from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
+                   next_log_version, write_log_file)
 from ..read.align import align_table
 from ..read.merge import MergeSpec, _merge_pieces, read_base_file, record_keys
 from ..view import FileSlice
-from ..view.file_names import BaseFileName
+from ..view.file_names import BaseFileName, LogFileName
+from .markers import create_marker
 
 
 _TOKEN_LOCK = threading.Lock()
@@ -88,8 +90,10 @@ def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
     return BaseFileName(file_id, token, ctx.instant, ".parquet").name
 
 
-def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table) -> object:
+def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
+                io_type: str = "CREATE") -> object:
     path = posixpath.join(partition, name) if partition else name
+    create_marker(ctx.storage, ctx.instant, path, io_type)
     # Hudi keeps no bloom filter (nor min/max keys) in base files of tables without meta fields.
     keys = record_keys(table, ctx.spec) if ctx.meta_fields else None
     ctx.written.append(path)
@@ -134,7 +138,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     updates = pc.sum(pc.and_(kept_old, from_fresh)).as_py() or 0
     inserts = pc.sum(pc.and_(pc.invert(kept_old), from_fresh)).as_py() or 0
     deleted = old.num_rows - (pc.sum(pc.is_in(old_keys, value_set=merged_keys)).as_py() or 0)
-    res = _write_base(ctx, fs.partition_path, name, merged)
+    res = _write_base(ctx, fs.partition_path, name, merged, "MERGE")
     return _stat(fileId=fs.file_id, path=res.path, prevCommit=fs.base_instant,
                  numWrites=merged.num_rows, numUpdateWrites=updates, numInserts=inserts,
                  numDeletes=deleted, partitionPath=fs.partition_path,
@@ -156,8 +160,12 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
         blocks.append(encode_delete_block(deletes, ctx.instant))
     # v8+: a log file per delta commit, named by it; v6: log files carry the slice's base instant.
     log_instant = ctx.instant if ctx.table_version >= 8 else fs.base_instant
+    version = next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
+    first = LogFileName(fs.file_id, log_instant, version, token).name
+    create_marker(ctx.storage, ctx.instant, posixpath.join(fs.partition_path, first)
+                  if fs.partition_path else first, "APPEND")
     results = write_log_file(ctx.storage, fs.partition_path, fs.file_id, log_instant, blocks,
-                             token, max_file_size=ctx.max_log_file_size)
+                             token, version=version, max_file_size=ctx.max_log_file_size)
     ctx.written.extend(r.path for r in results)
     size = sum(r.size for r in results)
     last = results[-1]

@@ -68,6 +68,16 @@ KNOWN: dict[str, tuple[str, Any]] = {
     "hoodie.table.timeline.timezone": ("choice:LOCAL|UTC", "LOCAL"),
     "hoodie.avro.schema.validate": ("bool", True),
     "hoodie.datasource.write.partitions.to.delete": ("str", None),
+    "hoodie.write.concurrency.mode": ("choice:OPTIMISTIC_CONCURRENCY_CONTROL|SINGLE_WRITER|NON_BLOCKING_CONCURRENCY_CONTROL",
+                                      "OPTIMISTIC_CONCURRENCY_CONTROL"),
+    "hoodie.write.lock.provider": ("str", "filesystem"),
+    "hoodie.write.lock.wait_time_ms": ("int", 1000),
+    "hoodie.write.lock.num_retries": ("int", 60),
+    "hoodie.write.lock.filesystem.path": ("str", None),
+    "hoodie.write.lock.filesystem.expire": ("int", 0),
+    "hoodie.client.heartbeat.interval_in_ms": ("int", 60_000),
+    "hoodie.client.heartbeat.tolerable.misses": ("int", 2),
+    "hoodie.cleaner.policy.failed.writes": ("choice:EAGER|LAZY|NEVER", "LAZY"),
 }
 KNOWN_PREFIXES = ("hoodie.keygen.timebased.",)
 # Accepted for compatibility with pasted Spark options; no effect on this engine.
