@@ -227,9 +227,38 @@ def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None =
 # -- writing -------------------------------------------------------------------------------------
 def _write(table: "Table", data, operation: str, options) -> "Instant":
     from .writer.client import WriteClient
-    instant = WriteClient(table.storage, table.config, options).write(data, operation)
+    from .writer.options import validate_options
+    opts = validate_options(options)
+    _recover(table.storage, table.config, opts)
+    instant = WriteClient(table.storage, table.config, opts).write(data, operation)
     table.refresh()
     return instant
+
+
+def _recover(storage: Storage, config: TableConfig, opts) -> None:
+    """Before writing: finish interrupted rollbacks and roll back writes whose writer died."""
+    from .services.rollback import rollback_failed_writes
+    rollback_failed_writes(storage, config, opts)
+
+
+def _service(fn):
+    def method(self, *args, **kwargs):
+        out = fn(self.storage, self.config, *args, **kwargs)
+        self.refresh()
+        return out
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _install_services() -> None:
+    from .services import rollback as rb, savepoint as sp
+    Table.rollback = _service(rb.rollback)
+    Table.savepoint = _service(sp.savepoint)
+    Table.delete_savepoint = _service(sp.delete_savepoint)
+    Table.restore = _service(sp.restore)
+
+
+_install_services()
 
 
 Table.write = lambda self, data, operation="upsert", options=None: _write(self, data, operation, options)
@@ -269,8 +298,8 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
         if keys and keys != config.record_key_fields:
             raise InvalidOptionError(f"record key {keys} does not match the table's "
                                      f"{config.record_key_fields}")
-        instant = WriteClient(storage, config, opts).write(data, operation)
-        return instant
+        _recover(storage, config, opts)
+        return WriteClient(storage, config, opts).write(data, operation)
     if not keys:
         raise InvalidOptionError("creating a table needs record_key (or option "
                                  "hoodie.datasource.write.recordkey.field)")

@@ -1,0 +1,226 @@
+"""Rollback: undo one instant, pending or the latest completed one, as Apache Hudi lays it out.
+
+Order of work, so a crash at any point leaves the table readable at its last commit and the next
+writer able to finish the job: (1) a ``rollback`` instant with its plan (HoodieRollbackPlan);
+(2) a completed target loses its completed file first, which hides its data at once; (3) its
+base files and (v8) log files are deleted, and for v6 log files, whose names do not say which
+instant wrote them, a rollback command block is appended to the file group instead; (4) the
+rollback completes with HoodieRollbackMetadata; (5) the target's remaining instant files go.
+A pending rollback found later is simply executed again from its plan.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from collections import defaultdict
+from typing import Any, Mapping
+
+from ..config import TableConfig
+from ..errors import InvalidOptionError, TimelineError
+from ..log import encode_rollback_block, read_log_file, write_log_file
+from ..storage import Storage
+from ..timeline import Instant, State, Timeline
+from ..timeline.writer import TimelineWriter
+from ..view.file_names import parse_base_file_name, parse_log_file_name
+from ..writer.heartbeat import heartbeat_expired, heartbeat_path
+from ..writer.markers import delete_markers, read_markers
+
+log = logging.getLogger(__name__)
+
+WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
+# Table services whose pending instants go back to "requested" instead of away.
+_REPLANNABLE = ("compaction", "clustering", "logcompaction")
+
+
+def _all_data_files(storage: Storage) -> list[str]:
+    return [f.path for f in storage.walk_files("", skip_dirs=(".hoodie",))]
+
+
+def _files_of(storage: Storage, config: TableConfig, timeline: Timeline, target: Instant) -> list[tuple[str, str]]:
+    """``(path, io type)`` of every data file ``target`` wrote: markers first, else the commit
+    metadata, else a scan for file names carrying the instant (and v6 log blocks)."""
+    markers = read_markers(storage, target.timestamp)
+    if markers:
+        return markers
+    if target.state is State.COMPLETED and target.action in WRITE_ACTIONS:
+        out = []
+        for stats in timeline.metadata(target).partition_to_write_stats.values():
+            for st in stats:
+                if st.path:
+                    out.append((st.path, "APPEND" if parse_log_file_name(posixpath.basename(st.path)) else "CREATE"))
+        return out
+    ts = target.timestamp
+    out = []
+    for path in _all_data_files(storage):
+        name = posixpath.basename(path)
+        bf = parse_base_file_name(name)
+        if bf is not None and bf.instant_time == ts:
+            out.append((path, "CREATE"))
+            continue
+        lf = parse_log_file_name(name)
+        if lf is None:
+            continue
+        if config.version >= 8 and lf.instant_time == ts:
+            out.append((path, "CREATE"))
+        elif config.version < 8 and lf.instant_time <= ts:
+            if any(b.instant_time == ts for b in read_log_file(storage, path)):
+                out.append((path, "APPEND"))
+    return out
+
+
+def build_plan(storage: Storage, config: TableConfig, timeline: Timeline, target: Instant) -> dict:
+    requests: dict[tuple[str, str], dict] = {}
+    for path, io_type in _files_of(storage, config, timeline, target):
+        partition, name = posixpath.split(path)
+        parsed = parse_base_file_name(name) or parse_log_file_name(name)
+        file_id = parsed.file_id if parsed else None
+        req = requests.setdefault((partition, file_id), {
+            "partitionPath": partition, "fileId": file_id, "latestBaseInstant": None,
+            "filesToBeDeleted": [], "logBlocksToBeDeleted": None})
+        lf = parse_log_file_name(name)
+        if io_type == "APPEND" and config.version < 8 and lf is not None:
+            req["latestBaseInstant"] = lf.instant_time
+            req["logBlocksToBeDeleted"] = dict(req["logBlocksToBeDeleted"] or {})
+            req["logBlocksToBeDeleted"][path] = storage.size(path) if storage.exists(path) else 0
+        else:
+            req["filesToBeDeleted"].append(path)
+    return {"instantToRollback": {"commitTime": target.timestamp, "action": target.action},
+            "RollbackRequests": list(requests.values()), "version": 1}
+
+
+def execute_plan(storage: Storage, config: TableConfig, plan: Mapping[str, Any], rollback_time: str) -> dict:
+    """Carry out a rollback plan (idempotent) and return its HoodieRollbackMetadata."""
+    start = time.time()
+    target = plan["instantToRollback"]["commitTime"]
+    partitions: dict[str, dict] = defaultdict(lambda: {"successDeleteFiles": [], "failedDeleteFiles": [],
+                                                       "rollbackLogFiles": None})
+    deleted = 0
+    for req in plan.get("RollbackRequests") or []:
+        part = req["partitionPath"]
+        meta = partitions[part]
+        meta["partitionPath"] = part
+        for path in req.get("filesToBeDeleted") or []:
+            try:
+                existed = storage.exists(path)
+                storage.delete(path)
+                meta["successDeleteFiles"].append(path)
+                deleted += int(existed)
+            except Exception:  # noqa: BLE001 - reported in the metadata, as Hudi does
+                meta["failedDeleteFiles"].append(path)
+        if req.get("logBlocksToBeDeleted"):
+            block = encode_rollback_block(rollback_time, target)
+            results = write_log_file(storage, part, req["fileId"], req["latestBaseInstant"], [block],
+                                     "0-0-0")
+            meta["rollbackLogFiles"] = {r.path: r.size for r in results}
+    return {"startRollbackTime": rollback_time, "timeTakenInMillis": int((time.time() - start) * 1000),
+            "totalFilesDeleted": deleted, "commitsRollback": [target],
+            "partitionMetadata": {p: dict(m) for p, m in partitions.items()}, "version": 1,
+            "instantsRollback": [dict(plan["instantToRollback"])]}
+
+
+def _hide(storage: Storage, timeline: Timeline, target: Instant) -> None:
+    """Make a completed target invisible by removing its completed file first."""
+    files = timeline.files_of(target)
+    done = files.get(State.COMPLETED)
+    if done is not None:
+        storage.delete(f"{timeline.timeline_dir}/{done}")
+
+
+def _drop_instant_files(storage: Storage, timeline: Timeline, target: Instant) -> None:
+    try:
+        files = timeline.files_of(target)
+    except TimelineError:
+        return
+    keep_requested = target.action in _REPLANNABLE
+    for state, name in files.items():
+        if keep_requested and state is State.REQUESTED:
+            continue
+        storage.delete(f"{timeline.timeline_dir}/{name}")
+    delete_markers(storage, target.timestamp)
+    storage.delete(heartbeat_path(target.timestamp))
+
+
+def rollback(storage: Storage, config: TableConfig, instant: str | Instant,
+             options: Mapping[str, Any] | None = None) -> Instant:
+    """Roll back ``instant``: a pending one, or the latest completed write."""
+    timeline = Timeline.load(storage, config)
+    ts = instant.timestamp if isinstance(instant, Instant) else str(instant)
+    matches = [i for i in timeline.instants if i.timestamp == ts and i.action not in ("rollback", "clean", "restore")]
+    if not matches:
+        raise InvalidOptionError(f"no instant {ts} to roll back on the timeline of {storage.url}")
+    target = matches[0]
+    if target.state is State.COMPLETED:
+        later = [i for i in timeline.write_instants() if i.timestamp != ts and
+                 (i.completion_time or i.timestamp) > (target.completion_time or target.timestamp)]
+        if later:
+            raise InvalidOptionError(f"{ts} is not the latest commit ({len(later)} completed after it); "
+                                     f"use restore to go back further")
+        if any(s.timestamp == ts and s.action == "savepoint" for s in timeline.completed):
+            raise InvalidOptionError(f"{ts} is savepointed; delete the savepoint first")
+    writer = TimelineWriter(storage, config)
+    plan = build_plan(storage, config, timeline, target)
+    requested = writer.create_requested("rollback", plan=plan)
+    inflight = writer.transition_to_inflight(requested)
+    return _finish(storage, config, timeline, writer, inflight, plan, target)
+
+
+def _finish(storage, config, timeline, writer, inflight, plan, target) -> Instant:
+    if target is not None and target.state is State.COMPLETED:
+        _hide(storage, timeline, target)
+    metadata = execute_plan(storage, config, plan, inflight.timestamp)
+    done = writer.complete(inflight, metadata)
+    if target is not None:
+        _drop_instant_files(storage, timeline, target)
+    log.info("rolled back %s with %s", plan["instantToRollback"], done)
+    return done
+
+
+def resume_pending_rollbacks(storage: Storage, config: TableConfig) -> list[Instant]:
+    """Finish rollbacks that a crashed process planned but did not complete."""
+    timeline = Timeline.load(storage, config)
+    writer = TimelineWriter(storage, config)
+    out = []
+    for inst in timeline.pending:
+        if inst.action != "rollback":
+            continue
+        plan = timeline.plan(inst)
+        if not plan:
+            continue
+        if inst.state is State.REQUESTED:
+            inst = writer.transition_to_inflight(inst)
+        target_ts = plan["instantToRollback"]["commitTime"]
+        target = next((i for i in timeline.instants if i.timestamp == target_ts
+                       and i.action not in ("rollback", "clean", "restore")), None)
+        out.append(_finish(storage, config, timeline, writer, inst, plan, target))
+    return out
+
+
+def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> list[Instant]:
+    """Roll back pending writes whose writer is gone (no live heartbeat); finish pending rollbacks.
+
+    Writes whose heartbeat is alive belong to a concurrent writer and are left alone.
+    """
+    opts = dict(options or {})
+    if str(opts.get("hoodie.cleaner.policy.failed.writes", "LAZY")).upper() == "NEVER":
+        return []
+    interval = int(opts.get("hoodie.client.heartbeat.interval_in_ms", 60_000))
+    misses = int(opts.get("hoodie.client.heartbeat.tolerable.misses", 2))
+    done = resume_pending_rollbacks(storage, config)
+    timeline = Timeline.load(storage, config)
+    for inst in timeline.pending:
+        if inst.action not in WRITE_ACTIONS or inst.action == "replacecommit" and _is_clustering(timeline, inst):
+            continue
+        if heartbeat_expired(storage, inst.timestamp, interval, misses):
+            log.warning("rolling back failed write %s", inst)
+            done.append(rollback(storage, config, inst.timestamp, opts))
+    return done
+
+
+def _is_clustering(timeline: Timeline, inst: Instant) -> bool:
+    try:
+        plan = timeline.plan(inst)
+    except Exception:  # noqa: BLE001
+        return False
+    return bool(plan.get("clusteringPlan"))

@@ -1,0 +1,101 @@
+"""Savepoints and restore.
+
+A savepoint (``<ts>.savepoint``, HoodieSavepointMetadata) pins the files of the table as of a
+completed commit, so cleaning keeps them; ``restore`` brings the table back to a savepoint by
+rolling back, newest first, every instant after it, under one ``restore`` instant
+(HoodieRestorePlan, HoodieRestoreMetadata) as Apache Hudi does.
+"""
+
+from __future__ import annotations
+
+import getpass
+import posixpath
+import time
+from typing import Any, Mapping
+
+from ..config import TableConfig
+from ..errors import InvalidOptionError
+from ..read.snapshot import ReadState
+from ..storage import Storage
+from ..timeline import Instant, State, Timeline
+from ..timeline.writer import TimelineWriter
+from ..view import FileSystemView
+from .rollback import _drop_instant_files, _hide, build_plan, execute_plan
+
+_NOT_ROLLED_BACK = ("rollback", "clean", "restore", "savepoint")
+
+
+def savepoint(storage: Storage, config: TableConfig, instant: str, user: str | None = None,
+              comment: str = "") -> Instant:
+    """Savepoint the completed write ``instant`` (its timestamp names the savepoint)."""
+    timeline = Timeline.load(storage, config)
+    target = next((i for i in timeline.write_instants() if i.timestamp == str(instant)), None)
+    if target is None:
+        raise InvalidOptionError(f"{instant} is not a completed commit of {storage.url}; "
+                                 f"only completed commits can be savepointed")
+    if any(i.action == "savepoint" and i.timestamp == target.timestamp for i in timeline.instants):
+        raise InvalidOptionError(f"{instant} is already savepointed")
+    state = ReadState(config, timeline, target.completion_time if config.version >= 8 else target.timestamp)
+    partitions: dict[str, dict] = {}
+    for s in state.file_slices(FileSystemView(storage, config)):
+        files = ([posixpath.basename(s.base_file)] if s.base_file else []) + \
+            [posixpath.basename(f) for f in s.log_files]
+        entry = partitions.setdefault(s.partition_path, {"partitionPath": s.partition_path, "savepointDataFile": []})
+        entry["savepointDataFile"].extend(files)
+    metadata = {"savepointedBy": user or _user(), "savepointedAt": int(time.time()),
+                "comments": comment, "partitionMetadata": partitions, "version": 1}
+    writer = TimelineWriter(storage, config)
+    inflight = writer.create_requested("savepoint", target.timestamp)
+    return writer.complete(inflight, metadata)
+
+
+def delete_savepoint(storage: Storage, config: TableConfig, instant: str) -> None:
+    timeline = Timeline.load(storage, config)
+    sp = next((i for i in timeline.instants if i.action == "savepoint" and i.timestamp == str(instant)), None)
+    if sp is None:
+        raise InvalidOptionError(f"no savepoint {instant}")
+    for name in timeline.files_of(sp).values():
+        storage.delete(f"{timeline.timeline_dir}/{name}")
+
+
+def restore(storage: Storage, config: TableConfig, instant: str,
+            options: Mapping[str, Any] | None = None) -> Instant:
+    """Roll the table back to the savepoint ``instant``."""
+    timeline = Timeline.load(storage, config)
+    if not any(i.action == "savepoint" and i.timestamp == str(instant) and i.state is State.COMPLETED
+               for i in timeline.instants):
+        raise InvalidOptionError(f"{instant} is not a savepoint; restore needs one (savepoint it first)")
+    targets = sorted((i for i in timeline.instants
+                      if i.timestamp > str(instant) and i.action not in _NOT_ROLLED_BACK),
+                     key=lambda i: i.timestamp, reverse=True)
+    writer = TimelineWriter(storage, config)
+    start = time.time()
+    plan = {"instantsToRollback": [{"commitTime": t.timestamp, "action": t.action} for t in targets],
+            "version": 2, "savepointToRestoreTimestamp": str(instant)}
+    requested = writer.create_requested("restore", plan=plan)
+    inflight = writer.transition_to_inflight(requested)
+    per_instant = {}
+    for target in targets:
+        rb_plan = build_plan(storage, config, timeline, target)
+        if target.state is State.COMPLETED:
+            _hide(storage, timeline, target)
+        per_instant[target.timestamp] = [execute_plan(storage, config, rb_plan, inflight.timestamp)]
+        _drop_requested_too(storage, timeline, target)
+    metadata = {"startRestoreTime": inflight.timestamp, "timeTakenInMillis": int((time.time() - start) * 1000),
+                "instantsToRollback": [t.timestamp for t in targets], "hoodieRestoreMetadata": per_instant,
+                "version": 1, "restoreInstantInfo": plan["instantsToRollback"], "extraMetadata": None}
+    return writer.complete(inflight, metadata)
+
+
+def _drop_requested_too(storage: Storage, timeline: Timeline, target: Instant) -> None:
+    """A restore removes later service plans entirely, not back to requested."""
+    _drop_instant_files(storage, timeline, target)
+    for name in timeline.files_of(target).values():
+        storage.delete(f"{timeline.timeline_dir}/{name}")
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001
+        return "hudi_format"
