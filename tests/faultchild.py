@@ -1,0 +1,69 @@
+"""Child process for fault injection: run one write and SIGKILL ourselves at a chosen point.
+
+usage: python faultchild.py <table> <point> <table_type> <version>
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import hudi_format as hudi  # noqa: E402
+from writemodel import make_rows  # noqa: E402
+
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(point: str) -> None:
+    from hudi_format.log import writer as log_writer
+    from hudi_format.timeline import writer as tl_writer
+    from hudi_format.writer import client, handles, markers
+    import hudi_format.base_file as base_file
+
+    if point == "after_requested":
+        real = tl_writer.TimelineWriter.transition_to_inflight
+        tl_writer.TimelineWriter.transition_to_inflight = lambda self, *a, **k: die()
+    elif point == "before_data":
+        for name in ("create", "merge", "append"):
+            setattr(handles, name, lambda *a, **k: die())
+    elif point == "mid_base_file":
+        real_wbf = base_file.write_base_file
+
+        def torn(storage, rel, *a, **k):
+            real_wbf(storage, rel, *a, **k)
+            data = storage.read_bytes(rel)
+            storage.write_bytes(rel, data[: len(data) // 2])
+            die()
+        handles.write_base_file = torn
+    elif point == "mid_log_append":
+        def torn_log(storage, rel, blocks):
+            with storage.open(rel, "wb") as f:
+                f.write(blocks[0][: len(blocks[0]) // 2])
+                f.flush()
+                os.fsync(f.fileno()) if hasattr(f, "fileno") else None
+            die()
+        log_writer._write_one = torn_log
+    elif point == "after_data":
+        tl_writer.TimelineWriter.complete = lambda self, *a, **k: die()
+    elif point == "after_commit":
+        real_complete = tl_writer.TimelineWriter.complete
+
+        def complete_then_die(self, *a, **k):
+            real_complete(self, *a, **k)
+            die()
+        tl_writer.TimelineWriter.complete = complete_then_die
+    else:
+        raise SystemExit(f"unknown point {point}")
+
+
+if __name__ == "__main__":
+    path, point, table_type, version = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    install(point)
+    hudi.write(path, make_rows(range(10, 30), ts=2, seed=1), operation="upsert", record_key="id",
+               ordering_field="ts", partition_by="p", table_type=table_type, table_version=version)
+    raise SystemExit("the write finished: the fault point was never reached")
