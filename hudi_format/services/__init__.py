@@ -1,0 +1,15 @@
+"""Table services: compaction, log compaction, clustering, cleaning, archival.
+
+Each service plans first (a ``requested`` instant carrying its plan in Hudi's Avro schema), then
+executes and completes; readers never wait for a service and never see it half done.
+"""
+
+# -- compaction, log compaction, clustering ---------------------------------------------------
+from .common import SERVICE_OPTIONS, ServiceConflictError, validate_service_options
+from .compaction import (compact, pending_compaction_base_instants, run_compaction,
+                         schedule_compaction)
+
+__all__ = [
+    "SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options",
+    "schedule_compaction", "run_compaction", "compact", "pending_compaction_base_instants",
+]

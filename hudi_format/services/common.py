@@ -1,0 +1,473 @@
+"""What compaction, log compaction and clustering share: options, table state, plan encoding,
+pending-service bookkeeping and the run/abort protocol of a service instant.
+
+Plans are written with the Avro schema Hudi itself embeds: for table version 8+ Hudi 1.x's
+``HoodieCompactionPlan`` (with ``strategy``, ``preserveHoodieMetadata`` and
+``missingSchedulePartitions``) and ``HoodieRequestedReplaceMetadata`` (clustering groups with
+``extraMetadata``, plans with ``missingSchedulePartitions``); for version 6 Hudi 0.14/0.15's,
+which lack ``missingSchedulePartitions``. The bundled ``.avsc`` copies predate those fields, so
+the schemas are built here from them by adding the fields with Hudi's defaults -- every reader
+of either release resolves them (new fields have defaults; unknown writer fields are skipped).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import difflib
+import io
+import json
+import logging
+import posixpath
+from typing import Any, Iterable, Mapping
+
+import fastavro
+import pyarrow as pa
+
+from ..config import META_FIELDS, TableConfig
+from ..errors import HudiError, InvalidOptionError, StorageError, TimelineError
+from ..read.snapshot import ReadState
+from ..read.table_schema import latest_data_schema
+from ..schema import arrow_to_avro_schema
+from ..storage import Storage
+from ..timeline import Instant, State, Timeline, TimelineWriter, schema_json
+from ..timeline.instant import CLUSTERING, COMPACTION, LOG_COMPACTION, REPLACE_COMMIT
+from ..timeline.writer import _avro_maps_in_java_order
+from ..view import FileSlice, FileSystemView
+from ..view.file_names import parse_base_file_name, parse_log_file_name
+
+log = logging.getLogger(__name__)
+
+
+class ServiceConflictError(HudiError):
+    """A table service cannot complete: the file groups it rewrites changed since it was
+    planned (a concurrent write), so completing it would lose data."""
+
+
+# -- options ----------------------------------------------------------------------------------
+
+LOG_FILE_SIZE_STRATEGY = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
+COMPACTION_STRATEGIES = {
+    "LogFileSizeBasedCompactionStrategy": "size",
+    "LogFileNumBasedCompactionStrategy": "num",
+    "BoundedIOCompactionStrategy": "io",
+    "UnBoundedCompactionStrategy": "all",
+}
+SIZE_BASED_PLAN = "org.apache.hudi.client.clustering.plan.strategy.SparkSizeBasedClusteringPlanStrategy"
+PLAN_STRATEGIES = (SIZE_BASED_PLAN,
+                   "org.apache.hudi.client.clustering.plan.strategy.JavaSizeBasedClusteringPlanStrategy",
+                   "org.apache.hudi.client.clustering.plan.strategy.FlinkSizeBasedClusteringPlanStrategy")
+SORT_AND_SIZE_EXECUTION = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
+EXECUTION_STRATEGIES = (SORT_AND_SIZE_EXECUTION,
+                        "org.apache.hudi.client.clustering.run.strategy.JavaSortAndSizeExecutionStrategy")
+TRIGGER_STRATEGIES = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED",
+                      "NUM_AND_TIME", "NUM_OR_TIME")
+
+#: The table-service options this package reads: key -> (kind, Hudi's default). Kinds as in
+#: ``writer.options``: int, bool, str, choice:<a|b|...>.
+SERVICE_OPTIONS: dict[str, tuple[str, Any]] = {
+    # compaction (HoodieCompactionConfig)
+    "hoodie.compact.inline": ("bool", False),
+    "hoodie.compact.schedule.inline": ("bool", False),
+    "hoodie.compact.inline.max.delta.commits": ("int", 5),
+    "hoodie.compact.inline.max.delta.seconds": ("int", 3600),
+    "hoodie.compact.inline.trigger.strategy": ("choice:" + "|".join(TRIGGER_STRATEGIES), "NUM_COMMITS"),
+    "hoodie.compaction.strategy": ("str", LOG_FILE_SIZE_STRATEGY),
+    "hoodie.compaction.target.io": ("int", 500 * 1024),                 # MB
+    "hoodie.compaction.logfile.size.threshold": ("int", 0),             # bytes
+    "hoodie.compaction.logfile.num.threshold": ("int", 0),
+    # log compaction
+    "hoodie.log.compaction.enable": ("bool", False),
+    "hoodie.log.compaction.inline": ("bool", False),
+    "hoodie.log.compaction.blocks.threshold": ("int", 5),
+    # clustering (HoodieClusteringConfig)
+    "hoodie.clustering.inline": ("bool", False),
+    "hoodie.clustering.schedule.inline": ("bool", False),
+    "hoodie.clustering.async.enabled": ("bool", False),
+    "hoodie.clustering.inline.max.commits": ("int", 4),
+    "hoodie.clustering.async.max.commits": ("int", 4),
+    "hoodie.clustering.plan.strategy.class": ("str", SIZE_BASED_PLAN),
+    "hoodie.clustering.execution.strategy.class": ("str", SORT_AND_SIZE_EXECUTION),
+    "hoodie.clustering.plan.strategy.small.file.limit": ("int", 300 * 1024 * 1024),
+    "hoodie.clustering.plan.strategy.target.file.max.bytes": ("int", 1024 * 1024 * 1024),
+    "hoodie.clustering.plan.strategy.max.bytes.per.group": ("int", 2 * 1024 * 1024 * 1024),
+    "hoodie.clustering.plan.strategy.max.num.groups": ("int", 30),
+    "hoodie.clustering.plan.strategy.sort.columns": ("str", None),
+    "hoodie.clustering.plan.strategy.single.group.clustering.enabled": ("bool", True),
+    "hoodie.clustering.plan.strategy.partition.selected": ("str", None),
+    "hoodie.clustering.plan.strategy.partition.regex.pattern": ("str", None),
+    "hoodie.clustering.preserve.commit.metadata": ("bool", True),
+    "hoodie.layout.optimize.strategy": ("choice:linear|z-order|zorder|hilbert", "linear"),
+    "hoodie.layout.optimize.curve.build.method": ("choice:direct|sample", "direct"),
+}
+#: prefixes of options that other table services (cleaning, archival) own: passed through
+_OTHER_SERVICE_PREFIXES = ("hoodie.clean", "hoodie.cleaner.", "hoodie.archive.", "hoodie.keep.",
+                           "hoodie.timeline.", "hoodie.savepoint", "hoodie.commits.archival.",
+                           "hoodie.write.concurrency.", "hoodie.write.lock.")
+
+
+def _coerce(key: str, kind: str, value: Any) -> Any:
+    from ..writer.options import _coerce as coerce
+    return coerce(key, kind, value)
+
+
+def validate_service_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Check and coerce ``options``: service keys (``SERVICE_OPTIONS``), write options (as the
+    writer validates them) and other services' keys pass; anything else is an error."""
+    from ..writer.options import IGNORED, KNOWN, KNOWN_PREFIXES
+    out: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        if not isinstance(key, str):
+            raise InvalidOptionError(f"option keys must be strings, got {key!r}")
+        if key in SERVICE_OPTIONS:
+            out[key] = _coerce(key, SERVICE_OPTIONS[key][0], value)
+        elif key in KNOWN:
+            out[key] = _coerce(key, KNOWN[key][0], value)
+        elif key in IGNORED or key.startswith(KNOWN_PREFIXES) or key.startswith(_OTHER_SERVICE_PREFIXES):
+            out[key] = value
+        else:
+            close = difflib.get_close_matches(key, list(SERVICE_OPTIONS) + list(KNOWN), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InvalidOptionError(f"unknown table service option {key!r}{hint}")
+    for key in ("hoodie.compact.inline.max.delta.commits", "hoodie.clustering.inline.max.commits",
+                "hoodie.clustering.plan.strategy.max.num.groups",
+                "hoodie.clustering.plan.strategy.target.file.max.bytes",
+                "hoodie.clustering.plan.strategy.max.bytes.per.group", "hoodie.compaction.target.io"):
+        if key in out and out[key] <= 0:
+            raise InvalidOptionError(f"option {key} must be positive, got {out[key]}")
+    for key in ("hoodie.compact.inline.max.delta.seconds", "hoodie.compaction.logfile.size.threshold",
+                "hoodie.compaction.logfile.num.threshold", "hoodie.log.compaction.blocks.threshold",
+                "hoodie.clustering.plan.strategy.small.file.limit"):
+        if key in out and out[key] < 0:
+            raise InvalidOptionError(f"option {key} must not be negative, got {out[key]}")
+    return out
+
+
+def opt(opts: Mapping[str, Any], key: str) -> Any:
+    """The value of a service or write option, else Hudi's default."""
+    if key in opts:
+        return opts[key]
+    if key in SERVICE_OPTIONS:
+        return SERVICE_OPTIONS[key][1]
+    from ..writer.options import option
+    return option(opts, key)
+
+
+def compaction_strategy(opts: Mapping[str, Any]) -> str:
+    """``hoodie.compaction.strategy`` (class name, with or without package) -> size|num|io|all."""
+    value = str(opt(opts, "hoodie.compaction.strategy")).strip()
+    short = value.rsplit(".", 1)[-1]
+    if short not in COMPACTION_STRATEGIES:
+        raise InvalidOptionError(f"option hoodie.compaction.strategy: unsupported strategy {value!r}; "
+                                 f"use one of {sorted(COMPACTION_STRATEGIES)}")
+    return COMPACTION_STRATEGIES[short]
+
+
+# -- table state ------------------------------------------------------------------------------
+
+
+class TableState:
+    """One consistent look at a table: timeline, committed state, file-system view, schema."""
+
+    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline | None = None):
+        self.storage = storage
+        self.config = config
+        self.timeline = timeline if timeline is not None else Timeline.load(storage, config)
+        self.state = ReadState(config, self.timeline)
+        self.view = FileSystemView(storage, config)
+
+    def latest_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
+        wanted = None if partitions is None else set(partitions)
+        return self.state.file_slices(self.view, None if wanted is None else (lambda p: p in wanted))
+
+    def schemas(self) -> tuple[pa.Schema, dict, dict]:
+        """(full Arrow schema with meta fields, its Avro schema, the data-only Avro schema)."""
+        data = latest_data_schema(self.config, self.timeline)
+        if data is None:
+            raise HudiError(f"table {self.storage.url} has no schema yet (no completed write)")
+        fields = [f for f in data if f.name not in META_FIELDS]
+        data_schema = pa.schema(fields)
+        full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + fields) \
+            if self.config.populate_meta_fields else data_schema
+        name = self.config.name
+        return (full, arrow_to_avro_schema(full, f"{name}_record", f"hoodie.{name}"),
+                arrow_to_avro_schema(data_schema, f"{name}_record", f"hoodie.{name}"))
+
+    def completion_time(self, instant_time: str) -> str | None:
+        return self.state.completion_time(instant_time)
+
+
+def new_instant_time(storage: Storage, config: TableConfig) -> str:
+    from ..timeline.clock import InstantClock
+    return InstantClock(storage, config).new_instant_time()
+
+
+def parse_instant_seconds(ts: str) -> float:
+    """Seconds of an instant time ``yyyyMMddHHmmss[SSS]`` (naive: only differences matter)."""
+    base = _dt.datetime.strptime(ts[:14], "%Y%m%d%H%M%S")
+    millis = int(ts[14:17] or 0) if len(ts) > 14 else 0
+    return base.timestamp() + millis / 1000.0
+
+
+# -- pending services -------------------------------------------------------------------------
+
+
+def is_clustering(timeline: Timeline, inst: Instant) -> bool:
+    """A clustering instant: ``clustering`` (v8+), or a replacecommit whose plan clusters."""
+    if inst.action == CLUSTERING:
+        return True
+    if inst.action != REPLACE_COMMIT:
+        return False
+    if inst.is_completed:
+        try:
+            return (timeline.metadata(inst).operation_type or "").upper() == "CLUSTER"
+        except HudiError:
+            return False
+    try:
+        plan = timeline.plan(inst)
+    except HudiError:
+        return False
+    return bool(plan.get("clusteringPlan")) or (plan.get("operationType") or "").upper() == "CLUSTER"
+
+
+def plan_file_groups(action: str, plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(partition, file_id)`` of every file group a compaction or clustering plan rewrites."""
+    out = []
+    if action in (COMPACTION, LOG_COMPACTION):
+        for op in plan.get("operations") or ():
+            out.append((op.get("partitionPath") or "", op.get("fileId")))
+    else:
+        for group in (plan.get("clusteringPlan") or {}).get("inputGroups") or ():
+            for s in group.get("slices") or ():
+                out.append((s.get("partitionPath") or "", s.get("fileId")))
+    return out
+
+
+def pending_service_file_groups(timeline: Timeline) -> dict[tuple[str, str], Instant]:
+    """File groups in pending compaction, log compaction or clustering -> that instant.
+
+    No service may plan a file group that another pending service will rewrite.
+    """
+    out: dict[tuple[str, str], Instant] = {}
+    for inst in timeline.pending:
+        if inst.action in (COMPACTION, LOG_COMPACTION):
+            action = inst.action
+        elif is_clustering(timeline, inst):
+            action = CLUSTERING
+        else:
+            continue
+        try:
+            plan = timeline.plan(inst)
+        except HudiError as exc:
+            log.warning("cannot read the plan of pending %s: %s", inst, exc)
+            continue
+        for key in plan_file_groups(action, plan):
+            out[key] = inst
+    return out
+
+
+def pending_instants(timeline: Timeline, action: str) -> list[Instant]:
+    """Pending instants of a service (``compaction``, ``logcompaction`` or ``clustering``),
+    oldest first."""
+    if action == CLUSTERING:
+        return [i for i in timeline.pending if is_clustering(timeline, i)]
+    return [i for i in timeline.pending if i.action == action]
+
+
+def pick_pending(timeline: Timeline, action: str, instant: "Instant | str | None") -> Instant:
+    pending = pending_instants(timeline, action)
+    if instant is None:
+        if not pending:
+            raise TimelineError(f"no pending {action} on the timeline of this table")
+        return pending[0]
+    ts = instant.timestamp if isinstance(instant, Instant) else str(instant)
+    for inst in pending:
+        if inst.timestamp == ts:
+            return inst
+    done = timeline.get(ts)
+    if done is not None and done.is_completed:
+        raise TimelineError(f"{action} {ts} is already completed")
+    raise TimelineError(f"no pending {action} at instant {ts}")
+
+
+# -- plan encoding ----------------------------------------------------------------------------
+
+_STR_MAP = ["null", {"type": "map", "values": "string"}]
+_STR_LIST = ["null", {"type": "array", "items": "string"}]
+
+
+def _find_record(node: Any, name: str) -> dict | None:
+    if isinstance(node, dict):
+        if node.get("type") == "record" and node.get("name", "").rsplit(".", 1)[-1] == name:
+            return node
+        for v in node.values():
+            got = _find_record(v, name)
+            if got is not None:
+                return got
+    elif isinstance(node, list):
+        for v in node:
+            got = _find_record(v, name)
+            if got is not None:
+                return got
+    return None
+
+
+def _add_field(record: dict, field: dict, after: str | None = None) -> None:
+    names = [f["name"] for f in record["fields"]]
+    if field["name"] in names:
+        return
+    at = names.index(after) + 1 if after in names else len(names)
+    record["fields"].insert(at, field)
+
+
+def compaction_plan_schema(table_version: int) -> dict:
+    """``HoodieCompactionPlan`` as Hudi 1.x (v8+) or 0.14 (v6) writes it."""
+    schema = copy.deepcopy(json.loads(schema_json("HoodieCompactionPlan")))
+    strategy = json.loads(schema_json("HoodieCompactionStrategy"))
+    _add_field(schema, {"name": "strategy", "type": ["null", strategy], "default": None})
+    _add_field(schema, {"name": "preserveHoodieMetadata", "type": ["boolean", "null"], "default": False})
+    if table_version >= 8:
+        _add_field(schema, {"name": "missingSchedulePartitions", "type": _STR_LIST, "default": None})
+    return schema
+
+
+def requested_replace_schema(table_version: int) -> dict:
+    """``HoodieRequestedReplaceMetadata`` as Hudi 1.x (v8+) or 0.14 (v6) writes it."""
+    schema = copy.deepcopy(json.loads(schema_json("HoodieRequestedReplaceMetadata")))
+    group = _find_record(schema, "HoodieClusteringGroup")
+    _add_field(group, {"name": "extraMetadata", "type": _STR_MAP, "default": None}, after="numOutputFileGroups")
+    if table_version >= 8:
+        plan = _find_record(schema, "HoodieClusteringPlan")
+        _add_field(plan, {"name": "missingSchedulePartitions", "type": _STR_LIST, "default": None})
+    return schema
+
+
+def encode_with_schema(schema: dict, record: Mapping[str, Any]) -> bytes:
+    """One record as an Avro container (no codec), maps in Java HashMap order, as Hudi does."""
+    datum = _avro_maps_in_java_order(schema, dict(record), {})
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(copy.deepcopy(schema)), [datum], codec="null")
+    return buf.getvalue()
+
+
+def slice_metrics(slices: Iterable[FileSlice], default_base_size: int) -> dict[str, float]:
+    """``FileSliceMetricUtils.addFileSliceCommonMetrics`` (the five keys Hudi 1.1 records)."""
+    num_logs = total_log = read = write = 0
+    for s in slices:
+        num_logs += len(s.log_files)
+        total_log += sum(size for size in s.log_file_sizes if size >= 0)
+        base = s.base_file_size if s.base_file else 0
+        read += base
+        write += base if base > 0 else default_base_size
+    mb = 1024 * 1024
+    read_mb = (read + total_log) // mb
+    write_mb = write // mb
+    return {"TOTAL_LOG_FILES": float(num_logs), "TOTAL_IO_MB": float(read_mb + write_mb),
+            "TOTAL_IO_READ_MB": float(read_mb), "TOTAL_LOG_FILES_SIZE": float(total_log),
+            "TOTAL_IO_WRITE_MB": float(write_mb)}
+
+
+def full_uri(storage: Storage, rel: str) -> str:
+    """The absolute path Hudi records in clustering plans (``file:/...`` for local tables)."""
+    uri = storage.uri(rel)
+    if "://" not in uri and not uri.startswith("file:") and uri.startswith("/"):
+        return "file:" + uri
+    return uri
+
+
+def rel_in_partition(partition: str, path: str | None) -> str | None:
+    """A plan's file reference (name or full path) as a path relative to the table."""
+    if not path:
+        return None
+    name = posixpath.basename(path)
+    return posixpath.join(partition, name) if partition else name
+
+
+def sizes_of(storage: Storage, paths: Iterable[str]) -> list[int]:
+    return [storage.size(p) for p in paths]
+
+
+# -- running a service instant ----------------------------------------------------------------
+
+
+def begin(writer: TimelineWriter, timeline: Timeline, inst: Instant, storage: Storage,
+          leftovers: Iterable[str] = ()) -> Instant:
+    """Move a pending service instant to inflight. An inflight one (a run that died) is taken
+    over: files it may have left (``leftovers``, by this instant's naming) are removed first."""
+    if inst.state is State.REQUESTED:
+        return writer.transition_to_inflight(inst)
+    for path in leftovers:
+        try:
+            if storage.exists(path):
+                storage.delete(path)
+                log.info("removed %s left by an earlier attempt of %s", path, inst)
+        except StorageError:
+            log.warning("could not remove %s of the earlier attempt of %s", path, inst)
+    name = timeline.files_of(inst).get(State.INFLIGHT)
+    return Instant(inst.timestamp, inst.action, State.INFLIGHT, None, name)
+
+
+def abort(storage: Storage, writer: TimelineWriter, inflight: Instant, written: Iterable[str],
+          drop_plan: bool = False) -> None:
+    """Undo a failed run: delete its files, then its inflight file (the plan stays requested and
+    can be run again) or, with ``drop_plan``, the whole instant."""
+    for path in written:
+        try:
+            storage.delete(path)
+        except Exception:  # noqa: BLE001 - best effort; the instant never completed
+            log.warning("could not remove %s of the failed %s", path, inflight)
+    try:
+        if drop_plan:
+            writer.delete_instant_files(inflight)
+        else:
+            rel = writer.path_of(Instant(inflight.timestamp, inflight.action, State.INFLIGHT))
+            if storage.exists(rel):
+                storage.delete(rel)
+    except Exception:  # noqa: BLE001
+        log.warning("could not revert the pending instant %s", inflight)
+
+
+def service_files(storage: Storage, partition: str, file_ids: Iterable[str], instant_time: str) -> list[str]:
+    """Files of ``file_ids`` in ``partition`` named with ``instant_time`` (an earlier attempt's)."""
+    ids = set(file_ids)
+    out = []
+    try:
+        entries = storage.list(partition)
+    except StorageError:
+        return out
+    for f in entries:
+        if f.is_dir:
+            continue
+        bf = parse_base_file_name(f.name)
+        if bf is not None and bf.file_id in ids and bf.instant_time == instant_time:
+            out.append(f.path)
+            continue
+        lf = parse_log_file_name(f.name)
+        if lf is not None and lf.file_id in ids and lf.instant_time == instant_time:
+            out.append(f.path)
+    return out
+
+
+def schema_extra(data_avro: dict) -> dict[str, str]:
+    return {"schema": json.dumps(data_avro, separators=(",", ":"))}
+
+
+def runtime(scan: int = 0, upsert: int = 0, create: int = 0) -> dict[str, int]:
+    return {"totalScanTime": int(scan), "totalUpsertTime": int(upsert), "totalCreateTime": int(create)}
+
+
+def with_file_name(table: pa.Table, name: str) -> pa.Table:
+    """Set ``_hoodie_file_name`` of every row (when the table has meta fields)."""
+    idx = table.schema.get_field_index("_hoodie_file_name")
+    if idx < 0:
+        return table
+    return table.set_column(idx, table.schema.field(idx), pa.repeat(pa.scalar(name, pa.string()), table.num_rows))
+
+
+def split_partitions(value: str | None) -> list[str]:
+    return [p.strip() for p in (value or "").split(",") if p.strip()]
+
+
+__all__ = ["SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options", "opt",
+           "TableState", "pending_service_file_groups", "pending_instants",
+           "compaction_plan_schema", "requested_replace_schema"]

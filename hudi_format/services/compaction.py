@@ -1,0 +1,405 @@
+"""Compaction (merge-on-read tables): merge a file slice's log files into a new base file.
+
+Two steps, as Hudi's ``ScheduleCompactionActionExecutor`` and ``RunCompactionActionExecutor``:
+
+1. **Schedule**: pick the latest file slices that have log files (not already in a pending
+   compaction, log compaction or clustering), order and bound them by the compaction strategy
+   (``hoodie.compaction.strategy``, default ``LogFileSizeBasedCompactionStrategy``) and write
+   ``<t>.compaction.requested`` holding a ``HoodieCompactionPlan`` (one operation per slice:
+   base file name, log file names, metrics). For v8+ tables only log files whose delta commit
+   completed before ``t`` are planned; later ones belong to the new slice (non-blocking
+   concurrency control). For v6 tables, as Hudi 0.x, no write may be pending before ``t``.
+2. **Run**: move the instant to inflight, merge each planned slice exactly as a reader does
+   (records keep their ``_hoodie_commit_time`` and ``_hoodie_commit_seqno``), write
+   ``<fileId>_<token>_<t>.parquet`` with ``_hoodie_file_name`` set to the new file, and complete
+   the instant as a ``commit`` (``compacted=true``, ``operationType=COMPACT``).
+
+Readers never wait: until the commit completes the new base files belong to no completed
+instant and are invisible, and log files written meanwhile fold into the slice being compacted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..base_file import write_base_file
+from ..config import TableConfig
+from ..errors import HudiError, TimelineError
+from ..log import BlockType
+from ..read.align import align_table
+from ..read.merge import MergeSpec, _merge_pieces, collect_log_blocks, read_base_file, record_keys
+from ..storage import Storage
+from ..timeline import Instant, TimelineWriter, commit_metadata, write_stat
+from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT
+from ..view import FileSlice
+from ..view.file_names import BaseFileName, parse_log_file_name
+from .common import (ServiceConflictError, TableState, abort, begin, compaction_plan_schema,
+                     compaction_strategy, encode_with_schema, new_instant_time, opt,
+                     parse_instant_seconds, pending_instants, pending_service_file_groups,
+                     pick_pending, rel_in_partition, runtime, schema_extra, service_files,
+                     slice_metrics, validate_service_options)
+
+log = logging.getLogger(__name__)
+
+#: ``CompactionUtils.LATEST_COMPACTION_METADATA_VERSION``: operations name files, not full paths
+COMPACTION_PLAN_VERSION = 2
+
+
+# -- trigger ----------------------------------------------------------------------------------
+
+
+def _inline(opts: Mapping[str, Any]) -> bool:
+    return bool(opt(opts, "hoodie.compact.inline") or opt(opts, "hoodie.compact.schedule.inline"))
+
+
+def compaction_due(timeline, config: TableConfig, opts: Mapping[str, Any], instant_time: str) -> bool:
+    """Hudi's ``CompactionTriggerStrategy`` (``hoodie.compact.inline.trigger.strategy``).
+
+    Delta commits are counted since the latest completed compaction (``commit``; v8+ also
+    ``replacecommit``), or -- ``NUM_COMMITS_AFTER_LAST_REQUEST`` -- since the latest compaction
+    request, pending or not; elapsed time runs from that instant (or the first delta commit).
+    """
+    strategy = opt(opts, "hoodie.compact.inline.trigger.strategy")
+    max_commits = opt(opts, "hoodie.compact.inline.max.delta.commits")
+    max_seconds = opt(opts, "hoodie.compact.inline.max.delta.seconds")
+    v8 = config.version >= 8
+    deltas = [i for i in timeline.completed if i.action == DELTA_COMMIT]
+    if strategy == "NUM_COMMITS_AFTER_LAST_REQUEST":
+        requests = [i.timestamp for i in timeline.instants
+                    if i.action == COMPACTION or (i.action == COMMIT and i.is_completed)]
+        last = max(requests) if requests else None
+        count = len([d for d in deltas if last is None or d.timestamp > last])
+        ref = last
+    else:
+        done = {COMMIT, REPLACE_COMMIT} if v8 else {COMMIT}
+        compactions = [i for i in timeline.completed if i.action in done]
+        last = compactions[-1].timestamp if compactions else None
+        if last is None:
+            count = len(deltas)
+        elif v8:
+            count = len([d for d in deltas if (d.completion_time or d.timestamp) > last])
+        else:
+            count = len([d for d in deltas if d.timestamp > last])
+        ref = last
+    if ref is None:
+        ref = deltas[0].timestamp if deltas else None
+    by_num = count >= max_commits
+    by_time = ref is not None and parse_instant_seconds(instant_time) - parse_instant_seconds(ref) >= max_seconds
+    due = {"NUM_COMMITS": by_num, "NUM_COMMITS_AFTER_LAST_REQUEST": by_num, "TIME_ELAPSED": by_time,
+           "NUM_AND_TIME": by_num and by_time, "NUM_OR_TIME": by_num or by_time}[strategy]
+    if not due:
+        log.info("compaction not due (%s): %d delta commits since %s", strategy, count, ref)
+    return due
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def _order_and_filter(ops: list[dict], opts: Mapping[str, Any]) -> list[dict]:
+    """The compaction strategy: LogFileSizeBased (filter by log size threshold, biggest logs
+    first), LogFileNumBased (by log file count), then bounded by ``hoodie.compaction.target.io``
+    (MB); UnBounded takes all."""
+    kind = compaction_strategy(opts)
+    if kind == "all":
+        return ops
+    if kind == "size":
+        threshold = opt(opts, "hoodie.compaction.logfile.size.threshold")
+        ops = [o for o in ops if o["metrics"]["TOTAL_LOG_FILES_SIZE"] >= threshold]
+        ops = sorted(ops, key=lambda o: -int(o["metrics"]["TOTAL_LOG_FILES_SIZE"]))
+    elif kind == "num":
+        threshold = opt(opts, "hoodie.compaction.logfile.num.threshold")
+        ops = [o for o in ops if o["metrics"]["TOTAL_LOG_FILES"] >= threshold]
+        ops = sorted(ops, key=lambda o: -int(o["metrics"]["TOTAL_LOG_FILES"]))
+    remaining = opt(opts, "hoodie.compaction.target.io")
+    out = []
+    for o in ops:                       # BoundedIOCompactionStrategy
+        remaining -= int(o["metrics"]["TOTAL_IO_MB"])
+        out.append(o)
+        if remaining <= 0:
+            break
+    return out
+
+
+def _check_nothing_pending_before(timeline, instant_time: str) -> None:
+    """Table version 6 (Hudi 0.x): a compaction must be later than every pending write."""
+    for inst in timeline.pending:
+        if inst.action in (COMMIT, DELTA_COMMIT, REPLACE_COMMIT) and inst.timestamp < instant_time:
+            raise TimelineError(f"cannot schedule compaction at {instant_time}: write {inst} is still "
+                                "pending; complete or roll it back first (table version 6 requires the "
+                                "earliest pending write to be later than the compaction)")
+
+
+def build_compaction_operations(ts: TableState, instant_time: str, opts: Mapping[str, Any],
+                                min_log_blocks: int = 0) -> list[dict]:
+    """One ``HoodieCompactionOperation`` per eligible latest slice (unordered, unfiltered)."""
+    config = ts.config
+    v8 = config.version >= 8
+    busy = pending_service_file_groups(ts.timeline)
+    default_size = opt(opts, "hoodie.parquet.max.file.size")
+    ops = []
+    for s in ts.latest_slices():
+        if (s.partition_path, s.file_id) in busy:
+            continue
+        logs = list(zip(s.log_files, s.log_file_sizes))
+        if v8:
+            # only delta commits completed before the compaction instant belong to this slice
+            base_done = ts.completion_time(s.base_instant) if s.base_file else None
+            if base_done is not None and base_done > instant_time:
+                continue
+            kept = []
+            for path, size in logs:
+                lf = parse_log_file_name(posixpath.basename(path))
+                done = ts.completion_time(lf.instant_time) if lf else None
+                if done is not None and done < instant_time:
+                    kept.append((path, size))
+            logs = kept
+        if not logs:
+            continue
+        planned = FileSlice(s.partition_path, s.file_id, s.base_instant, s.base_file,
+                            tuple(p for p, _ in logs), s.base_file_size, tuple(z for _, z in logs))
+        if min_log_blocks and len(logs) < min_log_blocks and \
+                _count_blocks(ts, planned) < min_log_blocks:
+            continue
+        ops.append({
+            "baseInstantTime": s.base_instant,
+            "deltaFilePaths": [posixpath.basename(p) for p, _ in logs],
+            "dataFilePath": s.base_file_name,
+            "fileId": s.file_id,
+            "partitionPath": s.partition_path,
+            "metrics": slice_metrics([planned], default_size),
+            "bootstrapFilePath": None,
+        })
+    return ops
+
+
+def _count_blocks(ts: TableState, s: FileSlice) -> int:
+    return len(collect_log_blocks(ts.storage, s.log_files, ts.state.visible))
+
+
+def schedule_compaction(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+                        *, instant_time: str | None = None, check_trigger: bool | None = None) -> Instant | None:
+    """Plan a compaction: write ``<t>.compaction.requested``; ``None`` if nothing to compact.
+
+    ``check_trigger`` (default: only when ``hoodie.compact.inline`` or
+    ``hoodie.compact.schedule.inline`` is set, i.e. when called after a write) applies the
+    trigger strategy first; on-demand calls compact whatever has log files.
+    """
+    opts = validate_service_options(options)
+    if not config.is_mor:
+        log.info("compaction applies to MERGE_ON_READ tables only; %s is %s", storage.url, config.table_type)
+        return None
+    compaction_strategy(opts)  # validate before any I/O
+    ts_time = instant_time or new_instant_time(storage, config)
+    ts = TableState(storage, config)          # loaded after the instant time was issued
+    if config.version < 8:
+        _check_nothing_pending_before(ts.timeline, ts_time)
+    if (_inline(opts) if check_trigger is None else check_trigger) and \
+            not compaction_due(ts.timeline, config, opts, ts_time):
+        return None
+    ops = _order_and_filter(build_compaction_operations(ts, ts_time, opts), opts)
+    if not ops:
+        log.info("nothing to compact in %s", storage.url)
+        return None
+    plan = {"operations": ops, "extraMetadata": {}, "version": COMPACTION_PLAN_VERSION,
+            "strategy": None, "preserveHoodieMetadata": False}
+    if config.version >= 8:
+        plan["missingSchedulePartitions"] = []
+    data = encode_with_schema(compaction_plan_schema(config.version), plan)
+    inst = TimelineWriter(storage, config).create_requested(COMPACTION, ts_time, plan=data)
+    log.info("scheduled compaction %s of %d file slices", ts_time, len(ops))
+    return inst
+
+
+# -- execution --------------------------------------------------------------------------------
+
+
+def _log_order(paths: list[str]) -> list[str]:
+    def key(p):
+        lf = parse_log_file_name(posixpath.basename(p))
+        return lf.sort_key() if lf else (p,)
+    return sorted(paths, key=key)
+
+
+def _check_unplanned_logs(ts: TableState, ops: list[dict]) -> None:
+    """v6: data appended to a planned slice after the plan (log files named with the old base
+    instant) would vanish behind the new base file; refuse to complete instead."""
+    wanted = {(o.get("partitionPath") or "", o["fileId"]): o for o in ops}
+    for s in ts.latest_slices({p for p, _ in wanted}):
+        op = wanted.get((s.partition_path, s.file_id))
+        if op is None:
+            continue
+        planned = set(op.get("deltaFilePaths") or ())
+        extra = []
+        for path in s.log_files:
+            lf = parse_log_file_name(posixpath.basename(path))
+            if lf and lf.instant_time == op["baseInstantTime"] and posixpath.basename(path) not in planned:
+                extra.append(path)
+        if extra and collect_log_blocks(ts.storage, tuple(extra), ts.state.visible):
+            raise ServiceConflictError(
+                f"file group {s.file_id} in {s.partition_path!r} received writes after its compaction was "
+                f"planned ({', '.join(posixpath.basename(p) for p in extra)}); on table version 6 a "
+                "writer must add log files of a file group under pending compaction to the new slice "
+                "(log files named with the compaction instant), else completing the compaction would "
+                "drop those writes")
+
+
+def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict, instant_time: str,
+                 op: dict, task: int, opts: Mapping[str, Any], written: list) -> dict:
+    storage = ts.storage
+    t0 = time.monotonic()
+    part = op.get("partitionPath") or ""
+    fid = op["fileId"]
+    base_rel = rel_in_partition(part, op.get("dataFilePath"))
+    logs = _log_order([rel_in_partition(part, f) for f in op.get("deltaFilePaths") or ()])
+
+    pieces: list = []
+    deletes: list = []
+    old = schema.empty_table()
+    if base_rel:
+        old = align_table(read_base_file(storage, base_rel, schema.names), schema, storage.uri(base_rel))
+    pieces.append(old)
+    blocks = collect_log_blocks(storage, tuple(logs), ts.state.visible)
+    log_records = 0
+    log_keys = []
+    for block in blocks:
+        if block.block_type == BlockType.DELETE:
+            keys = block.deleted_keys()
+            deletes.append((len(pieces), keys))
+            pieces.append(None)
+            log_records += keys.num_rows
+            log_keys.append(pc.cast(keys.column("record_key"), pa.string()))
+        else:
+            recs = align_table(block.records(arrow_schema=schema), schema, f"{storage.uri(block.path)}@{block.offset}")
+            pieces.append(recs)
+            log_records += recs.num_rows
+            log_keys.append(pc.cast(record_keys(recs, spec), pa.string()))
+    t_scan = time.monotonic()
+    merged = _merge_pieces(pieces, deletes, schema, spec) if blocks else old
+
+    token = f"{task}-{1}-{task}"
+    name = BaseFileName(fid, token, instant_time, ts.config.base_file_extension).name
+    rel = posixpath.join(part, name) if part else name
+    if ts.config.populate_meta_fields:
+        idx = schema.get_field_index("_hoodie_file_name")
+        merged = merged.set_column(idx, schema.field(idx), pa.repeat(pa.scalar(name, pa.string()), merged.num_rows))
+    keys = pc.cast(record_keys(merged, spec), pa.string()) if ts.config.populate_meta_fields else None
+    written.append(rel)
+    res = write_base_file(storage, rel, merged, avro, keys,
+                          bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
+                          compression=opt(opts, "hoodie.parquet.compression.codec"))
+    t_done = time.monotonic()
+
+    old_keys = pc.cast(record_keys(old, spec), pa.string())
+    new_keys = pc.cast(record_keys(merged, spec), pa.string()) if keys is None else keys
+    touched = pa.chunked_array(log_keys, pa.string()) if log_keys else pa.chunked_array([], pa.string())
+    in_old = pc.is_in(new_keys, value_set=old_keys)
+    updated = int(pc.sum(pc.and_(in_old, pc.is_in(new_keys, value_set=touched))).as_py() or 0)
+    inserted = int(pc.sum(pc.invert(in_old)).as_py() or 0)
+    deleted = old.num_rows - int(pc.sum(pc.is_in(old_keys, value_set=new_keys)).as_py() or 0)
+    log_size = int(op.get("metrics", {}).get("TOTAL_LOG_FILES_SIZE") or 0)
+    stat = write_stat(file_id=fid, path=rel, partition_path=part, prev_commit=op.get("baseInstantTime"),
+                      num_writes=merged.num_rows, num_deletes=deleted, num_update_writes=updated,
+                      num_inserts=inserted, total_write_bytes=res.file_size,
+                      total_log_records=log_records, total_log_files_compacted=len(logs),
+                      total_log_size_compacted=log_size,
+                      total_updated_records_compacted=len(pc.unique(touched)) if len(touched) else 0,
+                      total_log_blocks=len(blocks),
+                      runtime_stats=runtime(scan=(t_scan - t0) * 1000, upsert=(t_done - t_scan) * 1000))
+    stat["prevBaseFile"] = op.get("dataFilePath")
+    stat["totalLogReadTimeMs"] = int((t_scan - t0) * 1000)
+    return stat
+
+
+def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | str | None" = None,
+                   options: Mapping[str, Any] | None = None) -> Instant:
+    """Execute a pending compaction (the oldest if ``instant`` is None); return its ``commit``.
+
+    Raises ``TimelineError`` when there is no such pending compaction and
+    ``ServiceConflictError`` when a planned slice was written to in a way the plan cannot
+    absorb (v6 log files appended to the old slice); the plan then stays requested.
+    """
+    opts = validate_service_options(options)
+    ts = TableState(storage, config)
+    inst = pick_pending(ts.timeline, COMPACTION, instant)
+    plan = ts.timeline.plan(inst)
+    ops = list(plan.get("operations") or ())
+    if config.version < 8:
+        _check_unplanned_logs(ts, ops)
+    schema, avro, data_avro = ts.schemas()
+    spec = MergeSpec.from_config(config)
+    writer = TimelineWriter(storage, config)
+    leftovers = []
+    by_partition: dict[str, list[str]] = {}
+    for o in ops:
+        by_partition.setdefault(o.get("partitionPath") or "", []).append(o["fileId"])
+    for part, fids in by_partition.items():
+        leftovers += [p for p in service_files(storage, part, fids, inst.timestamp)
+                      if not posixpath.basename(p).startswith(".")]   # base files only
+    inflight = begin(writer, ts.timeline, inst, storage, leftovers)
+    written: list[str] = []
+    try:
+        workers = min(len(ops), os.cpu_count() or 1)
+        tasks = [(o, i) for i, o in enumerate(ops)]
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                stats = list(pool.map(lambda t: _compact_one(ts, spec, schema, avro, inst.timestamp,
+                                                             t[0], t[1], opts, written), tasks))
+        else:
+            stats = [_compact_one(ts, spec, schema, avro, inst.timestamp, o, i, opts, written)
+                     for o, i in tasks]
+        metadata = commit_metadata(stats, operation_type="COMPACT", compacted=True,
+                                   extra_metadata=schema_extra(data_avro))
+        done = writer.complete(inflight, metadata)
+    except BaseException:
+        abort(storage, writer, inflight, written)
+        raise
+    log.info("completed compaction %s: %d new base files", done.timestamp, len(stats))
+    return done
+
+
+def compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
+    """Schedule a compaction and run it; ``None`` when there was nothing to compact.
+
+    Pending compactions scheduled earlier are run first (oldest first), as Hudi's inline
+    compaction does; the instant returned is the last one completed.
+    """
+    opts = validate_service_options(options)
+    done = None
+    if config.is_mor:
+        from ..timeline import Timeline
+        for inst in pending_instants(Timeline.load(storage, config), COMPACTION):
+            done = run_compaction(storage, config, inst, opts)
+    inst = schedule_compaction(storage, config, opts)
+    if inst is not None:
+        done = run_compaction(storage, config, inst, opts)
+    return done
+
+
+def pending_compaction_base_instants(storage: Storage, config: TableConfig,
+                                     timeline=None) -> dict[tuple[str, str], str]:
+    """``(partition, file_id) -> compaction instant`` of every file group in a pending compaction.
+
+    A writer of a table version 6 must name the log files it adds to such a file group with that
+    instant (the base instant of the slice the compaction creates), as Hudi 0.x's
+    ``HoodieAppendHandle`` does; v8+ writers name log files by their own instant and need nothing.
+    """
+    from ..timeline import Timeline
+    timeline = timeline if timeline is not None else Timeline.load(storage, config)
+    out = {}
+    for inst in pending_instants(timeline, COMPACTION):
+        try:
+            plan = timeline.plan(inst)
+        except HudiError as exc:
+            log.warning("cannot read the plan of %s: %s", inst, exc)
+            continue
+        for op in plan.get("operations") or ():
+            out[(op.get("partitionPath") or "", op.get("fileId"))] = inst.timestamp
+    return out
