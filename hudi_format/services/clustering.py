@@ -1,0 +1,423 @@
+"""Clustering: rewrite groups of small file groups into new, sorted, target-size file groups.
+
+Schedule (Hudi's ``SparkSizeBasedClusteringPlanStrategy`` on ``PartitionAwareClusteringPlanStrategy``):
+per partition, the latest slices whose base file is smaller than
+``hoodie.clustering.plan.strategy.small.file.limit`` (log-only slices count as
+``hoodie.parquet.max.file.size``) and that no pending compaction, log compaction or clustering
+holds, biggest first, are packed into groups of at most ``...max.bytes.per.group`` bytes, at
+most ``...max.num.groups`` groups; a group expects ``ceil(size / ...target.file.max.bytes)``
+output file groups. A lone slice forms a group only when sorting or
+``...single.group.clustering.enabled`` (default) asks for it. The plan
+(``HoodieRequestedReplaceMetadata`` with a ``HoodieClusteringPlan``, operation ``CLUSTER``) is
+written as ``<t>.clustering.requested`` (v8+) or ``<t>.replacecommit.requested`` (v6).
+
+Run (``SparkSortAndSizeExecutionStrategy``): each group's slices are read merged (as a reader
+would), sorted by the sort columns -- linearly, or along a Z-order or Hilbert curve
+(``hoodie.layout.optimize.strategy``, see :mod:`.space_curves`) -- and cut into contiguous runs
+written as new file groups ``<newFileId>_<token>_<t>.parquet`` of about the target size. Records
+keep their commit time and sequence number (``hoodie.clustering.preserve.commit.metadata``,
+default true); ``_hoodie_file_name`` names the new file. The instant completes as a
+``replacecommit`` whose ``partitionToReplaceFileIds`` retires the input file groups.
+
+Clustering aborts (``ServiceConflictError``, plan removed) if a planned file group was written
+to after planning: completing would drop that write.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+import posixpath
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..base_file import write_base_file
+from ..config import TableConfig
+from ..errors import InvalidOptionError, UnsupportedFeatureError
+from ..read.align import align_table
+from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys
+from ..storage import Storage
+from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
+from ..timeline.instant import CLUSTERING, COMMIT, DELTA_COMMIT, REPLACE_COMMIT
+from ..view import FileSlice
+from ..view.file_names import BaseFileName, parse_base_file_name
+from ..writer.handles import new_file_id
+from . import space_curves
+from .common import (EXECUTION_STRATEGIES, PLAN_STRATEGIES, ServiceConflictError, TableState,
+                     abort, begin, encode_with_schema, full_uri, is_clustering, new_instant_time,
+                     opt, pending_instants, pending_service_file_groups, pick_pending,
+                     rel_in_partition, requested_replace_schema, runtime, schema_extra,
+                     slice_metrics, split_partitions, validate_service_options)
+
+log = logging.getLogger(__name__)
+
+CLUSTERING_PLAN_VERSION = 1
+SORT_COLUMNS = "hoodie.clustering.plan.strategy.sort.columns"
+LAYOUT_STRATEGY = "hoodie.layout.optimize.strategy"
+
+
+def _sort_columns(sort_by: str | Sequence[str] | None, opts: Mapping[str, Any]) -> list[str]:
+    value = sort_by if sort_by is not None else opt(opts, SORT_COLUMNS)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [c.strip() for c in value.split(",") if c.strip()]
+    cols = [str(c).strip() for c in value]
+    if any(not c for c in cols):
+        raise InvalidOptionError(f"sort_by must name columns, got {value!r}")
+    return cols
+
+
+def _check_strategies(opts: Mapping[str, Any]) -> str:
+    plan_cls = opt(opts, "hoodie.clustering.plan.strategy.class")
+    if plan_cls not in PLAN_STRATEGIES:
+        raise UnsupportedFeatureError(f"option hoodie.clustering.plan.strategy.class: only the size-based "
+                                      f"strategies {list(PLAN_STRATEGIES)} are supported, got {plan_cls!r}")
+    exe_cls = opt(opts, "hoodie.clustering.execution.strategy.class")
+    if exe_cls not in EXECUTION_STRATEGIES:
+        raise UnsupportedFeatureError(f"option hoodie.clustering.execution.strategy.class: only "
+                                      f"{list(EXECUTION_STRATEGIES)} are supported, got {exe_cls!r}")
+    if opt(opts, "hoodie.layout.optimize.curve.build.method") != "direct":
+        raise UnsupportedFeatureError("option hoodie.layout.optimize.curve.build.method: only 'direct' "
+                                      "(map values onto the curve) is supported, not 'sample'")
+    return space_curves.resolve_strategy(opt(opts, LAYOUT_STRATEGY))
+
+
+# -- trigger ----------------------------------------------------------------------------------
+
+
+def clustering_due(timeline: Timeline, opts: Mapping[str, Any]) -> bool:
+    """Inline/async scheduling waits for ``hoodie.clustering.inline.max.commits`` (or
+    ``async.max.commits``) completed commits since the last clustering, as Hudi does."""
+    last = [i.timestamp for i in timeline.instants if is_clustering(timeline, i)]
+    since = max(last) if last else "0"
+    commits = [i for i in timeline.completed
+               if i.action in (COMMIT, DELTA_COMMIT, REPLACE_COMMIT) and i.timestamp > since]
+    if opt(opts, "hoodie.clustering.inline"):
+        need = opt(opts, "hoodie.clustering.inline.max.commits")
+    else:
+        need = opt(opts, "hoodie.clustering.async.max.commits")
+    if len(commits) < need:
+        log.info("clustering not due: %d commits since the last clustering, waiting for %d", len(commits), need)
+        return False
+    return True
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def _partitions(ts: TableState, opts: Mapping[str, Any]) -> list[str]:
+    selected = split_partitions(opt(opts, "hoodie.clustering.plan.strategy.partition.selected"))
+    parts = selected if selected else ts.view.partitions()
+    pattern = opt(opts, "hoodie.clustering.plan.strategy.partition.regex.pattern")
+    if pattern:
+        try:
+            rx = re.compile(pattern)
+        except re.error as exc:
+            raise InvalidOptionError(f"option hoodie.clustering.plan.strategy.partition.regex.pattern: "
+                                     f"invalid regex {pattern!r}: {exc}") from None
+        parts = [p for p in parts if rx.fullmatch(p)]
+    return parts
+
+
+def _groups_for_partition(slices: list[FileSlice], opts: Mapping[str, Any],
+                          single_group: bool) -> list[tuple[list[FileSlice], int]]:
+    """``buildClusteringGroupsForPartition``: biggest slices first, packed up to max bytes."""
+    default = opt(opts, "hoodie.parquet.max.file.size")
+    max_group = opt(opts, "hoodie.clustering.plan.strategy.max.bytes.per.group")
+    target = opt(opts, "hoodie.clustering.plan.strategy.target.file.max.bytes")
+    max_groups = opt(opts, "hoodie.clustering.plan.strategy.max.num.groups")
+
+    def size(s: FileSlice) -> int:
+        return s.base_file_size if s.base_file else default
+
+    groups: list[tuple[list[FileSlice], int]] = []
+    current: list[FileSlice] = []
+    total = 0
+    for s in sorted(slices, key=lambda s: -size(s)):
+        if current and total + size(s) > max_group:
+            groups.append((current, math.ceil(total / target)))
+            current, total = [], 0
+            if len(groups) >= max_groups:
+                break
+        current.append(s)
+        total += size(s)
+    else:
+        if current and (len(current) > 1 or single_group):
+            groups.append((current, math.ceil(total / target)))
+    return groups
+
+
+def _slice_info(storage: Storage, s: FileSlice) -> dict:
+    return {"dataFilePath": full_uri(storage, s.base_file) if s.base_file else "",
+            "deltaFilePaths": [full_uri(storage, p) for p in s.log_files],
+            "fileId": s.file_id, "partitionPath": s.partition_path,
+            "bootstrapFilePath": "", "version": 1}
+
+
+def schedule_clustering(storage: Storage, config: TableConfig, sort_by: str | Sequence[str] | None = None,
+                        options: Mapping[str, Any] | None = None, *, instant_time: str | None = None,
+                        check_trigger: bool | None = None) -> Instant | None:
+    """Plan a clustering; ``None`` when no partition has file groups worth rewriting.
+
+    ``sort_by`` (column names, or a comma-separated string) overrides
+    ``hoodie.clustering.plan.strategy.sort.columns``. ``check_trigger`` (default: when
+    ``hoodie.clustering.inline``/``schedule.inline``/``async.enabled`` is set) waits for
+    enough commits since the last clustering.
+    """
+    opts = validate_service_options(options)
+    layout = _check_strategies(opts)
+    cols = _sort_columns(sort_by, opts)
+    ts_time = instant_time or new_instant_time(storage, config)
+    ts = TableState(storage, config)
+    if cols:
+        schema = ts.schemas()[0]
+        missing = [c for c in cols if schema.get_field_index(c) < 0]
+        if missing:
+            raise InvalidOptionError(f"cannot cluster by unknown column(s) {missing}; the table has "
+                                     f"{', '.join(schema.names)}")
+        for c in cols:
+            if layout != space_curves.LINEAR and len(cols) > 1:
+                space_curves._kind(schema.field(c).type)   # curve-mappable type, or a clear error
+    inline = bool(opt(opts, "hoodie.clustering.inline") or opt(opts, "hoodie.clustering.schedule.inline")
+                  or opt(opts, "hoodie.clustering.async.enabled"))
+    if (inline if check_trigger is None else check_trigger) and not clustering_due(ts.timeline, opts):
+        return None
+
+    busy = pending_service_file_groups(ts.timeline)
+    small = opt(opts, "hoodie.clustering.plan.strategy.small.file.limit")
+    single = bool(cols) or opt(opts, "hoodie.clustering.plan.strategy.single.group.clustering.enabled")
+    max_groups = opt(opts, "hoodie.clustering.plan.strategy.max.num.groups")
+    default = opt(opts, "hoodie.parquet.max.file.size")
+    parts = _partitions(ts, opts)
+    by_part: dict[str, list[FileSlice]] = {p: [] for p in parts}
+    for s in ts.latest_slices(parts):
+        if (s.partition_path, s.file_id) in busy:
+            continue
+        if (s.base_file_size if s.base_file else 0) < small:
+            by_part[s.partition_path].append(s)
+    groups = []
+    for p in parts:
+        groups += _groups_for_partition(by_part[p], opts, single)[:max_groups]
+    groups = groups[:max_groups]
+    if not groups:
+        log.info("nothing to cluster in %s", storage.url)
+        return None
+
+    params = {}
+    if cols:
+        params[SORT_COLUMNS] = ",".join(cols)
+        if layout != space_curves.LINEAR:
+            params[LAYOUT_STRATEGY] = layout
+    plan = {
+        "inputGroups": [{"slices": [_slice_info(storage, s) for s in slices],
+                         "metrics": slice_metrics(slices, default),
+                         "numOutputFileGroups": max(n, 1), "extraMetadata": None, "version": 1}
+                        for slices, n in groups],
+        "strategy": {"strategyClassName": opt(opts, "hoodie.clustering.execution.strategy.class"),
+                     "strategyParams": params, "version": 1},
+        "extraMetadata": {}, "version": CLUSTERING_PLAN_VERSION,
+        "preserveHoodieMetadata": bool(opt(opts, "hoodie.clustering.preserve.commit.metadata")),
+    }
+    if config.version >= 8:
+        plan["missingSchedulePartitions"] = []
+    requested = {"operationType": "CLUSTER", "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
+    data = encode_with_schema(requested_replace_schema(config.version), requested)
+    inst = TimelineWriter(storage, config).create_requested(CLUSTERING, ts_time, plan=data)
+    log.info("scheduled clustering %s: %d groups, %d file groups", ts_time, len(groups),
+             sum(len(g) for g, _ in groups))
+    return inst
+
+
+# -- execution --------------------------------------------------------------------------------
+
+
+def _planned_slices(group: Mapping[str, Any]) -> list[FileSlice]:
+    out = []
+    for s in group.get("slices") or ():
+        part = s.get("partitionPath") or ""
+        base = rel_in_partition(part, s.get("dataFilePath"))
+        logs = tuple(rel_in_partition(part, p) for p in s.get("deltaFilePaths") or ())
+        parsed = parse_base_file_name(posixpath.basename(base)) if base else None
+        out.append(FileSlice(part, s.get("fileId"), parsed.instant_time if parsed else "", base, logs))
+    return out
+
+
+def _check_unchanged(ts: TableState, planned: list[FileSlice], instant_time: str) -> None:
+    """Every input file group must still be exactly the slice that was planned."""
+    current = {(s.partition_path, s.file_id): s for s in ts.latest_slices({p.partition_path for p in planned})}
+    for p in planned:
+        now = current.get((p.partition_path, p.file_id))
+        if now is None:
+            raise ServiceConflictError(f"clustering {instant_time}: file group {p.file_id} in "
+                                       f"{p.partition_path!r} was replaced or removed since it was planned")
+        same_base = (posixpath.basename(now.base_file) if now.base_file else None) == \
+                    (posixpath.basename(p.base_file) if p.base_file else None)
+        same_logs = sorted(posixpath.basename(x) for x in now.log_files) == \
+            sorted(posixpath.basename(x) for x in p.log_files)
+        if not (same_base and same_logs):
+            raise ServiceConflictError(
+                f"clustering {instant_time}: file group {p.file_id} in {p.partition_path!r} was written "
+                "to after the clustering was planned; completing it would drop that write, so the "
+                "clustering is aborted (writers must not update file groups under pending clustering)")
+
+
+def _bytes_per_row(sample: pa.Table, codec: str) -> float:
+    part = sample.slice(0, min(sample.num_rows, 20_000))
+    if part.num_rows == 0:
+        return 1.0
+    buf = io.BytesIO()
+    pq.write_table(part, buf, compression=None if codec == "uncompressed" else codec)
+    return max(buf.tell() / part.num_rows, 1.0)
+
+
+def _read_group(ts: TableState, slices: list[FileSlice], schema: pa.Schema, spec: MergeSpec) -> pa.Table:
+    pieces = []
+    for s in slices:
+        if s.log_files:
+            t = merge_file_slice(ts.storage, s, schema, spec, ts.state.visible)
+        elif s.base_file:
+            t = read_base_file(ts.storage, s.base_file, schema.names)
+        else:
+            continue
+        pieces.append(align_table(t, schema, ts.storage.uri(s.base_file or s.log_files[0])))
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()
+
+
+def _restamp(table: pa.Table, instant_time: str, task: int) -> pa.Table:
+    """New commit time and sequence numbers (``preserve.commit.metadata=false``)."""
+    n = table.num_rows
+    seq = pc.binary_join_element_wise(pa.scalar(f"{instant_time}_{task}_"),
+                                      pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
+    for name, col in (("_hoodie_commit_time", pa.repeat(pa.scalar(instant_time), n)),
+                      ("_hoodie_commit_seqno", seq)):
+        idx = table.schema.get_field_index(name)
+        table = table.set_column(idx, table.schema.field(idx), col)
+    return table
+
+
+def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict, instant_time: str,
+                   group: Mapping[str, Any], first_task: int, params: Mapping[str, str],
+                   opts: Mapping[str, Any], preserve: bool, written: list) -> list[dict]:
+    t0 = time.monotonic()
+    slices = _planned_slices(group)
+    part = slices[0].partition_path if slices else ""
+    data = _read_group(ts, slices, schema, spec)
+    cols = _sort_columns(params.get(SORT_COLUMNS), {})
+    layout = space_curves.resolve_strategy(params.get(LAYOUT_STRATEGY) or opt(opts, LAYOUT_STRATEGY))
+    if cols and data.num_rows:
+        data = data.take(space_curves.sort_indices(data, cols, layout))
+    codec = opt(opts, "hoodie.parquet.compression.codec")
+    target = opt(opts, "hoodie.clustering.plan.strategy.target.file.max.bytes")
+    est = _bytes_per_row(data, codec) * data.num_rows
+    n_files = max(int(group.get("numOutputFileGroups") or 1), math.ceil(est / target), 1)
+    n_files = min(n_files, max(data.num_rows, 1))
+    stats = []
+    bounds = [round(i * data.num_rows / n_files) for i in range(n_files + 1)]
+    bloom = {k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))}
+    for i in range(n_files):
+        t1 = time.monotonic()
+        chunk = data.slice(bounds[i], bounds[i + 1] - bounds[i])
+        task = first_task + i
+        fid = new_file_id()
+        name = BaseFileName(fid, f"{task}-1-{task}", instant_time, ts.config.base_file_extension).name
+        rel = posixpath.join(part, name) if part else name
+        if ts.config.populate_meta_fields:
+            if not preserve:
+                chunk = _restamp(chunk, instant_time, task)
+            idx = schema.get_field_index("_hoodie_file_name")
+            chunk = chunk.set_column(idx, schema.field(idx), pa.repeat(pa.scalar(name, pa.string()), chunk.num_rows))
+        keys = pc.cast(record_keys(chunk, spec), pa.string()) if ts.config.populate_meta_fields else None
+        written.append(rel)
+        res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom, compression=codec)
+        stats.append(write_stat(file_id=fid, path=rel, partition_path=part, prev_commit=None,
+                                num_writes=chunk.num_rows, num_inserts=chunk.num_rows,
+                                total_write_bytes=res.file_size,
+                                runtime_stats=runtime(create=(time.monotonic() - t1) * 1000,
+                                                      scan=(t1 - t0) * 1000 if i == 0 else 0)))
+    return stats
+
+
+def run_clustering(storage: Storage, config: TableConfig, instant: "Instant | str | None" = None,
+                   options: Mapping[str, Any] | None = None) -> Instant:
+    """Execute a pending clustering (the oldest if ``instant`` is None); return its completed
+    ``replacecommit``. Raises ``ServiceConflictError`` (and removes the plan) when an input file
+    group changed since planning."""
+    opts = validate_service_options(options)
+    _check_strategies(opts)
+    ts = TableState(storage, config)
+    inst = pick_pending(ts.timeline, CLUSTERING, instant)
+    requested = ts.timeline.plan(inst)
+    plan = requested.get("clusteringPlan") or {}
+    groups = list(plan.get("inputGroups") or ())
+    params = dict((plan.get("strategy") or {}).get("strategyParams") or {})
+    preserve = plan.get("preserveHoodieMetadata")
+    preserve = True if preserve is None else bool(preserve)
+    planned = [s for g in groups for s in _planned_slices(g)]
+    writer = TimelineWriter(storage, config)
+    try:
+        _check_unchanged(ts, planned, inst.timestamp)
+    except ServiceConflictError:
+        writer.delete_instant_files(inst)
+        raise
+    schema, avro, data_avro = ts.schemas()
+    spec = MergeSpec.from_config(config)
+    leftovers = []
+    for part in {s.partition_path for s in planned}:
+        leftovers += [f.path for f in storage.list(part) if not f.is_dir
+                      and f.name.endswith(f"_{inst.timestamp}{config.base_file_extension}")]
+    inflight = begin(writer, ts.timeline, inst, storage, leftovers)
+    written: list[str] = []
+    try:
+        firsts, task = [], 0
+        for g in groups:
+            firsts.append(task)
+            task += 10_000
+        jobs = list(zip(groups, firsts))
+        run = lambda j: _cluster_group(ts, spec, schema, avro, inst.timestamp, j[0], j[1], params,  # noqa: E731
+                                       opts, preserve, written)
+        workers = min(len(jobs), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                results = list(pool.map(run, jobs))
+        else:
+            results = [run(j) for j in jobs]
+        stats = [s for r in results for s in r]
+        replaced: dict[str, list[str]] = {}
+        for s in planned:
+            replaced.setdefault(s.partition_path, []).append(s.file_id)
+        # a write that completed while we rewrote the groups wins: abort rather than drop it
+        _check_unchanged(TableState(storage, config), planned, inst.timestamp)
+        metadata = commit_metadata(stats, operation_type="CLUSTER", extra_metadata=schema_extra(data_avro),
+                                   replaced_file_ids=replaced)
+        done = writer.complete(inflight, metadata)
+    except ServiceConflictError:
+        abort(storage, writer, inflight, written, drop_plan=True)
+        raise
+    except BaseException:
+        abort(storage, writer, inflight, written)
+        raise
+    log.info("completed clustering %s: %d file groups -> %d", done.timestamp, len(planned), len(stats))
+    return done
+
+
+def cluster(storage: Storage, config: TableConfig, sort_by: str | Sequence[str] | None = None,
+            options: Mapping[str, Any] | None = None) -> Instant | None:
+    """Schedule a clustering and run it; ``None`` when there was nothing to cluster.
+    Clusterings scheduled earlier and still pending run first."""
+    opts = validate_service_options(options)
+    done = None
+    for inst in pending_instants(Timeline.load(storage, config), CLUSTERING):
+        done = run_clustering(storage, config, inst, opts)
+    inst = schedule_clustering(storage, config, sort_by, opts)
+    if inst is not None:
+        done = run_clustering(storage, config, inst, opts)
+    return done

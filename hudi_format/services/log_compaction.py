@@ -1,0 +1,294 @@
+"""Log compaction (merge-on-read tables): stitch the log files of a file slice into one.
+
+A minor compaction (Hudi's ``logcompaction`` action, RFC-48): the base file stays, the records
+of the slice's log blocks are merged among themselves (latest version per key, as a reader
+would merge them) and written as one new log file in the same file group, whose blocks carry the
+``COMPACTED_BLOCK_TIMES`` header naming the instants they replace. The instant completes as a
+``deltacommit`` (``operationType=LOG_COMPACT``).
+
+Schedule (``HoodieLogCompactionPlanGenerator``): latest slices not under another pending service
+with at least ``hoodie.log.compaction.blocks.threshold`` log files or log blocks; the plan is a
+``HoodieCompactionPlan`` whose strategy names ``LogCompactionExecutionHelper``.
+
+The new log file is named with the log compaction instant (v8+) or, in version 6, with the
+slice's base instant and the next log version, so it sorts after the files it compacts. Reading
+the slice with or without skipping the compacted blocks gives the same records: the new blocks
+restate the merged outcome (deletes without an ordering value first, then the surviving records,
+then deletes that win by ordering value), which merges idempotently over the originals.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import TableConfig
+from ..log import BlockType, HeaderKey, encode_data_blocks, encode_delete_block, write_log_file
+from ..read.align import align_table
+from ..read.merge import (_DEL, _HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete_aux,
+                          _sort_indices_nulls_first, collect_log_blocks, record_keys)
+from ..storage import Storage
+from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
+from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
+from .common import (TableState, abort, begin, compaction_plan_schema, encode_with_schema,
+                     new_instant_time, opt, pending_instants, pick_pending, rel_in_partition,
+                     schema_extra, service_files, validate_service_options)
+from .compaction import (COMPACTION_PLAN_VERSION, _log_order, build_compaction_operations,
+                         compaction_due)
+
+log = logging.getLogger(__name__)
+
+LOG_COMPACTION_EXECUTOR = "org.apache.hudi.table.action.compact.LogCompactionExecutionHelper"
+
+
+# -- merging log blocks among themselves ------------------------------------------------------
+
+
+@attrs.frozen
+class MergedLogs:
+    """The outcome of a slice's log blocks, to be restated in order: ``hard_deletes`` (deletes
+    without ordering value, which also remove the base file's record), then ``records``, then
+    ``deletes`` that won by their ordering value."""
+
+    hard_deletes: pa.Table
+    records: pa.Table
+    deletes: pa.Table
+    log_records: int
+    keys: int
+
+
+def _concat_deletes(tables: list[pa.Table]) -> pa.Table:
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.concat_tables([t.set_column(2, "ordering_value", pc.cast(t.column(2), pa.string()))
+                                 for t in tables])
+
+
+def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> MergedLogs:
+    """Merge data and delete blocks (in log order) exactly as ``read.merge`` does, keeping the
+    delete markers a reader of base + logs needs."""
+    spec = attrs.evolve(spec, ordering_fields=tuple(
+        f for f in spec.ordering_fields if schema.get_field_index(f) >= 0))
+    datas, dels, auxes = [], [], []
+    rows = ndel = log_records = 0
+    for seq, block in enumerate(blocks, start=1):
+        if block.block_type == BlockType.DELETE:
+            keys = block.deleted_keys()
+            log_records += keys.num_rows
+            if not keys.num_rows:
+                continue
+            aux = _delete_aux(keys, seq, schema, spec)
+            aux[_ROW] = pa.array(range(-1 - ndel, -1 - ndel - keys.num_rows, -1), pa.int64())
+            auxes.append(pa.table(aux))
+            dels.append(keys)
+            ndel += keys.num_rows
+        else:
+            recs = align_table(block.records(arrow_schema=schema), schema,
+                               f"{block.path}@{block.offset}")
+            log_records += recs.num_rows
+            if not recs.num_rows:
+                continue
+            auxes.append(pa.table(_data_aux(recs, seq, rows, spec)))
+            datas.append(recs)
+            rows += recs.num_rows
+    data = pa.concat_tables(datas) if datas else schema.empty_table()
+    deleted = _concat_deletes(dels) if dels else pa.table({
+        "record_key": pa.array([], pa.string()), "partition_path": pa.array([], pa.string()),
+        "ordering_value": pa.array([], pa.int32())})
+    if not auxes:
+        empty = deleted.slice(0, 0)
+        return MergedLogs(empty, data.slice(0, 0), empty, log_records, 0)
+    aux = pa.concat_tables(auxes, promote_options="permissive")
+    ords = [c for c in aux.column_names if c.startswith("__ord")]
+
+    hard_rows = pa.array([], pa.int64())
+    if pc.any(aux.column(_HARD)).as_py():
+        hard = aux.filter(aux.column(_HARD))
+        last_hard = hard.group_by(_KEY).aggregate([(_SEQ, "max")])
+        # the last hard delete of each key is restated first: it removes the base record
+        marked = hard.join(last_hard, _KEY, join_type="inner")
+        marked = marked.filter(pc.equal(marked.column(_SEQ), marked.column(f"{_SEQ}_max")))
+        firsts = marked.group_by(_KEY).aggregate([(_ROW, "max")])
+        hard_rows = firsts.column(f"{_ROW}_max").combine_chunks()
+        aux = aux.join(last_hard, _KEY, join_type="left outer")
+        cutoff = aux.column(f"{_SEQ}_max")
+        aux = aux.filter(pc.or_kleene(pc.is_null(cutoff), pc.greater_equal(aux.column(_SEQ), cutoff)))
+        for c in ords:
+            col = aux.column(c)
+            aux = aux.set_column(aux.schema.get_field_index(c), c,
+                                 pc.if_else(aux.column(_HARD), pa.scalar(None, col.type), col))
+
+    sort_keys = [(_KEY, "ascending")] + [(c, "ascending") for c in ords]
+    sort_keys += [(_SEQ, "ascending"), (_ROW, "ascending")]
+    aux = aux.take(_sort_indices_nulls_first(aux, sort_keys))
+    keys = aux.column(_KEY).combine_chunks()
+    n = len(keys)
+    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1)) if n > 1 else pa.array([], pa.bool_())
+    winners = aux.filter(pa.concat_arrays([last, pa.array([True])]))
+    win_rows = winners.column(_ROW)
+    data_rows = pc.filter(win_rows, pc.greater_equal(win_rows, 0))
+    records = data.take(pc.take(data_rows, pc.sort_indices(data_rows)))
+    # deletes that won: those not already restated as the key's last hard delete
+    del_won = pc.filter(win_rows, pc.less(win_rows, 0))
+    del_won = pc.filter(del_won, pc.invert(pc.is_in(del_won, value_set=hard_rows)))
+
+    def take_deletes(neg_rows) -> pa.Table:
+        idx = pc.subtract(pc.negate(neg_rows), 1)
+        return deleted.take(pc.take(idx, pc.sort_indices(idx)))
+    return MergedLogs(take_deletes(hard_rows), records, take_deletes(del_won), log_records, len(winners))
+
+
+# -- scheduling -------------------------------------------------------------------------------
+
+
+def _pending_writes_before(timeline: Timeline, instant_time: str) -> list[Instant]:
+    return [i for i in timeline.pending
+            if i.action in (COMMIT, DELTA_COMMIT, REPLACE_COMMIT) and i.timestamp < instant_time]
+
+
+def schedule_log_compaction(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+                            *, instant_time: str | None = None,
+                            check_trigger: bool | None = None) -> Instant | None:
+    """Plan a log compaction (``<t>.logcompaction.requested``); ``None`` if nothing qualifies.
+
+    Slices qualify with at least ``hoodie.log.compaction.blocks.threshold`` (5) log files or
+    log blocks. ``check_trigger`` (default: when ``hoodie.log.compaction.inline`` is set)
+    applies the compaction trigger strategy first. While a write older than the new instant is
+    pending nothing is scheduled: its log blocks would land behind the compacted ones.
+    """
+    opts = validate_service_options(options)
+    if not config.is_mor:
+        log.info("log compaction applies to MERGE_ON_READ tables only; %s is %s", storage.url, config.table_type)
+        return None
+    ts_time = instant_time or new_instant_time(storage, config)
+    ts = TableState(storage, config)
+    pending = _pending_writes_before(ts.timeline, ts_time)
+    if pending:
+        log.warning("not scheduling log compaction at %s: writes %s are still pending", ts_time,
+                    ", ".join(i.timestamp for i in pending))
+        return None
+    inline = opt(opts, "hoodie.log.compaction.inline")
+    if (inline if check_trigger is None else check_trigger) and \
+            not compaction_due(ts.timeline, config, opts, ts_time):
+        return None
+    threshold = max(opt(opts, "hoodie.log.compaction.blocks.threshold"), 2)  # one block: nothing to stitch
+    ops = build_compaction_operations(ts, ts_time, opts, min_log_blocks=threshold)
+    if not ops:
+        log.info("nothing to log-compact in %s", storage.url)
+        return None
+    plan = {"operations": ops, "extraMetadata": {}, "version": COMPACTION_PLAN_VERSION,
+            "strategy": {"compactorClassName": LOG_COMPACTION_EXECUTOR, "strategyParams": {}, "version": 1},
+            "preserveHoodieMetadata": True}
+    if config.version >= 8:
+        plan["missingSchedulePartitions"] = []
+    data = encode_with_schema(compaction_plan_schema(config.version), plan)
+    inst = TimelineWriter(storage, config).create_requested(LOG_COMPACTION, ts_time, plan=data)
+    log.info("scheduled log compaction %s of %d file slices", ts_time, len(ops))
+    return inst
+
+
+# -- execution --------------------------------------------------------------------------------
+
+
+def _log_compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict, instant_time: str,
+                     op: dict, task: int, opts: Mapping[str, Any], written: list) -> dict | None:
+    storage = ts.storage
+    part = op.get("partitionPath") or ""
+    fid = op["fileId"]
+    logs = _log_order([rel_in_partition(part, f) for f in op.get("deltaFilePaths") or ()])
+    blocks = collect_log_blocks(storage, tuple(logs), ts.state.visible)
+    if not blocks:
+        return None
+    merged = merge_log_blocks(blocks, schema, spec)
+    compacted = ",".join(sorted({b.instant_time for b in blocks if b.instant_time}))
+    header = {HeaderKey.COMPACTED_BLOCK_TIMES: compacted}
+    out = []
+    if merged.hard_deletes.num_rows:
+        out.append(encode_delete_block(merged.hard_deletes, instant_time, extra_header=header))
+    if merged.records.num_rows:
+        out += encode_data_blocks(merged.records, avro, instant_time, extra_header=header,
+                                  block_format=opt(opts, "hoodie.logfile.data.block.format"),
+                                  max_block_size=opt(opts, "hoodie.logfile.data.block.max.size"),
+                                  compression=opt(opts, "hoodie.parquet.compression.codec"))
+    if merged.deletes.num_rows:
+        out.append(encode_delete_block(merged.deletes, instant_time, extra_header=header))
+    if not out:
+        return None
+    token = f"{task}-1-{task}"
+    # v8+: a log file named by the log compaction instant; v6: the slice's base instant
+    log_instant = instant_time if ts.config.version >= 8 else op["baseInstantTime"]
+    results = write_log_file(storage, part, fid, log_instant, out, token,
+                             max_file_size=opt(opts, "hoodie.logfile.max.size"))
+    written.extend(r.path for r in results)
+    size = sum(r.size for r in results)
+    n_deletes = merged.hard_deletes.num_rows + merged.deletes.num_rows
+    return write_stat(file_id=fid, path=results[-1].path, partition_path=part,
+                      prev_commit=op.get("baseInstantTime"),
+                      num_writes=merged.records.num_rows, num_deletes=n_deletes,
+                      num_update_writes=merged.records.num_rows, total_write_bytes=size,
+                      total_log_records=merged.log_records, total_log_files_compacted=len(logs),
+                      total_log_size_compacted=int(op.get("metrics", {}).get("TOTAL_LOG_FILES_SIZE") or 0),
+                      total_log_blocks=len(blocks),
+                      log_files=[posixpath.basename(r.path) for r in results],
+                      base_file=op.get("dataFilePath") or "", log_version=results[-1].version,
+                      log_offset=0)
+
+
+def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant | str | None" = None,
+                       options: Mapping[str, Any] | None = None) -> Instant:
+    """Execute a pending log compaction (the oldest if ``instant`` is None); return its
+    completed ``deltacommit``."""
+    opts = validate_service_options(options)
+    ts = TableState(storage, config)
+    inst = pick_pending(ts.timeline, LOG_COMPACTION, instant)
+    ops = list(ts.timeline.plan(inst).get("operations") or ())
+    schema, avro, data_avro = ts.schemas()
+    spec = MergeSpec.from_config(config)
+    writer = TimelineWriter(storage, config)
+    leftovers = []
+    if config.version >= 8:       # v6 log files carry the base instant: nothing named by ours
+        by_partition: dict[str, list[str]] = {}
+        for o in ops:
+            by_partition.setdefault(o.get("partitionPath") or "", []).append(o["fileId"])
+        for part, fids in by_partition.items():
+            leftovers += service_files(storage, part, fids, inst.timestamp)
+    inflight = begin(writer, ts.timeline, inst, storage, leftovers)
+    written: list[str] = []
+    try:
+        tasks = [(o, i) for i, o in enumerate(ops)]
+        workers = min(len(tasks), os.cpu_count() or 1)
+        run = lambda t: _log_compact_one(ts, spec, schema, avro, inst.timestamp, t[0], t[1], opts, written)  # noqa: E731
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                stats = list(pool.map(run, tasks))
+        else:
+            stats = [run(t) for t in tasks]
+        metadata = commit_metadata([s for s in stats if s is not None], operation_type="LOG_COMPACT",
+                                   compacted=True, extra_metadata=schema_extra(data_avro))
+        done = writer.complete(inflight, metadata)
+    except BaseException:
+        abort(storage, writer, inflight, written)
+        raise
+    log.info("completed log compaction %s", done.timestamp)
+    return done
+
+
+def log_compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
+    """Run pending log compactions, schedule a new one and run it; ``None`` if nothing ran."""
+    opts = validate_service_options(options)
+    done = None
+    if config.is_mor:
+        for inst in pending_instants(Timeline.load(storage, config), LOG_COMPACTION):
+            done = run_log_compaction(storage, config, inst, opts)
+    inst = schedule_log_compaction(storage, config, opts)
+    if inst is not None:
+        done = run_log_compaction(storage, config, inst, opts)
+    return done
