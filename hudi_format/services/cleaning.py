@@ -153,7 +153,7 @@ def savepointed_files(timeline: Timeline) -> tuple[list[str], set[str]]:
 
 def _pending_service_guards(timeline: Timeline) -> tuple[dict[tuple[str, str], str], set[str]]:
     """Pending compaction / log compaction / clustering: ((partition, file id) -> earliest base
-    instant an operation works on, names of files a plan reads)."""
+    instant a compaction operation works on, names of files any of the plans reads)."""
     guards: dict[tuple[str, str], str] = {}
     files: set[str] = set()
 
@@ -176,17 +176,7 @@ def _pending_service_guards(timeline: Timeline) -> tuple[dict[tuple[str, str], s
             for sl in group.get("slices") or ():
                 paths = [sl.get("dataFilePath"), *(sl.get("deltaFilePaths") or ())]
                 files.update(posixpath.basename(p) for p in paths if p)
-                base = sl.get("fileId") and min((_instant_of(p) for p in paths if p), default=None)
-                if base:
-                    guard(sl.get("partitionPath"), sl.get("fileId"), base)
     return guards, files
-
-
-def _instant_of(path: str) -> str | None:
-    from ..view import parse_base_file_name, parse_log_file_name
-    name = posixpath.basename(path)
-    parsed = parse_base_file_name(name) or parse_log_file_name(name)
-    return parsed.instant_time if parsed else None
 
 
 def _replaced_file_groups(timeline: Timeline) -> dict[tuple[str, str], str]:
