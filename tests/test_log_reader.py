@@ -20,8 +20,7 @@ import pytest
 
 from canonical import _canon
 from conftest import FIXTURE_TABLES, TABLES, UNITS, expected
-from hudi_format.errors import (HudiError, LogFormatError, SchemaError, StorageError,
-                                UnsupportedFeatureError)
+from hudi_format.errors import HudiError, LogFormatError, SchemaError, StorageError
 from hudi_format.log import BlockType, CommandType, HeaderKey, LogBlock, read_log_file
 from hudi_format.log import reader as reader_mod
 from hudi_format.schema import avro_to_arrow_schema
@@ -201,9 +200,10 @@ def test_fixture_table_logs(name, fixture_tables):
         assert blocks[-1].offset + blocks[-1].length == path.stat().st_size
         if rel.startswith(".hoodie/"):  # metadata table: HFile data blocks and deletes
             for block in blocks:
-                if block.block_type == BlockType.HFILE_DATA:
-                    with pytest.raises(UnsupportedFeatureError, match="HFile"):
-                        block.records()
+                if block.block_type == BlockType.HFILE_DATA:  # decoded in test_hfile_log_blocks
+                    records = block.records()
+                    assert records.num_rows and "key" in records.column_names
+                    assert records.column("key").null_count == 0
                 elif block.block_type == BlockType.DELETE:
                     keys = block.deleted_keys()  # often empty: metadata-table bookkeeping
                     assert keys.schema.names == ["record_key", "partition_path", "ordering_value"]

@@ -136,8 +136,7 @@ class LogBlock:
         elif self.block_type == BlockType.PARQUET_DATA:
             table = data.decode_parquet_block(self)
         elif self.block_type == BlockType.HFILE_DATA:
-            raise UnsupportedFeatureError(
-                f"HFile data blocks are not supported yet ({self.describe()})")
+            table = data.decode_hfile_block(self)
         else:
             raise LogFormatError(f"{self.describe()} holds no data records")
         if arrow_schema is not None:

@@ -1,9 +1,17 @@
-"""Content of Avro and Parquet data blocks -> Arrow, and alignment to a base-file schema.
+"""Content of Avro, Parquet and HFile data blocks -> Arrow, and alignment to a base-file schema.
 
 Avro data block content (``HoodieAvroDataBlock``): int block version, int record count
 (versions >= 2), then per record an int length and the record in Avro binary encoding under
 the writer schema from the block's SCHEMA header. Parquet data block content is a complete
 Parquet file. CDC blocks use the Avro layout.
+
+HFile data block content (``HoodieHFileDataBlock``, the metadata table's log blocks): a whole
+HFile whose keys are the record keys and whose values are the records in Avro binary encoding
+under the SCHEMA header, with the ``key`` field blanked to "" (Hudi restores it from the HFile
+key on read, as :func:`decode_hfile_rows` does). The metadata schema has general unions (the
+column-stats min/max wrappers); they become the ``member0..memberN`` structs of
+:func:`hudi_format.schema.avro_to_arrow_schema`, with :class:`UnionShaper` moving values
+between the two shapes.
 """
 
 from __future__ import annotations
@@ -16,8 +24,8 @@ from typing import TYPE_CHECKING
 import fastavro
 import pyarrow as pa
 
-from ..errors import HudiError, LogFormatError, SchemaError
-from ..schema import AvroArrowConverter
+from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
+from ..schema import AvroArrowConverter, _fullname, _null_split, _restore, parse_avro_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from .block import LogBlock
@@ -81,6 +89,217 @@ def decode_avro_block(block: "LogBlock") -> pa.Table:
     rows = _decode_avro_rows(block.content(), parsed, where)
     try:
         return conv.raw_to_arrow(rows)
+    except HudiError as exc:
+        raise type(exc)(f"{where}: {exc}") from exc
+
+
+# -- general unions <-> member structs --------------------------------------------------------
+_PY_TYPES = {"boolean": (bool,), "int": (int,), "long": (int,), "float": (float, int),
+             "double": (float, int), "string": (str,), "bytes": (bytes,), "null": (type(None),)}
+
+
+class UnionShaper:
+    """Moves values of general Avro unions (two or more non-null branches) between shapes.
+
+    Decoded with ``return_named_type=True``, fastavro gives such a value as ``(type name,
+    value)``; Arrow (and Spark) hold it as a struct with one ``memberI`` field per non-null
+    branch, only the taken one set. :meth:`to_arrow` maps decoded records to the struct shape,
+    :meth:`to_avro` maps Arrow rows (``to_pylist``) back to fastavro's tuple notation.
+    Subtrees without general unions pass through untouched.
+    """
+
+    def __init__(self, avro_schema):
+        self._named: dict[str, tuple] = {}
+        self.node = self._build(parse_avro_schema(avro_schema), None)
+
+    @property
+    def needed(self) -> bool:
+        return self.node is not None
+
+    def _build(self, s, ns):
+        """A node (kind, ...) for schema ``s``, or None when no general union lies below."""
+        if isinstance(s, str):
+            for k in (_fullname(s, ns), s):
+                if k in self._named:
+                    return self._named[k][1]
+            return None
+        if isinstance(s, list):
+            non_null, _ = _null_split(s)
+            if len(non_null) == 1:
+                return self._build(non_null[0], ns)
+            branches = []
+            for b in non_null:
+                node = self._build(b, ns)
+                name = self._type_name(b, ns)
+                branches.append((name, name.rpartition(".")[2], node))
+            return ("union", branches)
+        if not isinstance(s, dict):
+            return None
+        t = s.get("type")
+        if t == "record" or t == "error":
+            name = s.get("name", "")
+            rns = s.get("namespace", ns) if "." not in name else name.rpartition(".")[0]
+            full = _fullname(name, rns)
+            self._named[full] = (s, None)
+            fields = []
+            for f in s.get("fields", []):
+                node = self._build(f.get("type"), rns)
+                if node is not None:
+                    fields.append((f["name"], node))
+            node = ("record", fields) if fields else None
+            self._named[full] = (s, node)
+            return node
+        if t in ("enum", "fixed"):
+            name = s.get("name", "")
+            self._named[_fullname(name, s.get("namespace", ns))] = (s, None)
+            return None
+        if t == "array":
+            node = self._build(s.get("items"), ns)
+            return ("array", node) if node is not None else None
+        if t == "map":
+            node = self._build(s.get("values"), ns)
+            return ("map", node) if node is not None else None
+        return self._build(t, ns) if isinstance(t, (list, dict)) else None
+
+    @staticmethod
+    def _type_name(b, ns) -> str:
+        if isinstance(b, str):
+            return _fullname(b, ns) if b not in _PY_TYPES else b
+        if isinstance(b, dict):
+            if b.get("type") in ("record", "error", "enum", "fixed"):
+                name = b.get("name", "")
+                return _fullname(name, b.get("namespace", ns))
+            t = b.get("type")
+            return t if isinstance(t, str) else "complex"
+        return "complex"
+
+    def to_arrow(self, value, node=None):
+        node = self.node if node is None else node
+        if value is None:
+            return None
+        kind = node[0]
+        if kind == "record":
+            out = dict(value)
+            for name, sub in node[1]:
+                if name in out:
+                    out[name] = self.to_arrow(out[name], sub)
+            return out
+        if kind == "array":
+            return [self.to_arrow(v, node[1]) for v in value]
+        if kind == "map":
+            return {k: self.to_arrow(v, node[1]) for k, v in value.items()}
+        branches = node[1]
+        index = None
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+            name, value = value
+            index = next((i for i, (full, short, _) in enumerate(branches)
+                          if name in (full, short)), None)
+        if index is None:  # primitives come without a name: match the Python type
+            index = next((i for i, (full, _, _) in enumerate(branches)
+                          if isinstance(value, _PY_TYPES.get(full, ()))
+                          and not (isinstance(value, bool) and full != "boolean")), None)
+        if index is None:
+            raise SchemaError(f"a union value {value!r} matches none of its branches")
+        sub = branches[index][2]
+        shaped = self.to_arrow(value, sub) if sub is not None else value
+        return {f"member{i}": (shaped if i == index else None) for i in range(len(branches))}
+
+    def to_avro(self, value, node=None):
+        node = self.node if node is None else node
+        if value is None:
+            return None
+        kind = node[0]
+        if kind == "record":
+            out = dict(value)
+            for name, sub in node[1]:
+                if name in out:
+                    out[name] = self.to_avro(out[name], sub)
+            return out
+        if kind == "array":
+            return [self.to_avro(v, node[1]) for v in value]
+        if kind == "map":
+            items = value.items() if isinstance(value, dict) else value
+            return {k: self.to_avro(v, node[1]) for k, v in items}
+        for i, (full, _, sub) in enumerate(node[1]):
+            member = value.get(f"member{i}")
+            if member is not None:
+                member = self.to_avro(member, sub) if sub is not None else member
+                return (full, member) if full not in _PY_TYPES else member
+        return None
+
+
+@lru_cache(maxsize=64)
+def _shaper(schema_json: str) -> UnionShaper:
+    return UnionShaper(schema_json)
+
+
+def _rows_to_arrow(conv: AvroArrowConverter, shaper: UnionShaper, rows: list[dict]) -> pa.Table:
+    """Rows decoded against the raw schema -> Arrow, general unions as member structs."""
+    if not shaper.needed:
+        return conv.raw_to_arrow(rows)
+    try:
+        table = pa.Table.from_pylist([shaper.to_arrow(r) for r in rows], schema=conv.storage_schema)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise SchemaError(f"Avro records do not match their schema: {exc}") from exc
+    if conv.storage_schema.equals(conv.arrow_schema):
+        return table
+    cols = []
+    for field, col in zip(conv.arrow_schema, table.columns):
+        chunk = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        cols.append(_restore(chunk, field.type))
+    return pa.Table.from_arrays(cols, schema=conv.arrow_schema)
+
+
+# -- HFile data blocks -----------------------------------------------------------------------
+HFILE_KEY_FIELD = "key"  # HoodieAvroHFileReaderImplBase.KEY_FIELD_NAME
+
+
+def decode_hfile_rows(content: bytes, schema_json: str, where: str, *,
+                      named_unions: bool = False) -> list[tuple[bytes, dict]]:
+    """(HFile key, record) pairs of an HFile data block's content, in key order.
+
+    Records are decoded against the raw (logical-types-free) schema, like Avro blocks; a
+    ``key`` field holding "" gets the HFile key back, as Hudi's reader does. With
+    ``named_unions`` general unions come as ``(type name, value)``.
+    """
+    from ..hfile import HFileReader
+
+    try:
+        conv, parsed = _compiled(schema_json)
+    except HudiError as exc:
+        raise type(exc)(f"{where}: {exc}") from exc
+    except Exception as exc:
+        raise SchemaError(f"{where}: writer schema is not valid Avro: {exc}") from exc
+    try:
+        reader = HFileReader.from_bytes(content, where)
+        entries = reader.read_all()
+    except CorruptFileError as exc:
+        raise LogFormatError(f"{where}: content is not a readable HFile: {exc}") from exc
+    has_key = any(f.get("name") == HFILE_KEY_FIELD for f in conv.raw_schema.get("fields", []))
+    read = fastavro.schemaless_reader
+    out = []
+    for key, value in entries:
+        try:
+            rec = read(io.BytesIO(value), parsed, None, return_named_type=named_unions,
+                       return_named_type_override=named_unions)
+        except Exception as exc:  # fastavro raises many kinds on damaged bytes
+            raise LogFormatError(f"{where}: record {key!r} cannot be decoded: {exc}") from exc
+        if has_key and rec.get(HFILE_KEY_FIELD) == "":
+            rec[HFILE_KEY_FIELD] = key.decode("utf-8", "replace")
+        out.append((key, rec))
+    return out
+
+
+def decode_hfile_block(block: "LogBlock") -> pa.Table:
+    where = block.describe()
+    schema_json = block.schema_json
+    if not schema_json:
+        raise LogFormatError(f"{where} has no SCHEMA header")
+    shaper = _shaper(schema_json)
+    pairs = decode_hfile_rows(block.content(), schema_json, where, named_unions=shaper.needed)
+    conv, _ = _compiled(schema_json)
+    try:
+        return _rows_to_arrow(conv, shaper, [rec for _, rec in pairs])
     except HudiError as exc:
         raise type(exc)(f"{where}: {exc}") from exc
 

@@ -27,6 +27,10 @@ Content layouts (all integers big-endian):
   ``HoodieDeleteRecordList``; ordering values are wrapped as Hudi's ``wrapValueIntoAvro`` does.
 * Rollback command (``HoodieCommandBlock``): no content; headers INSTANT_TIME,
   TARGET_INSTANT_TIME and COMMAND_BLOCK_TYPE ``"0"``.
+* HFile data (``HoodieHFileDataBlock``, the metadata table's log blocks): a whole HFile as
+  ``HFileUtils.serializeRecordsToLogBlock`` writes it: records sorted by key (unique), the
+  value the Avro record with its ``key`` field set to "", 1 MiB blocks, GZ by default
+  (``hoodie.hfile.compression.algorithm``), the schema in the file info under ``schema``.
 
 Java readers take a block's content length as an ``int``: content of 2 GiB or more is refused.
 """
@@ -36,6 +40,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import fastavro
@@ -52,7 +57,8 @@ __all__ = [
     "encode_block", "encode_metadata", "encode_avro_content", "encode_avro_data_block",
     "encode_parquet_content", "encode_parquet_data_block", "encode_delete_content",
     "encode_delete_block", "encode_rollback_block", "encode_data_blocks",
-    "AVRO_DATA_BLOCK_VERSION", "DELETE_BLOCK_VERSION", "DEFAULT_MAX_BLOCK_SIZE",
+    "encode_hfile_content", "encode_hfile_data_block", "HFILE_LOG_BLOCK_SIZE",
+    "DEFAULT_HFILE_COMPRESSION", "AVRO_DATA_BLOCK_VERSION", "DELETE_BLOCK_VERSION", "DEFAULT_MAX_BLOCK_SIZE",
     "DEFAULT_PARQUET_COMPRESSION",
 ]
 
@@ -60,6 +66,8 @@ AVRO_DATA_BLOCK_VERSION = 3  # HoodieAvroDataBlockVersion written by Hudi 0.x an
 DELETE_BLOCK_VERSION = 3  # HoodieDeleteBlockVersion: Avro HoodieDeleteRecordList
 DEFAULT_MAX_BLOCK_SIZE = 256 << 20  # hoodie.logfile.data.block.max.size
 DEFAULT_PARQUET_COMPRESSION = "gzip"  # hoodie.parquet.compression.codec
+HFILE_LOG_BLOCK_SIZE = 1024 * 1024  # HFileUtils.DEFAULT_BLOCK_SIZE_FOR_LOG_FILE
+DEFAULT_HFILE_COMPRESSION = "GZ"  # hoodie.hfile.compression.algorithm
 _MAX_CONTENT = (1 << 31) - 1  # Java reads the content length into an int
 _ROWS_PER_BATCH = 8192
 
@@ -221,6 +229,105 @@ def encode_parquet_data_block(table: pa.Table, avro_schema: str | dict, instant_
     content = encode_parquet_content(table, avro_schema, compression)
     return encode_block(BlockType.PARQUET_DATA, _data_header(avro_schema, instant_time, extra_header,
                                                              header_order), content)
+
+
+# -- HFile data blocks -----------------------------------------------------------------------
+def _union_writer(avro_schema: str | dict):
+    """(converter, fastavro schema with logical types, shaper), cached for schema texts."""
+    if isinstance(avro_schema, str):
+        return _union_writer_cached(avro_schema)
+    return _union_writer_cached.__wrapped__(avro_schema)
+
+
+@lru_cache(maxsize=16)
+def _union_writer_cached(avro_schema):
+    from .data import UnionShaper
+
+    conv = AvroArrowConverter(avro_schema)
+    try:
+        parsed = fastavro.parse_schema(conv.avro_schema, _ignore_default_error=True)
+    except Exception as exc:  # fastavro raises several kinds for bad schemas
+        raise SchemaError(f"the Avro schema cannot be used for writing: {exc}") from exc
+    return conv, parsed, UnionShaper(conv.avro_schema)
+
+
+def _records_with_unions(table: pa.Table, avro_schema: str | dict) -> list[bytes]:
+    """Avro bytes of each row for schemas with general unions (member structs in Arrow)."""
+    from .data import align_to_schema
+
+    conv, parsed, shaper = _union_writer(avro_schema)
+    names = [f["name"] for f in conv.avro_schema.get("fields", [])]
+    unknown = set(table.column_names) - set(names)
+    if unknown:
+        raise SchemaError(f"columns {sorted(unknown)} are not in the Avro schema")
+    table = align_to_schema(table, conv.arrow_schema, "HFile data block")
+    buf = io.BytesIO()
+    out: list[bytes] = []
+    for batch in table.to_batches(max_chunksize=_ROWS_PER_BATCH):
+        for row in batch.to_pylist(maps_as_pydicts="strict"):
+            rec = shaper.to_avro({n: row.get(n) for n in names})
+            buf.seek(0)
+            buf.truncate()
+            try:
+                fastavro.schemaless_writer(buf, parsed, rec)
+            except Exception as exc:  # fastavro raises ValueError/TypeError/... on bad values
+                raise SchemaError(f"row {len(out)} cannot be written with the Avro schema: {exc}") from exc
+            out.append(buf.getvalue())
+    return out
+
+
+def encode_hfile_content(table: pa.Table, avro_schema: str | dict, key_field: str = "key",
+                         compression: str = DEFAULT_HFILE_COMPRESSION) -> bytes:
+    """Content of an HFile data block: an HFile of ``table``'s rows keyed by ``key_field``.
+
+    Keys must be unique and not null. Without a ``key_field`` column, keys are the row
+    numbers right-aligned in ``ceil(ln(n)) + 1`` characters, as Hudi does.
+    """
+    import math
+
+    from ..hfile import HFileWriter
+
+    table = _as_table(table)
+    n = table.num_rows
+    if key_field in table.column_names:
+        col = table.column(key_field)
+        if col.null_count:
+            raise SchemaError(f"HFile data blocks need a key in every row; {key_field!r} has nulls")
+        try:
+            keys = [k.encode("utf-8") for k in col.cast(pa.string()).to_pylist()]
+        except (pa.ArrowException, ValueError) as exc:
+            raise SchemaError(f"key column {key_field!r} of type {col.type} is not a string") from exc
+        blank = pa.array([""] * n, pa.string())
+        table = table.set_column(table.column_names.index(key_field), key_field, blank)
+    else:
+        width = (math.ceil(math.log(n)) if n else 0) + 1
+        keys = [f"{i:>{width}}".encode("utf-8") for i in range(n)]
+    records = (_records_with_unions(table, avro_schema) if _union_writer(avro_schema)[2].needed
+               else _encode_records(table, avro_schema))
+    order = sorted(range(n), key=keys.__getitem__)
+    for a, b in zip(order, order[1:]):
+        if keys[a] == keys[b]:
+            raise InvalidOptionError(f"HFile data blocks hold each key once; {keys[a]!r} repeats")
+    writer = HFileWriter(None, block_size=HFILE_LOG_BLOCK_SIZE, compression=compression)
+    for i in order:
+        writer.append(keys[i], records[i])
+    writer.add_file_info("schema", _schema_text(avro_schema))
+    return writer.close()
+
+
+def encode_hfile_data_block(table: pa.Table, avro_schema: str | dict, instant_time: str,
+                            key_field: str = "key", compression: str = DEFAULT_HFILE_COMPRESSION, *,
+                            header_order: Sequence[HeaderKey] | None = None,
+                            extra_header: Mapping[HeaderKey, str] | None = None) -> bytes:
+    """An ``HFILE_DATA`` block of ``table``'s rows (see :func:`encode_hfile_content`).
+
+    Headers INSTANT_TIME and SCHEMA, like the other data blocks. Columns are matched to the
+    schema by name; general unions (the metadata schema's column-stats values) are taken in
+    Arrow's ``member0..memberN`` struct shape, as :meth:`LogBlock.records` returns them.
+    """
+    content = encode_hfile_content(table, avro_schema, key_field, compression)
+    return encode_block(BlockType.HFILE_DATA, _data_header(avro_schema, instant_time, extra_header,
+                                                           header_order), content)
 
 
 # -- splitting large tables into blocks ------------------------------------------------------
