@@ -119,8 +119,10 @@ def completed_commits(timeline: Timeline) -> list[Instant]:
 
 
 def earliest_commit_to_retain(timeline: Timeline, policy: str, commits_retained: int,
-                              hours_retained: int, now_ms: int | None = None) -> Instant | None:
-    """``CleanerUtils.getEarliestCommitToRetain`` over the active timeline."""
+                              hours_retained: int, now_ms: int | None = None,
+                              cutoff: str | None = None) -> Instant | None:
+    """``CleanerUtils.getEarliestCommitToRetain`` over the active timeline (by hours: the first
+    commit requested at or after ``cutoff``, default ``hours_retained`` before now)."""
     completed = completed_commits(timeline)
     if policy == KEEP_LATEST_COMMITS:
         if len(completed) <= commits_retained:
@@ -132,8 +134,9 @@ def earliest_commit_to_retain(timeline: Timeline, policy: str, commits_retained:
             return before[-1] if before else None
         return nth
     if policy == KEEP_LATEST_BY_HOURS:
-        now = _now_ms() if now_ms is None else now_ms
-        cutoff = format_epoch_millis(now - hours_retained * 3_600_000, timeline.config.timeline_timezone)
+        if cutoff is None:
+            now = _now_ms() if now_ms is None else now_ms
+            cutoff = format_epoch_millis(now - hours_retained * 3_600_000, timeline.config.timeline_timezone)
         return next((i for i in completed if i.timestamp >= cutoff), None)
     return None
 

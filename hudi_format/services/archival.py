@@ -1,0 +1,228 @@
+"""Archival: move old instants out of the active timeline, as Hudi's ``HoodieTimelineArchiver``.
+
+When the active timeline holds more than ``hoodie.keep.max.commits`` (30) completed commits
+(commits, deltacommits, replacecommits), the oldest are archived until ``hoodie.keep.min.commits``
+(20) remain, together with the completed cleans and rollbacks requested before the newest
+archived commit. Archived instants go to the LSM history (v8+) or the archived log (v6), see
+:mod:`hudi_format.timeline.history_writer`; then their files leave the active timeline, pending
+states first and completed files in ascending order, so readers never see a hole.
+
+Never archived (the *earliest instant to retain* is the earliest of these):
+
+- anything from the earliest pending write, compaction or clustering on (the completed commit
+  before it bounds the archive, so the timeline has no gap around it);
+- MOR tables: the delta commits a ``NUM_COMMITS`` compaction trigger still needs to count
+  (``hoodie.compact.inline.max.delta.commits``), back to the last compaction;
+- a replacecommit or clustering whose replaced files the last clean has not yet deleted (from
+  the last clean's earliest commit to retain; without a clean, from the first replacecommit);
+- the last clean's earliest commit to retain itself and everything after it;
+- the first savepoint and everything after it (``hoodie.archive.beyond.savepoint`` archives past
+  savepoints but never a savepointed commit); savepoint instants themselves stay active.
+
+As in Hudi's ``ArchivalUtils``, min/max are raised when the cleaner's own retention
+(``hoodie.cleaner.*``) needs more commits than ``hoodie.keep.min.commits`` keeps.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from ..config import TableConfig
+from ..errors import InvalidOptionError, TimelineError
+from ..storage import Storage
+from ..timeline import Instant, State, Timeline
+from ..timeline.history_writer import (DEFAULT_ARCHIVAL_BATCH, DEFAULT_BATCH_SIZE,
+                                       DEFAULT_TARGET_FILE_MAX_BYTES, ActiveAction,
+                                       LSMTimelineWriter, write_v6_archive)
+from .cleaning import SERVICE_OPTIONS as CLEAN_OPTIONS
+from .cleaning import completed_commits, earliest_commit_to_retain, read_options
+
+log = logging.getLogger(__name__)
+
+#: Hudi's option keys this module reads: key -> (kind, default)
+SERVICE_OPTIONS: dict[str, tuple[str, Any]] = {
+    "hoodie.archive.automatic": ("bool", True),
+    "hoodie.keep.min.commits": ("int", 20),
+    "hoodie.keep.max.commits": ("int", 30),
+    "hoodie.archive.beyond.savepoint": ("bool", False),
+    "hoodie.timeline.compaction.batch.size": ("int", DEFAULT_BATCH_SIZE),
+    "hoodie.timeline.compaction.target.file.max.bytes": ("int", DEFAULT_TARGET_FILE_MAX_BYTES),
+    "hoodie.commits.archival.batch": ("int", DEFAULT_ARCHIVAL_BATCH),
+    "hoodie.compact.inline.max.delta.commits": ("int", 5),
+    "hoodie.compact.inline.trigger.strategy": (
+        "choice:NUM_COMMITS|NUM_COMMITS_AFTER_LAST_REQUEST|TIME_ELAPSED|NUM_AND_TIME|NUM_OR_TIME", "NUM_COMMITS"),
+    # the cleaner's retention bounds archival too (ArchivalUtils.getMinAndMaxInstantsToKeep)
+    "hoodie.cleaner.policy": CLEAN_OPTIONS["hoodie.cleaner.policy"],
+    "hoodie.cleaner.commits.retained": CLEAN_OPTIONS["hoodie.cleaner.commits.retained"],
+    "hoodie.cleaner.hours.retained": CLEAN_OPTIONS["hoodie.cleaner.hours.retained"],
+}
+
+WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
+_WRITE_TIMELINE = WRITE_ACTIONS + ("compaction", "logcompaction", "clustering")
+
+
+def _hours_before(ts: str, hours: int) -> str | None:
+    """``ts`` minus ``hours``, in the same (table) time zone, as an instant time."""
+    import datetime as _dt
+    try:
+        t = _dt.datetime.strptime(ts[:14], "%Y%m%d%H%M%S") - _dt.timedelta(hours=hours)
+    except ValueError:
+        return None
+    return t.strftime("%Y%m%d%H%M%S") + ts[14:17].ljust(3, "0")
+
+
+def min_max_to_keep(timeline: Timeline, opts: Mapping[str, Any]) -> tuple[int, int]:
+    """``hoodie.keep.min/max.commits``, raised to what the cleaner's retention needs."""
+    lo, hi = opts["hoodie.keep.min.commits"], opts["hoodie.keep.max.commits"]
+    if lo < 1 or hi <= lo:
+        raise InvalidOptionError(f"hoodie.keep.max.commits ({hi}) must be greater than "
+                                 f"hoodie.keep.min.commits ({lo}), which must be at least 1")
+    completed = completed_commits(timeline)
+    cutoff = None
+    if completed and opts["hoodie.cleaner.policy"] == "KEEP_LATEST_BY_HOURS":
+        # measured back from the latest commit, as ArchivalUtils does
+        cutoff = _hours_before(completed[-1].timestamp, opts["hoodie.cleaner.hours.retained"])
+    ectr = earliest_commit_to_retain(timeline, opts["hoodie.cleaner.policy"],
+                                     opts["hoodie.cleaner.commits.retained"],
+                                     opts["hoodie.cleaner.hours.retained"], cutoff=cutoff)
+    if ectr is not None:
+        needed = sum(1 for i in completed if i.timestamp > ectr.timestamp) + 2
+        if lo < needed:
+            log.warning("hoodie.keep.min.commits=%d keeps fewer commits than the cleaner retains; "
+                        "using min %d, max %d", lo, needed, needed + hi - lo)
+            lo, hi = needed, needed + hi - lo
+    return lo, hi
+
+
+def _last_clean(timeline: Timeline) -> tuple[Instant | None, dict, dict]:
+    cleans = sorted((i for i in timeline.completed if i.action == "clean"), key=lambda i: i.timestamp)
+    if not cleans:
+        return None, {}, {}
+    last = cleans[-1]
+    try:
+        return last, timeline.raw_metadata(last), timeline.plan(last)
+    except TimelineError:
+        return last, {}, {}
+
+
+def _earliest_for_compaction(timeline: Timeline, max_delta: int) -> Instant | None:
+    """``CompactionUtils.getEarliestInstantToRetainForCompaction``."""
+    commits = sorted((i for i in timeline.completed if i.action in ("commit", "replacecommit")),
+                     key=lambda i: i.timestamp)
+    deltas = sorted((i for i in timeline.instants if i.action == "deltacommit"), key=lambda i: i.timestamp)
+    if commits:
+        last = commits[-1]
+        deltas = [d for d in deltas if d.timestamp > last.timestamp]
+        ref = last
+    elif deltas:
+        ref = deltas[0]
+    else:
+        return None
+    if max_delta > 0 and len(deltas) >= max_delta:
+        return deltas[len(deltas) - max_delta]
+    return ref
+
+
+def _earliest_for_clustering(timeline: Timeline, plan: Mapping[str, Any], clean: Instant | None) -> Instant | None:
+    """``ClusteringUtils.getEarliestInstantToRetainForClustering``."""
+    replaces = sorted((i for i in timeline.instants if i.action in ("replacecommit", "clustering")),
+                      key=lambda i: i.timestamp)
+    if not replaces:
+        return None
+    if clean is None:
+        return replaces[0]
+    ectr = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
+    savepoints = [s for s in ((plan.get("extraMetadata") or {}).get("savepointed_timestamps") or "").split(",") if s]
+    bound = ectr or clean.timestamp
+    if ectr and savepoints and plan.get("policy") != "KEEP_LATEST_FILE_VERSIONS":
+        first_sp = min(savepoints)
+        if ectr > first_sp and any(first_sp <= r.timestamp <= ectr for r in replaces if r.is_completed):
+            bound = first_sp
+    return next((r for r in replaces if r.timestamp >= bound), None)
+
+
+def instants_to_archive(timeline: Timeline, options: Mapping[str, Any] | None = None) -> list[Instant]:
+    """The instants an archival now would move out of the active timeline, by request time."""
+    opts = read_options(options, SERVICE_OPTIONS)
+    lo, hi = min_max_to_keep(timeline, opts)
+    completed = completed_commits(timeline)
+    if len(completed) <= hi:
+        return []
+    candidates: list[Instant] = []
+    pending = sorted((i for i in timeline.pending if i.action in _WRITE_TIMELINE), key=lambda i: i.timestamp)
+    if pending:
+        before = [i for i in completed if i.timestamp < pending[0].timestamp]
+        candidates.append(before[-1] if before else pending[0])
+    if timeline.config.is_mor and opts["hoodie.compact.inline.trigger.strategy"] in ("NUM_COMMITS", "NUM_AND_TIME"):
+        found = _earliest_for_compaction(timeline, opts["hoodie.compact.inline.max.delta.commits"])
+        if found is not None:
+            candidates.append(found)
+    clean, clean_meta, clean_plan = _last_clean(timeline)
+    found = _earliest_for_clustering(timeline, clean_plan, clean)
+    if found is not None:
+        candidates.append(found)
+    ectr = clean_meta.get("earliestCommitToRetain") or ""
+    if ectr:
+        keep = next((i for i in completed if i.timestamp >= ectr), None)
+        candidates.append(keep if keep is not None else completed[-1])
+    retain_from = min((c.timestamp for c in candidates), default=None)
+
+    savepoints = sorted(i.timestamp for i in timeline.completed if i.action == "savepoint")
+    beyond = opts["hoodie.archive.beyond.savepoint"]
+    chosen = []
+    for inst in completed:
+        if beyond:
+            if inst.timestamp in savepoints:
+                continue
+        elif savepoints and inst.timestamp >= savepoints[0]:
+            break
+        if retain_from is not None and inst.timestamp >= retain_from:
+            break
+        chosen.append(inst)
+    chosen = chosen[:max(len(completed) - lo, 0)]
+    if not chosen:
+        return []
+    newest = chosen[-1].timestamp
+    chosen += [i for i in timeline.completed if i.action in ("clean", "rollback") and i.timestamp < newest]
+    return sorted(chosen, key=lambda i: (i.timestamp, i.action))
+
+
+def _delete_active_files(storage: Storage, timeline: Timeline, actions: list[ActiveAction]) -> None:
+    from ..writer.markers import delete_markers
+    tdir = timeline.timeline_dir
+    for a in actions:  # requested and inflight files first: no completed instant loses its plan
+        for state in (State.REQUESTED, State.INFLIGHT):
+            if state in a.files:
+                storage.delete(f"{tdir}/{a.files[state]}")
+    for a in actions:  # then completed files, oldest first, so the timeline never has a hole
+        if State.COMPLETED in a.files:
+            storage.delete(f"{tdir}/{a.files[State.COMPLETED]}")
+        try:
+            delete_markers(storage, a.timestamp)
+        except Exception:  # noqa: BLE001 - markers are debris; never fail archival over them
+            log.debug("could not delete markers of %s", a.timestamp)
+
+
+def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> list[Instant]:
+    """Archive what the active timeline no longer needs; the archived instants (oldest first)."""
+    opts = read_options(options, SERVICE_OPTIONS)
+    timeline = Timeline.load(storage, config)
+    chosen = instants_to_archive(timeline, options)
+    if not chosen:
+        return []
+    actions = [ActiveAction.of(timeline, i) for i in chosen]
+    if config.version >= 8:
+        writer = LSMTimelineWriter(storage, config, opts["hoodie.timeline.compaction.batch.size"],
+                                   opts["hoodie.timeline.compaction.target.file.max.bytes"])
+        writer.write(actions, timeline.timeline_dir)
+        _delete_active_files(storage, timeline, actions)
+        writer.compact_and_clean()
+    else:
+        write_v6_archive(storage, config, actions, opts["hoodie.commits.archival.batch"])
+        _delete_active_files(storage, timeline, actions)
+    log.info("archived %d instants of %s", len(chosen), storage.url)
+    return chosen
+
+
+__all__ = ["SERVICE_OPTIONS", "archive", "instants_to_archive", "min_max_to_keep"]
