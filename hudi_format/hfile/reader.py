@@ -293,7 +293,12 @@ class HFileReader:
 
     def _first_block_offset(self) -> int:
         if self._first_offset is None:
-            self._first_offset = next(self.data_blocks())[1]
+            first = self.trailer.first_data_block_offset
+            if len(self._root) and self.trailer.num_data_index_levels == 1:
+                first = self._root.offsets[0]
+            elif first < 0:  # not recorded: walk down the index
+                first = next(self.data_blocks())[1]
+            self._first_offset = first
         return self._first_offset
 
     def _lookup(self, key: bytes) -> tuple[int, bytes | None]:

@@ -20,6 +20,7 @@ blocks. On any error the partial file is deleted.
 from __future__ import annotations
 
 import io
+import posixpath
 import struct
 from typing import Iterable, Mapping
 
@@ -51,6 +52,9 @@ def _as_bytes(value, what: str) -> bytes:
 
 class HFileWriter:
     """Append sorted (key, value) pairs, add file info and meta blocks, then :meth:`close`.
+
+    A failed append (unsorted or oversized key, wrong type) or close abandons the file: the
+    writer is closed and whatever it had written is deleted.
 
     ``HFileWriter(storage, rel_path)`` streams to a file; ``HFileWriter(None)`` writes to
     memory and :meth:`close` returns the bytes. Keys are the rows (record keys) and must
@@ -108,6 +112,9 @@ class HFileWriter:
             self._buffer.write(data)
         else:
             if self._out is None:
+                parent = posixpath.dirname(self._storage.full(self.path))
+                if parent:
+                    self._storage.fs.makedirs(parent, exist_ok=True)
                 self._out = self._storage.open(self.path, "wb")
             self._out.write(data)
         self._pos += len(data)
@@ -134,14 +141,14 @@ class HFileWriter:
     def append(self, key: bytes | str, value: bytes | str) -> None:
         if self._closed:
             raise HudiError(f"HFile writer for {self._where} is closed")
-        row = _as_bytes(key, "key")
-        value = _as_bytes(value, "value")
-        if len(row) > MAX_ROW_LENGTH:
-            raise InvalidOptionError(f"HFile key of {len(row)} bytes exceeds {MAX_ROW_LENGTH}")
-        if self._last_row is not None and row < self._last_row:
-            raise InvalidOptionError(f"HFile keys must be appended in sorted order: {row!r} "
-                                     f"after {self._last_row!r} in {self._where}")
         try:
+            row = _as_bytes(key, "key")
+            value = _as_bytes(value, "value")
+            if len(row) > MAX_ROW_LENGTH:
+                raise InvalidOptionError(f"HFile key of {len(row)} bytes exceeds {MAX_ROW_LENGTH}")
+            if self._last_row is not None and row < self._last_row:
+                raise InvalidOptionError(f"HFile keys must be appended in sorted order: {row!r} "
+                                         f"after {self._last_row!r} in {self._where}")
             # like HBase, never cut a block inside a run of equal keys
             if (self._cells and self._block_size_written >= self.block_size
                     and row != self._last_row):
