@@ -26,7 +26,7 @@ from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 import hudi_format as hudi
 from canonical import canonical_rows
 from hudi_format.services import archival, cleaning
-from hudi_format.timeline import State, Timeline, TimelineWriter
+from hudi_format.timeline import Timeline, TimelineWriter
 from hudi_format.timeline.history_writer import LSMTimelineWriter, ActiveAction
 from test_cleaning import (VARIANTS, data_files, decode_reference, reference_schema,
                            storage_config)

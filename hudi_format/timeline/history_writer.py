@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import io
 import logging
-import posixpath
 import re
 import struct
 from typing import Any, Iterable, Mapping, Sequence
