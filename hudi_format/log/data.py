@@ -271,10 +271,10 @@ def decode_hfile_rows(content: bytes, schema_json: str, where: str, *,
     except Exception as exc:
         raise SchemaError(f"{where}: writer schema is not valid Avro: {exc}") from exc
     try:
-        reader = HFileReader.from_bytes(content, where)
+        reader = HFileReader.from_bytes(content, f"{where} (HFile content)")
         entries = reader.read_all()
     except CorruptFileError as exc:
-        raise LogFormatError(f"{where}: content is not a readable HFile: {exc}") from exc
+        raise LogFormatError(str(exc)) from exc
     has_key = any(f.get("name") == HFILE_KEY_FIELD for f in conv.raw_schema.get("fields", []))
     read = fastavro.schemaless_reader
     out = []
