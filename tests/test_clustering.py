@@ -66,8 +66,16 @@ def test_clustering_rewrites_small_file_groups_sorted(tmp_path, layout):
                 for fid, s in old.items() if s.base_file}
     assert len(old) >= 12
 
+    b = bounds(path, instants)
+    incremental = [canonical_rows(t.read_incremental(x, y).drop_columns(["_hoodie_file_name"]))
+                   for x, y in zip(["0"] + b, b)]
+
     done = cluster(t.storage, t.config, sort_by="score")
     assert done is not None and done.action == "replacecommit" and done.is_completed
+    t2 = hudi.open_table(str(path))
+    assert [canonical_rows(t2.read_incremental(x, y).drop_columns(["_hoodie_file_name"]))
+            for x, y in zip(["0"] + b, b)] == incremental
+    assert t2.read_incremental(b[-1], bounds(path, [done])[0]).num_rows == 0
 
     assert both(path) == before
     for b, rows in recorded.items():
@@ -291,11 +299,13 @@ def test_clustering_options_are_checked(tmp_path):
 # -- plans against Apache Hudi's --------------------------------------------------------------
 
 
-def test_fixture_clustering_plan_and_replacecommit(fixture_tables):
-    table = hudi.open_table(str(fixture_tables(FIXTURE)))
-    inst = table.timeline.get(FIXTURE_CLUSTERING)
+@pytest.mark.parametrize("name,instant", [(FIXTURE, FIXTURE_CLUSTERING),
+                                          ("sample_table__cow__v9_txns_simple_meta", "20260307162454799")])
+def test_fixture_clustering_plan_and_replacecommit(fixture_tables, name, instant):
+    table = hudi.open_table(str(fixture_tables(name)))
+    inst = table.timeline.get(instant)
     assert inst.action == "replacecommit" and inst.is_completed
-    assert f"{FIXTURE_CLUSTERING}.clustering.requested" in timeline_files(fixture_tables(FIXTURE))
+    assert f"{instant}.clustering.requested" in timeline_files(fixture_tables(name))
     requested = table.timeline.plan(inst)
     assert requested["operationType"] == "CLUSTER"
     plan = requested["clusteringPlan"]
@@ -311,7 +321,7 @@ def test_fixture_clustering_plan_and_replacecommit(fixture_tables):
     assert meta.operation_type == "CLUSTER"
     assert meta.replaced_file_ids == planned
     assert {st.partition_path for st in meta.write_stats} == {"region=apac", "region=eu", "region=us"}
-    assert all(st.path.endswith(f"_{FIXTURE_CLUSTERING}.parquet") for st in meta.write_stats)
+    assert all(st.path.endswith(f"_{instant}.parquet") for st in meta.write_stats)
     # the replaced groups are gone from the latest snapshot, the new ones are read
     live = {s.file_id for s in table.file_slices()}
     assert not live & {fid for _, fid in planned}
