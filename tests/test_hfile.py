@@ -135,6 +135,7 @@ def test_fixture_point_lookups_every_key(name):
         assert r.get(k + b"a") is None and r.get(k[:-1]) is None
         assert next(r.scan(k)) == (k, dict(exp)[k])
     assert r.get(b"") is None and r.get(b"zzz") is None
+    assert r.get(exp[3][0].decode()) == exp[3][1]  # str keys are UTF-8
     assert r.get_many([b"", b"a", b"zzz"]) == {}
 
 

@@ -18,7 +18,7 @@ import struct
 from collections import OrderedDict
 from typing import Callable, Iterable, Iterator
 
-from ..errors import CorruptFileError, HudiError, StorageError, UnsupportedFeatureError
+from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
 from .blocks import BlockType, decode_block, decode_vint, key_row
 from .index import IndexBlock, parse_non_root_index, parse_root_index
 from .trailer import TRAILER_SIZE, Trailer, decode_file_info
@@ -31,6 +31,11 @@ SEEK_IN_RANGE = 1  # absent; positioned at the greatest key below it (HBase sema
 
 _KV = struct.Struct(">ii")
 _INDEX_MAGICS = (BlockType.LEAF_INDEX, BlockType.INTERMEDIATE_INDEX)
+
+
+def _key(key) -> bytes:
+    """Keys are bytes; a str is taken as its UTF-8 encoding (Hudi's record keys)."""
+    return key.encode("utf-8") if isinstance(key, str) else bytes(key)
 
 
 class _DataBlock:
@@ -82,7 +87,8 @@ class HFileReader:
     :meth:`from_bytes` reads an HFile already in memory (a log block's content).
     ``verify_checksums`` checks CRC32/CRC32C block checksums (HBase writes CRC32C; Hudi 1.x
     writes none); pure-Python CRC32C runs at ~10 MB/s, so turn it off for big scans of
-    trusted files.
+    trusted files. Keys may be given as bytes or str (UTF-8). A reader caches blocks and
+    is not meant to be shared between threads.
     """
 
     def __init__(self, storage, rel_path: str, *, verify_checksums: bool = True,
@@ -144,7 +150,7 @@ class HFileReader:
         h, root = decode_block(section, 0, self.compression, w, expect=(BlockType.ROOT_INDEX,),
                                file_offset=lo, verify=self._verify)
         self._root = parse_root_index(root, t.data_index_count, w)
-        h2, meta = decode_block(section, h.on_disk_size, self.compression, w,
+        _, meta = decode_block(section, h.on_disk_size, self.compression, w,
                                 expect=(BlockType.ROOT_INDEX,), file_offset=lo + h.on_disk_size,
                                 verify=self._verify)
         self._meta_index = parse_root_index(meta, t.meta_index_count, w, key_only=True)
@@ -157,6 +163,10 @@ class HFileReader:
         self._tags = b"MAX_TAGS_LEN" in self.file_info
         if t.entry_count and not len(self._root):
             raise CorruptFileError(f"{w}: {t.entry_count} entries but an empty data index")
+        # the first data block's index key is never shortened, so it is the first key
+        self._first_key = self._root.rows[0] if t.entry_count else None
+        last = self.file_info.get(b"hfile.LASTKEY")
+        self._last_key = key_row(last) if last and len(last) >= 2 and t.entry_count else None
 
     # -- metadata ----------------------------------------------------------------------
     @property
@@ -174,13 +184,11 @@ class HFileReader:
 
     @property
     def first_key(self) -> bytes | None:
-        """The smallest key (the first data block's index key is never shortened)."""
-        return self._root.rows[0] if len(self._root) and self.num_entries else None
+        return self._first_key
 
     @property
     def last_key(self) -> bytes | None:
-        raw = self.file_info.get(b"hfile.LASTKEY")
-        return key_row(raw) if raw and self.num_entries else None
+        return self._last_key
 
     @property
     def meta_block_names(self) -> list[bytes]:
@@ -236,8 +244,12 @@ class HFileReader:
         if cached is not None:
             self._blocks.move_to_end(offset)
             return cached
-        _, payload = decode_block(self._read(offset, size), 0, self.compression, self._where,
-                                  expect=(BlockType.DATA,), file_offset=offset, verify=self._verify)
+        h, payload = decode_block(self._read(offset, size), 0, self.compression, self._where,
+                                  expect=(BlockType.DATA, BlockType.ENCODED_DATA),
+                                  file_offset=offset, verify=self._verify)
+        if h.magic == BlockType.ENCODED_DATA:
+            raise UnsupportedFeatureError(f"{self._where}: data blocks use an HBase data block "
+                                          "encoding (DATABLKE), which Hudi never writes")
         block = _parse_cells(payload, self._mvcc, self._tags,
                              f"{self._where}: data block at offset {offset}")
         self._blocks[offset] = block
@@ -265,7 +277,7 @@ class HFileReader:
     def scan(self, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs in key order, from the first key >= ``start``."""
         if start is not None:
-            start = bytes(start)
+            start = _key(start)
         for _, offset, size in self.data_blocks(start):
             block = self._data_block(offset, size)
             rows, values = block.rows, block.values
@@ -285,7 +297,7 @@ class HFileReader:
 
     def prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """All entries whose key starts with ``prefix``, in order."""
-        prefix = bytes(prefix)
+        prefix = _key(prefix)
         for key, value in self.scan(prefix):
             if not key.startswith(prefix):
                 return
@@ -303,6 +315,10 @@ class HFileReader:
 
     def _lookup(self, key: bytes) -> tuple[int, bytes | None]:
         """(seek code, value of the first entry with ``key`` or None)."""
+        if key < self._first_key:
+            return SEEK_BEFORE_FIRST, None
+        if self._last_key is not None and key > self._last_key:
+            return SEEK_IN_RANGE, None
         refs = self.data_blocks(key)
         ref = next(refs, None)
         below = ref is not None and ref[1] != self._first_block_offset()
@@ -324,7 +340,7 @@ class HFileReader:
         """Value of the (first) entry with ``key``, or None."""
         if not self.num_entries:
             return None
-        return self._lookup(bytes(key))[1]
+        return self._lookup(_key(key))[1]
 
     def __contains__(self, key: bytes) -> bool:
         return self.seek(key) == SEEK_FOUND
@@ -337,17 +353,16 @@ class HFileReader:
         """
         if not self.num_entries:
             return SEEK_BEFORE_FIRST
-        return self._lookup(bytes(key))[0]
+        return self._lookup(_key(key))[0]
 
     def get_many(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
         """Values of the keys present; sorted keys read each data block at most once."""
         out: dict[bytes, bytes] = {}
         if not self.num_entries:
             return out
-        first, last = self.first_key, self.last_key
         for key in keys:
-            key = bytes(key)
-            if key in out or key < first or (last is not None and key > last):
+            key = _key(key)
+            if key in out:
                 continue
             value = self._lookup(key)[1]
             if value is not None:
@@ -357,12 +372,3 @@ class HFileReader:
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())
 
-
-def open_hfile(storage, rel_path: str, **kwargs) -> HFileReader:
-    """:class:`HFileReader`, with any non-Hudi error wrapped to name the file."""
-    try:
-        return HFileReader(storage, rel_path, **kwargs)
-    except HudiError:
-        raise
-    except Exception as exc:  # pragma: no cover - defensive
-        raise CorruptFileError(f"cannot open HFile {rel_path}: {exc}") from exc
