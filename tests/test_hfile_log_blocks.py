@@ -21,7 +21,7 @@ from hudi_format.log import BlockType, HeaderKey, read_log_file
 from hudi_format.log.data import decode_hfile_rows
 from hudi_format.log.encode import (encode_block, encode_hfile_content, encode_hfile_data_block,
                                     HFILE_LOG_BLOCK_SIZE)
-from hudi_format.schema import parse_avro_schema
+from hudi_format.schema import AvroArrowConverter, parse_avro_schema
 from hudi_format.storage import Storage
 
 # MetadataPartitionType record types by metadata partition
@@ -36,6 +36,18 @@ def _has_metadata_logs(name):
 
 
 META_TABLES = [n for n in FIXTURE_TABLES if "_v9_" in n and _has_metadata_logs(n)]
+REFERENCE = "/work/shared/reference/avro/HoodieMetadata.avsc"
+
+
+@pytest.fixture(scope="module")
+def metadata_arrow_schema():
+    """Arrow form of Hudi's ``HoodieMetadataRecord`` (a newer revision than the fixtures')."""
+    from pathlib import Path
+
+    path = Path(REFERENCE)
+    if not path.exists():  # the schema also ships with the package
+        path = Path(__file__).resolve().parents[1] / "hudi_format" / "avro" / "HoodieMetadata.avsc"
+    return AvroArrowConverter(path.read_text()).arrow_schema
 
 
 def _metadata(root):
@@ -58,7 +70,7 @@ def _hfile_blocks(st, partition=None):
 
 
 @pytest.mark.parametrize("name", META_TABLES)
-def test_every_metadata_log_hfile_block_decodes(name, fixture_tables):
+def test_every_metadata_log_hfile_block_decodes(name, fixture_tables, metadata_arrow_schema):
     st = _metadata(fixture_tables(name))
     blocks = 0
     for rel, block in _hfile_blocks(st):
@@ -71,6 +83,10 @@ def test_every_metadata_log_hfile_block_decodes(name, fixture_tables):
         schema = parse_avro_schema(block.schema_json)
         assert table.column_names == [f["name"] for f in schema["fields"]]
         assert json.loads(hfile.avro_schema) == schema  # Hudi also puts it in the file info
+        aligned = block.records(metadata_arrow_schema)  # read with the metadata schema
+        assert aligned.schema.equals(metadata_arrow_schema)
+        for col in ("key", "type", "filesystemMetadata", "ColumnStatsMetadata", "recordIndexMetadata"):
+            assert aligned.column(col).equals(table.column(col)), (rel, col)
         types = set(table.column("type").to_pylist())
         if partition in RECORD_TYPES:
             assert types <= RECORD_TYPES[partition], (rel, types)
