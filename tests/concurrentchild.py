@@ -1,0 +1,36 @@
+"""Child process for the concurrency test: several rounds of upserts; report each outcome.
+
+usage: python concurrentchild.py <table url> <proc> <rounds> <out.json> [storage options json]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import hudi_format as hudi  # noqa: E402
+from writemodel import make_rows  # noqa: E402
+
+def batch(proc: int, r: int):
+    shared = range(0, 40, 3 + proc)                  # overlaps the other writers' keys
+    own = range(1000 + proc * 100 + r * 10, 1000 + proc * 100 + r * 10 + 5)  # new, disjoint
+    ts = (r + 1) * 10 + proc                          # unique per (round, writer)
+    return make_rows(list(shared) + list(own), ts=ts, seed=ts)
+
+
+if __name__ == "__main__":
+    url, proc, rounds, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    storage_options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
+    results = []
+    for r in range(rounds):
+        rows = batch(proc, r)
+        try:
+            inst = hudi.write(url, rows, operation="upsert", storage_options=storage_options)
+            results.append({"ok": True, "instant": inst.timestamp, "proc": proc, "round": r})
+        except hudi.ConcurrentWriteError as exc:
+            results.append({"ok": False, "error": str(exc), "proc": proc, "round": r})
+    with open(out, "w") as f:
+        json.dump(results, f, default=str)
