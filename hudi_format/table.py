@@ -231,8 +231,33 @@ def _write(table: "Table", data, operation: str, options) -> "Instant":
     opts = validate_options(options)
     _recover(table.storage, table.config, opts)
     instant = WriteClient(table.storage, table.config, opts).write(data, operation)
+    _post_commit(table.storage, table.config, opts)
     table.refresh()
     return instant
+
+
+def _post_commit(storage: Storage, config: TableConfig, opts) -> None:
+    """Inline table services after a commit, in Hudi's order: compaction and clustering when
+    enabled, then cleaning and archival (on by default, as in Hudi)."""
+    from .services import archival, cleaning, clustering, compaction, log_compaction
+    from .services.common import opt
+    from .writer.options import option
+
+    if config.is_mor and (opt(opts, "hoodie.compact.inline") or opt(opts, "hoodie.compact.schedule.inline")):
+        if opt(opts, "hoodie.compact.inline"):
+            compaction.compact(storage, config, opts)
+        else:
+            compaction.schedule_compaction(storage, config, opts)
+    if config.is_mor and opt(opts, "hoodie.log.compaction.inline"):
+        log_compaction.log_compact(storage, config, opts)
+    if opt(opts, "hoodie.clustering.inline"):
+        clustering.cluster(storage, config, options=opts)
+    elif opt(opts, "hoodie.clustering.schedule.inline"):
+        clustering.schedule_clustering(storage, config, options=opts)
+    if option(opts, "hoodie.clean.automatic"):
+        cleaning.clean(storage, config, opts)
+    if option(opts, "hoodie.archive.automatic"):
+        archival.archive(storage, config, opts)
 
 
 def _recover(storage: Storage, config: TableConfig, opts) -> None:
@@ -251,7 +276,19 @@ def _service(fn):
 
 
 def _install_services() -> None:
+    from .services import archival, cleaning, clustering, compaction, log_compaction
     from .services import rollback as rb, savepoint as sp
+    from .services.common import SERVICE_OPTIONS
+    from .writer.options import register_options
+    for known in (SERVICE_OPTIONS, cleaning.SERVICE_OPTIONS, archival.SERVICE_OPTIONS):
+        register_options(known)
+    Table.compact = _service(compaction.compact)
+    Table.log_compact = _service(log_compaction.log_compact)
+    Table.cluster = _service(lambda storage, config, sort_by=None, options=None:
+                             clustering.cluster(storage, config, sort_by=sort_by, options=options))
+    Table.cluster.__doc__ = clustering.cluster.__doc__
+    Table.clean = _service(cleaning.clean)
+    Table.archive = _service(archival.archive)
     Table.rollback = _service(rb.rollback)
     Table.savepoint = _service(sp.savepoint)
     Table.delete_savepoint = _service(sp.delete_savepoint)
@@ -299,7 +336,9 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
             raise InvalidOptionError(f"record key {keys} does not match the table's "
                                      f"{config.record_key_fields}")
         _recover(storage, config, opts)
-        return WriteClient(storage, config, opts).write(data, operation)
+        instant = WriteClient(storage, config, opts).write(data, operation)
+        _post_commit(storage, config, opts)
+        return instant
     if not keys:
         raise InvalidOptionError("creating a table needs record_key (or option "
                                  "hoodie.datasource.write.recordkey.field)")
@@ -332,4 +371,6 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
         populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
         table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
     config = TableConfig(props, storage.uri(".hoodie/hoodie.properties"))
-    return WriteClient(storage, config, opts, create=True).write(data, operation)
+    instant = WriteClient(storage, config, opts, create=True).write(data, operation)
+    _post_commit(storage, TableConfig.load(storage), opts)
+    return instant

@@ -89,6 +89,13 @@ IGNORED = {
 }
 
 
+def register_options(options: Mapping[str, tuple[str, Any]]) -> None:
+    """Let a higher layer (table services) declare the ``hoodie.*`` keys it reads, so that one
+    validation covers every option of a write."""
+    for key, spec in options.items():
+        KNOWN.setdefault(key, spec)
+
+
 def _coerce(key: str, kind: str, value: Any) -> Any:
     if value is None:
         return None
