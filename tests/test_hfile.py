@@ -670,3 +670,52 @@ def test_hudi_rs_lists_the_table_from_our_files_partition_hfile(fixture_tables, 
     (md / rel).write_bytes(original[: len(original) // 2])
     with pytest.raises(Exception, match="HFile"):
         _rs_slices(root)
+
+
+def _block_on_chunk_edge(values):
+    """Entries filling one GZ data block whose size sits where hudi-rs misjudges checksums."""
+    import random
+
+    from hudi_format.hfile.blocks import _gzip, _misjudged, make_key
+
+    rng = random.Random(7)
+
+    def cells(entries):
+        return b"".join(struct.pack(">ii", len(make_key(k)), len(v)) + make_key(k) + v + b"\x00"
+                        for k, v in entries)
+
+    entries = [(b"key-%06d-%s" % (i, bytes(rng.choice(b"abcdefghijklmnop") for _ in range(8))),
+                values[i % len(values)]) for i in range(4000)]
+    lo, hi = 1, len(entries)  # fewest entries whose gzip reaches the first chunk edge
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if len(_gzip(cells(entries[:mid]))) < 16384 - 33 - 300 else (lo, mid)
+    base = entries[:lo]
+    for n in range(600):
+        tail = (b"zz-" + bytes(rng.choice(b"0123456789abcdefghijklmnopqrstuvwxyz") for _ in range(n)),
+                values[0])
+        if _misjudged(len(_gzip(cells(base + [tail])))):
+            return base + [tail]
+    raise AssertionError("no block size on the edge found")
+
+
+def test_gz_blocks_on_a_checksum_chunk_edge_stay_readable_by_hudi_rs(fixture_tables, tmp_path):
+    """hudi-rs cuts 4 bytes off such gzip payloads; we pad the gzip header so it never has to."""
+    from hudi_format.hfile.blocks import _misjudged
+
+    root = tmp_path / "t"
+    shutil.copytree(fixture_tables("sample_table__cow__v9_txns_nonpart_meta"), root)
+    md = root / ".hoodie" / "metadata"
+    st = Storage(str(md))
+    rel = next(p for p in _metadata_hfiles(root) if p.startswith("column_stats"))
+    r = HFileReader(st, rel)
+    entries = _block_on_chunk_edge([v for _, v in r.items()])
+    out = rel.replace(".hfile", "77.hfile")
+    write_hfile(st, out, entries, file_info={"schema": r.file_info[b"schema"]}, block_size=1 << 30)
+    raw = (md / out).read_bytes()
+    ours = HFileReader.from_bytes(raw)
+    assert ours.trailer.data_index_count == 1 and list(ours.items()) == entries
+    on_disk_data = struct.unpack(">i", raw[29:33])[0] - 33
+    assert raw[33 + 3] == 0x04 and not _misjudged(on_disk_data)  # FEXTRA-padded gzip member
+    batch = _rs_reader(md).read_file_slice_from_paths(out, [])
+    assert batch.column("key").to_pylist() == [k.decode() for k, _ in entries]

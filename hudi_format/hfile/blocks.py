@@ -15,6 +15,9 @@ writing with ``checksum="NULL"`` (Hudi's choice) is the fast default.
 
 GZ payloads are gzip members with a zeroed header (mtime 0, OS 0) around level-6 deflate,
 which is what HBase's ``ReusableStreamGzipCodec`` emits: our GZ blocks are byte-identical.
+One exception: hudi-rs derives the checksum length from the on-disk size and, for the few
+block sizes where that overcounts by one chunk, cuts the gzip trailer off; such blocks get
+a padding FEXTRA field in the gzip header that moves them past the chunk boundary.
 
 A cell (``KeyValue``) in a data block: int key length, int value length, key, value, then
 the MVCC timestamp as a Hadoop vlong when the file info says ``KEY_VALUE_VERSION`` = 1 (and
@@ -130,10 +133,27 @@ def _checksums(data, checksum_type: int, per_chunk: int) -> bytes:
 
 
 # -- compression -------------------------------------------------------------------------
-def _gzip(payload: bytes) -> bytes:
+def _gzip(payload: bytes, extra: int = 0) -> bytes:
+    """A gzip member as HBase writes it; ``extra`` > 0 adds an FEXTRA field of that many bytes."""
     comp = zlib.compressobj(6, zlib.DEFLATED, -15)
     body = comp.compress(payload) + comp.flush()
-    return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(payload), len(payload) & 0xFFFFFFFF)
+    tail = struct.pack("<II", zlib.crc32(payload), len(payload) & 0xFFFFFFFF)
+    if not extra:
+        return _GZIP_HEADER + body + tail
+    sub = b"HP" + struct.pack("<H", extra - 6) + bytes(extra - 6)  # one padding subfield
+    return b"\x1f\x8b\x08\x04" + _GZIP_HEADER[4:] + struct.pack("<H", len(sub)) + sub + body + tail
+
+
+def _misjudged(data_len: int) -> bool:
+    """Would a reader that counts checksum chunks from the on-disk size cut the payload?
+
+    hudi-rs takes ``ceil((header + payload + checksums) / 16 KiB)`` chunks where HBase writes
+    ``ceil((header + payload) / 16 KiB)``; when the two differ it drops 4 bytes of a
+    compressed payload and the gzip trailer with them.
+    """
+    n = HEADER_SIZE + data_len
+    chunks = -(-n // BYTES_PER_CHECKSUM)
+    return -(-(n + 4 * chunks) // BYTES_PER_CHECKSUM) != chunks
 
 
 def _gunzip(data, size: int) -> bytes:
@@ -157,6 +177,11 @@ def encode_block(magic: bytes, payload: bytes, codec: str, checksum_type: int,
                  prev_offset: int = -1) -> bytes:
     """One complete block: header, (compressed) payload, checksums."""
     data = compress(payload, codec)
+    if codec == "GZ" and _misjudged(len(data)):
+        # pad the gzip header past the next chunk boundary (rare; HBase itself does not)
+        n = HEADER_SIZE + len(data)
+        extra = max(6, -(-n // BYTES_PER_CHECKSUM) * BYTES_PER_CHECKSUM + 1 - n)
+        data = _gzip(payload, extra)
     chunks = -(-(HEADER_SIZE + len(data)) // BYTES_PER_CHECKSUM)
     head = HEADER.pack(magic, len(data) + 4 * chunks, len(payload), prev_offset, checksum_type,
                        BYTES_PER_CHECKSUM, HEADER_SIZE + len(data))
