@@ -38,9 +38,12 @@ LOW = {"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5, "hoodie.clean
 LSM_NAME = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
 
 
+MANUAL = {"hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}  # the tests drive the services
+
+
 def _opts(table_type, version):
     return dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type,
-                table_version=version)
+                table_version=version, options=MANUAL)
 
 
 def _bound(version, inst):

@@ -380,7 +380,8 @@ def test_service_options_are_validated():
         {"hoodie.compact.inline.max.delta.commits": 3}
     assert "hoodie.layout.optimize.strategy" in SERVICE_OPTIONS
     # write options and other services' options pass through
-    assert validate_service_options({"hoodie.parquet.max.file.size": "10", "hoodie.cleaner.policy": "X"})
+    assert validate_service_options({"hoodie.parquet.max.file.size": "10",
+                                     "hoodie.cleaner.policy": "KEEP_LATEST_COMMITS"})
     with pytest.raises(InvalidOptionError, match="did you mean 'hoodie.compact.inline.max.delta.commits'"):
         validate_service_options({"hoodie.compact.inline.max.delta.commit": 3})
     with pytest.raises(InvalidOptionError, match="must be an integer"):
