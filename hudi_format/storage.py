@@ -79,7 +79,18 @@ class Storage:
 
     # -- reads -------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
-        return self.fs.exists(self.full(rel))
+        path = self.full(rel)
+        self._forget(path)
+        return self.fs.exists(path)
+
+    def _forget(self, path: str) -> None:
+        """Drop cached listings of ``path`` and its folder before asking about them."""
+        if not self.is_local:
+            try:
+                self.fs.invalidate_cache(path)
+                self.fs.invalidate_cache(posixpath.dirname(path))
+            except Exception:  # noqa: BLE001 - a cache we cannot clear is only slower
+                pass
 
     def read_bytes(self, rel: str) -> bytes:
         try:
@@ -104,6 +115,7 @@ class Storage:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
 
     def size(self, rel: str) -> int:
+        self._forget(self.full(rel))
         try:
             return int(self.fs.size(self.full(rel)))
         except FileNotFoundError as exc:
@@ -113,7 +125,9 @@ class Storage:
         """Entries directly under ``rel``; an absent folder lists as empty."""
         base = self.full(rel)
         try:
-            entries = self.fs.ls(base, detail=True)
+            # Other processes change the table under us: never answer from fsspec's listing
+            # cache (s3fs keeps one per filesystem instance, and instances are shared).
+            entries = self.fs.ls(base, detail=True, refresh=True)
         except FileNotFoundError:
             return []
         out = []
@@ -143,12 +157,14 @@ class Storage:
         self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         with self.fs.open(path, "wb") as f:
             f.write(data)
+        self._forget(path)
 
     def delete(self, rel: str) -> None:
         try:
             self.fs.rm_file(self.full(rel))
         except FileNotFoundError:
             pass
+        self._forget(self.full(rel))
 
     # -- atomic creation and renames --------------------------------------------------------
     @property

@@ -25,6 +25,7 @@ from ..timeline import Instant, State, Timeline
 from ..timeline.writer import TimelineWriter
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from ..writer.heartbeat import heartbeat_expired, heartbeat_path
+from ..writer.locks import TableLock
 from ..writer.markers import delete_markers, read_markers
 
 log = logging.getLogger(__name__)
@@ -207,12 +208,19 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
         return []
     interval = int(opts.get("hoodie.client.heartbeat.interval_in_ms", 60_000))
     misses = int(opts.get("hoodie.client.heartbeat.tolerable.misses", 2))
-    done = resume_pending_rollbacks(storage, config)
+    def failed(timeline: Timeline) -> list[Instant]:
+        return [i for i in timeline.pending
+                if i.action in WRITE_ACTIONS and not (i.action == "replacecommit" and _is_clustering(timeline, i))
+                and heartbeat_expired(storage, i.timestamp, interval, misses)]
+
     timeline = Timeline.load(storage, config)
-    for inst in timeline.pending:
-        if inst.action not in WRITE_ACTIONS or inst.action == "replacecommit" and _is_clustering(timeline, inst):
-            continue
-        if heartbeat_expired(storage, inst.timestamp, interval, misses):
+    if not failed(timeline) and not any(i.action == "rollback" for i in timeline.pending):
+        return []
+    # Under the table lock, so that two writers never undo the same instant, and re-checked
+    # there: the instant may have completed, or its writer may have beaten in the meantime.
+    with TableLock(storage, opts):
+        done = resume_pending_rollbacks(storage, config)
+        for inst in failed(Timeline.load(storage, config)):
             log.warning("rolling back failed write %s", inst)
             done.append(rollback(storage, config, inst.timestamp, opts))
     return done

@@ -310,10 +310,12 @@ class WriteClient:
         # Hudi records the operation of a replacecommit in its requested file.
         requested_meta = ({"operationType": _OPERATION_TYPES[op], "clusteringPlan": None,
                            "extraMetadata": {}, "version": 1} if action == "replacecommit" else None)
-        requested = writer.create_requested(action, instant_time, plan=requested_meta)
+        # The heartbeat starts before the instant exists: a pending instant without a live
+        # heartbeat is what other writers roll back.
         heartbeat = Heartbeat(self.storage, instant_time,
                               option(self.options, "hoodie.client.heartbeat.interval_in_ms")).start()
         try:
+            requested = writer.create_requested(action, instant_time, plan=requested_meta)
             inflight = writer.transition_to_inflight(requested)
             ctx = handles.WriteContext(
                 storage=self.storage, instant=instant_time, schema=full_schema, avro_schema=avro,
