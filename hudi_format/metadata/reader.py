@@ -1,0 +1,360 @@
+"""Reading the metadata table: a merged, key-addressable view of each of its partitions.
+
+The metadata table lives at ``<base>/.hoodie/metadata``; it is a MOR table with its own
+``hoodie.properties`` and timeline whose base files are HFiles and whose log files carry HFile
+data blocks (and delete blocks). Each partition (``files``, ``column_stats``, ...) is a set of
+file groups; a key lives in exactly one of them. A value is the base HFile's record folded with
+the log blocks' records in log order (:func:`.records.combine`), as of the data table:
+
+* file slices come from the metadata table's own timeline (completed instants only);
+* a log block counts only when its instant is *valid* (``getValidInstantTimestamps``): completed
+  on the data timeline, or a completed metadata deltacommit whose data instant is not pending,
+  or an initialization instant (``00000000000000...``), or one a data rollback/restore undid, or
+  a metadata rollback/restore.
+
+**Up to date.** Writers commit the metadata table first, then the data instant with the same
+timestamp. The metadata table is *behind* (and must not be used for listing) when a completed
+data instant that changes files (commit, deltacommit, replacecommit, clean, rollback, restore)
+has no completed metadata deltacommit (or rollback/restore) of the same timestamp and is not
+older than the metadata table's first regular deltacommit (older instants were bootstrapped by
+its initialization, or archived).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+from typing import Callable, Iterable, Iterator
+
+from ..config import TableConfig
+from ..errors import HudiError
+from ..hfile import HFileReader
+from ..log import BlockType
+from ..storage import FileInfo, Storage
+from ..timeline import Timeline
+from ..view import FileSlice, FileSystemView
+from . import keys as K
+from .records import (BloomFilterEntry, ColumnStats, bloom_filter_of, column_stats_of, combine,
+                      decode_entries, files_of, record_location_of)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MetadataTable", "SYNCED_ACTIONS", "SOLO_COMMIT_TIMESTAMP"]
+
+SOLO_COMMIT_TIMESTAMP = "00000000000000"
+# Data-table actions that change the file listing, and so have a metadata-table counterpart.
+SYNCED_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "clean", "rollback", "restore"})
+
+Select = Callable[[HFileReader], Iterable[tuple[bytes, bytes]]]
+
+
+def _is_init_instant(ts: str) -> bool:
+    return ts.startswith(SOLO_COMMIT_TIMESTAMP)
+
+
+class MetadataTable:
+    """The metadata table of the data table at ``storage`` (``config``, ``timeline``).
+
+    ``timeline`` is the data table's timeline the reads are pinned to (loaded when omitted).
+    Everything is read lazily and cached: one object answers for one state of both timelines.
+    """
+
+    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline | None = None):
+        self.storage = storage
+        self.config = config
+        self._timeline = timeline
+        self.mdt_storage = storage.sub(K.METADATA_TABLE_DIR)
+        self._slices: dict[str, list[FileSlice]] = {}
+
+    def __repr__(self) -> str:
+        return f"MetadataTable({self.mdt_storage.url!r})"
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def timeline(self) -> Timeline:
+        if self._timeline is None:
+            self._timeline = Timeline.load(self.storage, self.config)
+        return self._timeline
+
+    @cached_property
+    def exists(self) -> bool:
+        return self.mdt_storage.exists(".hoodie/hoodie.properties")
+
+    @cached_property
+    def mdt_config(self) -> TableConfig:
+        return TableConfig.load(self.mdt_storage)
+
+    @cached_property
+    def mdt_timeline(self) -> Timeline:
+        return Timeline.load(self.mdt_storage, self.mdt_config)
+
+    @property
+    def enabled_partitions(self) -> list[str]:
+        """Metadata partitions the data table declares complete (``hoodie.table.metadata.partitions``)."""
+        return list(self.config.metadata_partitions)
+
+    def has_partition(self, partition: str) -> bool:
+        return partition in self.enabled_partitions and self.exists
+
+    @cached_property
+    def valid_instants(self) -> frozenset[str]:
+        """Instants whose metadata log blocks count (``getValidInstantTimestamps``)."""
+        data = self.timeline
+        pending = {i.timestamp for i in data.instants if not i.is_completed}
+        valid = {i.timestamp for i in data.instants if i.is_completed}
+        mdt = self.mdt_timeline
+        for inst in mdt.instants:
+            if not inst.is_completed:
+                continue
+            if inst.action == "deltacommit" and inst.timestamp not in pending:
+                valid.add(inst.timestamp)
+            elif inst.action in ("rollback", "restore"):
+                valid.add(inst.timestamp)
+        earliest = min(valid) if valid else SOLO_COMMIT_TIMESTAMP
+        try:
+            valid |= {ts for ts in data.rolled_back_instants() if ts > earliest}
+        except HudiError as exc:  # an unreadable rollback plan only narrows what counts
+            log.warning("cannot read the rollbacks of %s: %s", self.storage.url, exc)
+        return frozenset(valid)
+
+    def _block_visible(self, instant_time: str) -> bool:
+        return instant_time in self.valid_instants
+
+    def staleness(self) -> str | None:
+        """Why the metadata table cannot serve the ``files`` listing (``None``: it can)."""
+        if K.FILES not in self.enabled_partitions:
+            return "the table does not declare the files partition in hoodie.table.metadata.partitions"
+        if not self.exists:
+            return f"{self.mdt_storage.url} has no hoodie.properties"
+        try:
+            mdt_instants = self.mdt_timeline.instants
+            data_instants = self.timeline.instants
+        except HudiError as exc:
+            return f"its timeline cannot be read: {exc}"
+        synced = {i.timestamp for i in mdt_instants if i.is_completed
+                  and i.action in ("deltacommit", "rollback", "restore")}
+        if not synced:
+            return "it has no completed deltacommit"
+        regular = [ts for ts in synced if not _is_init_instant(ts)]
+        first_regular = min(regular) if regular else None
+        inits = [i for i in mdt_instants if i.is_completed and i.action == "deltacommit"
+                 and (_is_init_instant(i.timestamp) or len(i.timestamp) > 17)]
+        for inst in data_instants:
+            if not inst.is_completed or inst.action not in SYNCED_ACTIONS:
+                continue
+            ts = inst.timestamp
+            if ts in synced:
+                continue
+            if first_regular is not None and ts < first_regular:
+                continue  # before its first regular deltacommit: bootstrapped (or archived)
+            if any(self._init_covers(init, inst) for init in inits):
+                continue
+            return (f"the data instant {ts} ({inst.action}) has no completed deltacommit in "
+                    f"the metadata table")
+        return None
+
+    @staticmethod
+    def _init_covers(init, inst) -> bool:
+        """Did initialization ``init`` bootstrap from a listing that already had ``inst``?"""
+        if len(init.timestamp) > 17 and not _is_init_instant(init.timestamp):
+            return inst.timestamp <= init.timestamp[:-3]  # <latest data instant><3-digit suffix>
+        if init.completion_time and inst.completion_time:
+            return inst.completion_time <= init.completion_time
+        return False
+
+    def is_up_to_date(self) -> bool:
+        return self.staleness() is None
+
+    # -- file slices of the metadata table ----------------------------------------------------
+    @cached_property
+    def _view(self) -> FileSystemView:
+        return FileSystemView(self.mdt_storage, self.mdt_config)
+
+    def file_slices(self, partition: str) -> list[FileSlice]:
+        """Latest slice of each file group of a metadata partition, by file id."""
+        if partition not in self._slices:
+            from ..read.snapshot import ReadState
+            state = ReadState(self.mdt_config, self.mdt_timeline)
+            slices = state.file_slices(self._view, lambda p: p == partition)
+            self._slices[partition] = sorted(slices, key=lambda s: s.file_id)
+        return self._slices[partition]
+
+    # -- reading -------------------------------------------------------------------------------
+    def _read_slice(self, s: FileSlice, select: Select,
+                    wanted: Callable[[str], bool]) -> dict[str, dict | None]:
+        from ..read.merge import collect_log_blocks
+
+        out: dict[str, dict | None] = {}
+        if s.base_file:
+            reader = HFileReader(self.mdt_storage, s.base_file, verify_checksums=False)
+            schema = reader.avro_schema
+            if reader.num_entries and not schema:
+                raise HudiError(f"{self.mdt_storage.uri(s.base_file)} has no Avro schema in its file info")
+            if reader.num_entries:
+                for key, rec in decode_entries(select(reader), schema,
+                                               self.mdt_storage.uri(s.base_file)):
+                    out[key] = rec
+        if s.log_files:
+            for block in collect_log_blocks(self.mdt_storage, s.log_files, self._block_visible):
+                where = block.describe()
+                if block.block_type == BlockType.DELETE:
+                    for key in block.deleted_keys().column("record_key").to_pylist():
+                        if key is not None and wanted(key):
+                            out[key] = None
+                elif block.block_type == BlockType.HFILE_DATA:
+                    reader = HFileReader.from_bytes(block.content(), where, verify_checksums=False)
+                    if not reader.num_entries:
+                        continue
+                    schema = block.schema_json or reader.avro_schema
+                    for key, rec in decode_entries(select(reader), schema, where):
+                        out[key] = combine(out.get(key), rec)
+                else:
+                    log.warning("skipping %s: the metadata table only holds HFile data blocks", where)
+        return out
+
+    def read(self, partition: str, keys: Iterable[str] | None = None,
+             prefixes: Iterable[str] | None = None) -> dict[str, dict]:
+        """Merged records of a metadata partition: all, or those with the given ``keys`` or
+        key ``prefixes``; deleted keys are left out."""
+        if keys is not None:
+            want = sorted(set(keys))
+            if not want:
+                return {}
+            want_set = set(want)
+            slices = self.file_slices(partition)
+            if not slices:
+                return {}
+            by_slice: dict[int, list[str]] = {}
+            # Writers place every key with mapRecordKeyToFileGroupIndex over the partition's
+            # file groups (secondary indexes hash their key's prefix: look those up by prefix).
+            for k in want:
+                by_slice.setdefault(K.file_group_index(k, len(slices)), []).append(k)
+            out: dict[str, dict] = {}
+            for i, ks in by_slice.items():
+                raw = [k.encode("utf-8") for k in ks]
+                got = self._read_slice(slices[i], lambda r, raw=raw: r.get_many(raw).items(),
+                                       want_set.__contains__)
+                out.update((k, v) for k, v in got.items() if v is not None and k in want_set)
+            return out
+        if prefixes is not None:
+            pre = sorted(set(prefixes))
+            raw_pre = [p.encode("utf-8") for p in pre]
+
+            def select(r: HFileReader) -> Iterator[tuple[bytes, bytes]]:
+                for p in raw_pre:
+                    yield from r.prefix(p)
+
+            def wanted(k: str) -> bool:
+                return any(k.startswith(p) for p in pre)
+        else:
+            def select(r: HFileReader) -> Iterable[tuple[bytes, bytes]]:
+                return r.items()
+
+            def wanted(k: str) -> bool:
+                return True
+        out = {}
+        for s in self.file_slices(partition):
+            got = self._read_slice(s, select, wanted)
+            out.update((k, v) for k, v in got.items() if v is not None)
+        return out
+
+    # -- files ----------------------------------------------------------------------------------
+    @cached_property
+    def _files(self) -> dict[str, dict]:
+        return self.read(K.FILES)
+
+    def partition_paths(self) -> list[str]:
+        """Data partitions (relative paths; ``""`` for the non-partitioned table)."""
+        entries = files_of(self._files.get(K.RECORDKEY_PARTITION_LIST))
+        return sorted("" if e.name == K.NON_PARTITIONED_NAME else e.name for e in entries)
+
+    def files_listing(self) -> dict[str, list[FileInfo]]:
+        """Partition -> its files (deleted ones removed), as a storage listing would give them."""
+        out: dict[str, list[FileInfo]] = {}
+        for partition in self.partition_paths():
+            record = self._files.get(K.files_key(partition))
+            infos = []
+            for e in files_of(record):
+                path = f"{partition}/{e.name}" if partition else e.name
+                infos.append(FileInfo(path, e.size, False))
+            out[partition] = infos
+        return out
+
+    # -- column stats ---------------------------------------------------------------------------
+    def column_stats(self, columns: Iterable[str], partitions: Iterable[str] | None = None
+                     ) -> dict[tuple[str, str], dict[str, ColumnStats]]:
+        """``(partition, file name) -> {column: stats}`` for the given columns (and partitions)."""
+        columns = list(dict.fromkeys(columns))
+        if not columns or not self.has_partition(K.COLUMN_STATS):
+            return {}
+        if partitions is not None:
+            partitions = list(dict.fromkeys(partitions))
+            prefixes = [K.column_stats_prefix(c, p) for c in columns for p in partitions]
+            known = partitions
+        else:
+            prefixes = [K.column_stats_prefix(c) for c in columns]
+            known = self.partition_paths()
+        by_id = {K.partition_index_id(p): p for p in known}
+        out: dict[tuple[str, str], dict[str, ColumnStats]] = {}
+        for key, rec in self.read(K.COLUMN_STATS, prefixes=prefixes).items():
+            stats = column_stats_of(rec)
+            if stats is None or stats.is_deleted or stats.file_name is None:
+                continue
+            partition = by_id.get(key[12:24])
+            if partition is None:
+                continue
+            out.setdefault((partition, stats.file_name), {})[stats.column] = stats
+        return out
+
+    def partition_stats(self, columns: Iterable[str]) -> dict[str, dict[str, ColumnStats]]:
+        """``partition -> {column: stats}`` from ``partition_stats``."""
+        columns = list(dict.fromkeys(columns))
+        if not columns or not self.has_partition(K.PARTITION_STATS):
+            return {}
+        by_id = {K.partition_index_id(p): p for p in self.partition_paths()}
+        out: dict[str, dict[str, ColumnStats]] = {}
+        prefixes = [K.column_index_id(c) for c in columns]
+        for key, rec in self.read(K.PARTITION_STATS, prefixes=prefixes).items():
+            stats = column_stats_of(rec)
+            partition = by_id.get(key[12:24])
+            if stats is None or stats.is_deleted or partition is None:
+                continue
+            out.setdefault(partition, {})[stats.column] = stats
+        return out
+
+    # -- bloom filters --------------------------------------------------------------------------
+    def bloom_filter_entries(self, files: Iterable[tuple[str, str]]
+                             ) -> dict[tuple[str, str], BloomFilterEntry]:
+        """``(partition, base file name) -> entry`` for the files that have one."""
+        if not self.has_partition(K.BLOOM_FILTERS):
+            return {}
+        wanted = {K.bloom_filter_key(p, f): (p, f) for p, f in files}
+        out = {}
+        for key, rec in self.read(K.BLOOM_FILTERS, keys=wanted).items():
+            entry = bloom_filter_of(rec)
+            if entry is not None and not entry.is_deleted:
+                out[wanted[key]] = entry
+        return out
+
+    def bloom_filters(self, files: Iterable[tuple[str, str]]) -> dict[tuple[str, str], object]:
+        """``(partition, base file name) -> BloomFilter`` (deserialized)."""
+        return {k: e.filter() for k, e in self.bloom_filter_entries(files).items()}
+
+    # -- record index ---------------------------------------------------------------------------
+    def record_locations(self, record_keys: Iterable[str]) -> dict[str, K.RecordIndexLocation]:
+        """Record key -> where the record index says it lives (absent keys are left out)."""
+        out = {}
+        for key, rec in self.read(K.RECORD_INDEX, keys=record_keys).items():
+            loc = record_location_of(rec)
+            if loc is not None:
+                out[key] = loc
+        return out
+
+    def all_record_locations(self) -> dict[str, K.RecordIndexLocation]:
+        """Every entry of the record index (a full read of the partition)."""
+        out = {}
+        for key, rec in self.read(K.RECORD_INDEX).items():
+            loc = record_location_of(rec)
+            if loc is not None:
+                out[key] = loc
+        return out
