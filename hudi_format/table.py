@@ -17,7 +17,7 @@ from .errors import HudiError, InvalidOptionError, SchemaError
 from .read.align import align_table
 from .read.bounds import normalize_instant
 from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
-from .read.merge import MergeSpec, merge_file_slice, read_base_file
+from .read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys
 from .read.snapshot import ReadState
 from .read.table_schema import latest_data_schema
 from .storage import Storage
@@ -33,16 +33,72 @@ class Table:
     """A Hudi table at one location. The timeline is loaded once, at open, as hudi-rs does:
     reads are pinned to the commits that existed then; call ``refresh()`` to see newer ones."""
 
-    def __init__(self, storage: Storage, config: TableConfig | None = None):
+    def __init__(self, storage: Storage, config: TableConfig | None = None,
+                 options: dict[str, Any] | None = None):
         self.storage = storage
         self.config = config if config is not None else TableConfig.load(storage)
+        self.options = dict(options or {})
         self.refresh()
 
     def refresh(self) -> "Table":
         self.timeline = Timeline.load(self.storage, self.config)
-        self._view = FileSystemView(self.storage, self.config)
+        self._metadata = None
+        self._view = FileSystemView(self.storage, self.config, lister=self._metadata_listing)
         self.__dict__.pop("_schema", None)
         return self
+
+    # -- metadata table ----------------------------------------------------------------------
+    @property
+    def metadata_table(self):
+        """The metadata table (``.hoodie/metadata``) as of the loaded timeline, or ``None``
+        when the table declares none or ``hoodie.metadata.enable`` is false for this reader."""
+        from .metadata.reader import MetadataTable
+        enabled = str(self.options.get("hoodie.metadata.enable", True)).strip().lower()
+        if enabled in ("false", "0", "no") or not self.config.metadata_partitions:
+            return None
+        if self._metadata is None:
+            self._metadata = MetadataTable(self.storage, self.config, self.timeline)
+        return self._metadata
+
+    def _usable_metadata(self, partition: str):
+        """The metadata table when ``partition`` is declared and it is not behind the data."""
+        mdt = self.metadata_table
+        if mdt is None or not mdt.has_partition(partition):
+            return None
+        try:
+            reason = mdt.staleness()
+        except HudiError as exc:
+            reason = str(exc)
+        if reason is not None:
+            log.warning("not using the metadata table of %s: %s", self.storage.url, reason)
+            return None
+        return mdt
+
+    def _metadata_listing(self):
+        """Partition listing from the metadata table's ``files`` partition (``None``: list storage)."""
+        from .metadata.keys import FILES
+        mdt = self._usable_metadata(FILES)
+        if mdt is None:
+            return None
+        try:
+            return mdt.files_listing()
+        except HudiError as exc:
+            log.warning("cannot list %s from its metadata table (%s); listing storage",
+                        self.storage.url, exc)
+            return None
+
+    def _prune_by_stats(self, slices: list[FileSlice], filters: list[Filter]) -> list[FileSlice]:
+        from .metadata.keys import COLUMN_STATS
+        if not filters or not slices:
+            return slices
+        mdt = self._usable_metadata(COLUMN_STATS)
+        if mdt is None:
+            return slices
+        try:
+            return mdt.prune_slices(slices, filters, self.schema())
+        except HudiError as exc:
+            log.warning("column stats of %s unusable (%s); not skipping files", self.storage.url, exc)
+            return slices
 
     def __repr__(self) -> str:
         return (f"Table({self.storage.url!r}, {self.table_type}, version={self.version}, "
@@ -112,7 +168,8 @@ class Table:
         if read_optimized and self.table_type != "MERGE_ON_READ":
             read_optimized = False
         pruner = PartitionPruner(self.config, self.schema(), filters)
-        return state.file_slices(self._view, pruner.matches if pruner.active else None, read_optimized)
+        slices = state.file_slices(self._view, pruner.matches if pruner.active else None, read_optimized)
+        return self._prune_by_stats(slices, filters)
 
     def file_slices(self, as_of=None, filters=None, read_optimized: bool = False) -> list[FileSlice]:
         """The latest file slice of every live file group, as of ``as_of``."""
@@ -198,6 +255,71 @@ class Table:
             pieces.append(t.select(cols))
         return _concat(pieces, self.schema(), cols)
 
+    def lookup(self, keys, columns: Sequence[str] | None = None) -> pa.Table:
+        """The current rows of the given record keys (missing keys give no row), read from the
+        file groups the record index (or, without one, the bloom filters) points at."""
+        if isinstance(keys, (str, bytes)):
+            keys = [keys]
+        elif isinstance(keys, (pa.Array, pa.ChunkedArray)):
+            keys = keys.to_pylist()
+        wanted = list(dict.fromkeys(k.decode() if isinstance(k, bytes) else str(k)
+                                    for k in keys if k is not None))
+        cols, _ = self._prepare(columns, None)
+        if not wanted:
+            return _concat([], self.schema(), cols)
+        state = ReadState(self.config, self.timeline)
+        spec = MergeSpec.from_config(self.config)
+        key_cols = ["_hoodie_record_key"] if self.config.populate_meta_fields else list(spec.record_key_fields)
+        read_cols = list(dict.fromkeys(cols + key_cols))
+        value_set = pa.array(wanted, pa.string())
+        pieces = []
+        for s in self._lookup_slices(state, wanted):
+            t = self._read_slice(s, state, read_cols, [])
+            if t.num_rows:
+                t = t.filter(pc.is_in(pc.cast(record_keys(t, spec), pa.string()), value_set=value_set))
+            pieces.append(t.select(cols))
+        return _concat(pieces, self.schema(), cols)
+
+    def _lookup_slices(self, state: ReadState, keys: list[str]) -> list[FileSlice]:
+        from .metadata.keys import BLOOM_FILTERS, RECORD_INDEX
+        mdt = self._usable_metadata(RECORD_INDEX)
+        if mdt is not None:
+            try:
+                locations = mdt.record_locations(keys)
+            except HudiError as exc:
+                log.warning("record index of %s unusable (%s)", self.storage.url, exc)
+            else:
+                groups = {("" if loc.partition == "." else loc.partition, loc.file_id)
+                          for loc in locations.values()}
+                if not groups:
+                    return []
+                partitions = {p for p, _ in groups}
+                return [s for s in state.file_slices(self._view, partitions.__contains__)
+                        if (s.partition_path, s.file_id) in groups]
+        slices = state.file_slices(self._view)
+        values = pa.array(keys, pa.string())
+        mdt = self._usable_metadata(BLOOM_FILTERS)
+        blooms = None
+        if mdt is not None:
+            try:
+                blooms = mdt.bloom_filters([(s.partition_path, s.base_file_name)
+                                            for s in slices if s.base_file])
+            except HudiError as exc:
+                log.warning("bloom filters of %s unusable (%s)", self.storage.url, exc)
+        if blooms is not None:
+            out = []
+            for s in slices:
+                bloom = blooms.get((s.partition_path, s.base_file_name)) if s.base_file else None
+                if s.log_files or bloom is None or pc.any(bloom.might_contain_all(values)).as_py():
+                    out.append(s)
+            return out
+        from .base_file import read_footer
+        from .writer.index import candidate_slices_by_bloom
+        try:
+            return candidate_slices_by_bloom(self.storage, slices, values, read_footer)
+        except HudiError:
+            return slices
+
     def _touched_file_ids(self, instants) -> set[str] | None:
         out: set[str] = set()
         for inst in instants:
@@ -219,9 +341,13 @@ def _concat(pieces: list[pa.Table], schema: pa.Schema, columns: list[str]) -> pa
     return pa.concat_tables([align_table(p, target) for p in pieces])
 
 
-def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None = None) -> Table:
-    """Open the Hudi table at ``path`` (local path or fsspec URL such as ``s3://bucket/t``)."""
-    return Table(Storage(path, storage_options))
+def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None = None,
+               options: dict[str, Any] | None = None) -> Table:
+    """Open the Hudi table at ``path`` (local path or fsspec URL such as ``s3://bucket/t``).
+
+    ``options``: reader options, Hudi's keys (``hoodie.metadata.enable``: list files through
+    the metadata table, default true)."""
+    return Table(Storage(path, storage_options), options=options)
 
 
 # -- writing -------------------------------------------------------------------------------------

@@ -358,3 +358,42 @@ class MetadataTable:
             if loc is not None:
                 out[key] = loc
         return out
+
+    # -- file skipping ---------------------------------------------------------------------------
+    def prune_slices(self, slices: list[FileSlice], filters, schema) -> list[FileSlice]:
+        """The slices whose files' column stats admit a row passing every filter.
+
+        A slice stays unless some filter is impossible over *all* its files (base and logs:
+        a merged row may take a column from any of them); files or columns without stats
+        keep their slice.
+        """
+        from ..read.filters import stats_may_match
+        from .records import stats_scalar
+
+        usable = [f for f in filters if schema.get_field_index(f.column) >= 0]
+        if not usable or not slices:
+            return slices
+        types = {f.column: schema.field(f.column).type for f in usable}
+        stats = self.column_stats(types, {s.partition_path for s in slices})
+        if not stats:
+            return slices
+        out = []
+        for s in slices:
+            names = ([s.base_file_name] if s.base_file else []) + [n.rsplit("/", 1)[-1] for n in s.log_files]
+            keep = True
+            for f in usable:
+                ranges = []
+                for name in names:
+                    cs = stats.get((s.partition_path, name), {}).get(f.column)
+                    if cs is None:
+                        ranges = None
+                        break
+                    ranges.append((stats_scalar(cs, "min", types[f.column]),
+                                   stats_scalar(cs, "max", types[f.column]),
+                                   cs.null_count, cs.value_count))
+                if ranges is not None and names and not stats_may_match(f, types[f.column], ranges):
+                    keep = False
+                    break
+            if keep:
+                out.append(s)
+        return out

@@ -205,3 +205,77 @@ class PartitionPruner:
             return row.filter(expr).num_rows > 0
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, SchemaError):
             return True
+
+
+# -- file skipping by column stats --------------------------------------------------------------
+def _lt(a: pa.Scalar, b: pa.Scalar) -> bool:
+    return bool(pc.less(a, b).as_py())
+
+
+def _le(a: pa.Scalar, b: pa.Scalar) -> bool:
+    return bool(pc.less_equal(a, b).as_py())
+
+
+def _is_nan(s: pa.Scalar) -> bool:
+    v = s.as_py()
+    return isinstance(v, float) and v != v
+
+
+def stats_may_match(flt: Filter, type_: pa.DataType, ranges: Sequence[tuple]) -> bool:
+    """Can any row of a group of files pass ``flt``, given each file's stats of the column?
+
+    ``ranges`` holds one ``(min, max, null_count, value_count)`` per file, with ``min``/``max``
+    Arrow scalars of ``type_`` (or ``None`` when unknown). Answers ``True`` whenever the stats
+    cannot prove that no row passes: unknown bounds, NaN bounds, uncastable filter values.
+    A file with no values (``value_count == 0``) holds no row. Nulls follow the row filter:
+    they pass no comparison, ``in`` only when the list holds a null and ``not in`` only when
+    it does not (Arrow's ``is_in`` matches null with null).
+    """
+    try:
+        raw = list(flt.value) if flt.op in ("in", "not in") else [flt.value]
+        values = _cast_values(raw, type_, flt.column)
+    except (SchemaError, InvalidOptionError):
+        return True
+    non_null = [v for v in values if v.is_valid]
+    null_listed = len(non_null) != len(values)
+    nulls_pass = (flt.op == "in" and null_listed) or (flt.op == "not in" and not null_listed)
+    for lo, hi, nulls, count in ranges:
+        if count == 0 and lo is None and hi is None:
+            continue  # an empty file (or a log of deletes only) adds no row
+        if nulls_pass and (nulls is None or nulls > 0):
+            return True
+        if count is not None and nulls is not None and count > 0 and nulls >= count:
+            continue  # only nulls, and nulls do not pass
+        if not non_null:
+            if flt.op == "not in":
+                return True  # every non-null value passes "not in (null)"
+            continue  # a comparison with null passes nothing
+        if lo is None or hi is None or not lo.is_valid or not hi.is_valid or _is_nan(lo) or _is_nan(hi):
+            return True
+        try:
+            if _file_may_match(flt.op, non_null, lo, hi):
+                return True
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            return True
+    return False
+
+
+def _file_may_match(op: str, values: list, lo: pa.Scalar, hi: pa.Scalar) -> bool:
+    v = values[0]
+    if op == "=":
+        return _le(lo, v) and _le(v, hi)
+    if op == "!=":
+        return not (_le(v, lo) and _le(hi, v))  # all values equal v only when lo == hi == v
+    if op == "<":
+        return _lt(lo, v)
+    if op == "<=":
+        return _le(lo, v)
+    if op == ">":
+        return _lt(v, hi)
+    if op == ">=":
+        return _le(v, hi)
+    if op == "in":
+        return any(_le(lo, x) and _le(x, hi) for x in values)
+    if op == "not in":
+        return not (_le(hi, lo) and any(_le(x, lo) and _le(lo, x) for x in values))
+    return True

@@ -41,10 +41,14 @@ class FileSystemView:
     """
 
     def __init__(self, storage: Storage, config: TableConfig,
-                 listing: dict[str, list[FileInfo]] | None = None):
+                 listing: dict[str, list[FileInfo]] | None = None,
+                 lister: Callable[[], dict[str, list[FileInfo]] | None] | None = None):
         self.storage = storage
         self.config = config
         self._listing = listing
+        # ``lister`` supplies the listing on first use (the metadata table's ``files``
+        # partition); when it gives ``None`` the view lists storage instead.
+        self._lister = lister
 
     # -- listing -----------------------------------------------------------------------------
     def _discover(self) -> dict[str, list[FileInfo]]:
@@ -65,6 +69,8 @@ class FileSystemView:
 
     @property
     def listing(self) -> dict[str, list[FileInfo]]:
+        if self._listing is None and self._lister is not None:
+            self._listing = self._lister()
         if self._listing is None:
             self._listing = self._discover()
         return self._listing
