@@ -10,7 +10,6 @@ import struct
 
 import fastavro
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 

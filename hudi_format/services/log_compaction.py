@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 from ..config import TableConfig
 from ..log import BlockType, HeaderKey, encode_data_blocks, encode_delete_block, write_log_file
 from ..read.align import align_table
-from ..read.merge import (_DEL, _HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete_aux,
-                          _sort_indices_nulls_first, collect_log_blocks, record_keys)
+from ..read.merge import (_HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete_aux,
+                          _sort_indices_nulls_first, collect_log_blocks)
 from ..storage import Storage
 from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
