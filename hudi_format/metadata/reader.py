@@ -145,10 +145,11 @@ class MetadataTable:
             ts = inst.timestamp
             if ts in synced:
                 continue
-            if first_regular is not None and ts < first_regular:
-                continue  # before its first regular deltacommit: bootstrapped (or archived)
-            if any(self._init_covers(init, inst) for init in inits):
-                continue
+            if first_regular is not None:
+                if ts < first_regular:
+                    continue  # before its first regular deltacommit: bootstrapped (or archived)
+            elif any(self._init_covers(init, inst) for init in inits):
+                continue  # only initialized so far, from a listing that had this instant
             return (f"the data instant {ts} ({inst.action}) has no completed deltacommit in "
                     f"the metadata table")
         return None
