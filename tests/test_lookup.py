@@ -1,0 +1,139 @@
+"""``Table.lookup(keys)``: records by key through the record index (or bloom filters), opening
+only the file groups that hold them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+import hudi_format as hudi
+from canonical import canonical_rows, sort_expected
+from conftest import FIXTURE_TABLES, expected
+from hudi_format.storage import Storage
+from hudi_format.view.file_names import parse_base_file_name, parse_log_file_name
+from test_metadata_reader import _add_bloom_partition
+
+META = [n for n in FIXTURE_TABLES if n.endswith("_meta")]
+# fixtures without a metadata table: lookups fall back to the base files' footer blooms
+PLAIN = [n for n in FIXTURE_TABLES if n.startswith("sample_table__") and "_v9_txns_" in n
+         and n.endswith("_nometa")]
+
+
+def _opened(monkeypatch, root) -> list[str]:
+    """Data files (not under .hoodie) read through the table's storage."""
+    seen: list[str] = []
+    root = str(root)
+    for method in ("open", "read_bytes", "read_range"):
+        real = getattr(Storage, method)
+
+        def spy(self, rel, *args, _real=real, **kwargs):
+            if self.full(rel).startswith(root) and not rel.startswith(".hoodie") \
+                    and "/.hoodie/" not in self.full(rel):
+                seen.append(os.path.basename(rel))
+            return _real(self, rel, *args, **kwargs)
+        monkeypatch.setattr(Storage, method, spy)
+    return seen
+
+
+def _file_id(file_name: str) -> str:
+    return (parse_base_file_name(file_name) or parse_log_file_name(file_name)).file_id
+
+
+def _slice_files(table, file_ids) -> set[str]:
+    return {os.path.basename(f) for s in table.file_slices() if s.file_id in file_ids
+            for f in ([s.base_file] if s.base_file else []) + list(s.log_files)}
+
+
+def _pick(rows, n):
+    """Keys from different file groups where possible."""
+    by_group = {}
+    for r in sorted(rows, key=lambda r: r["_hoodie_record_key"]):
+        by_group.setdefault(_file_id(r["_hoodie_file_name"]), r)
+    picked = list(by_group.values())[:n]
+    return picked
+
+
+@pytest.mark.parametrize("name", META)
+def test_lookup_via_record_index(fixture_tables, name, monkeypatch):
+    path = fixture_tables(name)
+    rows = expected(name)["snapshot"]
+    table = hudi.open_table(path)
+    table.file_slices()  # list once, outside the counted part
+    picked = _pick(rows, 2)
+    keys = [r["_hoodie_record_key"] for r in picked] + ["NO-SUCH-KEY", picked[0]["_hoodie_record_key"]]
+    groups = {_file_id(r["_hoodie_file_name"]) for r in picked}
+    opened = _opened(monkeypatch, path)
+    got = table.lookup(keys)
+    assert canonical_rows(got) == sort_expected(picked)
+    assert got.schema == table.schema()
+    assert set(opened) and set(opened) <= _slice_files(table, groups)
+    # the other file groups were never opened
+    others = {_file_id(r["_hoodie_file_name"]) for r in rows} - groups
+    assert not set(opened) & _slice_files(table, others)
+
+
+@pytest.mark.parametrize("name", META)
+def test_lookup_every_key_and_columns(fixture_tables, name):
+    rows = expected(name)["snapshot"]
+    table = hudi.open_table(fixture_tables(name))
+    keys = pa.array([r["_hoodie_record_key"] for r in rows])
+    assert canonical_rows(table.lookup(keys)) == sort_expected(rows)
+    got = table.lookup([rows[0]["_hoodie_record_key"]], columns=["txn_id", "amount"])
+    assert got.column_names == ["txn_id", "amount"]
+    assert canonical_rows(got) == [{"txn_id": rows[0]["txn_id"], "amount": rows[0]["amount"]}]
+
+
+@pytest.mark.parametrize("name", META)
+def test_lookup_missing_keys_reads_nothing(fixture_tables, name, monkeypatch):
+    path = fixture_tables(name)
+    table = hudi.open_table(path)
+    table.file_slices()
+    opened = _opened(monkeypatch, path)
+    got = table.lookup(["NO-SUCH-KEY", "ALSO-MISSING"])
+    assert got.num_rows == 0 and got.schema == table.schema()
+    assert opened == []
+    assert table.lookup([]).num_rows == 0
+
+
+@pytest.mark.parametrize("name", META[:1] + [n for n in META if "mor" in n][:1])
+def test_lookup_via_metadata_bloom_filters(fixture_tables, name, tmp_path, monkeypatch):
+    """Without a record index, the bloom_filters partition rules out file groups."""
+    path = tmp_path / "t"
+    shutil.copytree(fixture_tables(name), path)
+    _add_bloom_partition(path)
+    props = (path / ".hoodie/hoodie.properties").read_text()
+    (path / ".hoodie/hoodie.properties").write_text(props.replace("record_index,", ""))
+    table = hudi.open_table(path)
+    assert "record_index" not in table.config.metadata_partitions
+    rows = expected(name)["snapshot"]
+    (target,) = _pick(rows, 1)
+    slices = table.file_slices()
+    opened = _opened(monkeypatch, path)
+    got = table.lookup([target["_hoodie_record_key"], "NO-SUCH-KEY"])
+    assert canonical_rows(got) == sort_expected([target])
+    # base-only slices whose bloom filter says no were not opened
+    base_only = [s for s in slices if not s.log_files]
+    skipped = [s for s in base_only if s.base_file_name not in opened]
+    assert skipped, "the bloom filters should rule out some base files"
+    assert all(not s.base_file_name.startswith(_file_id(target["_hoodie_file_name"])) for s in skipped)
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_lookup_without_metadata_table(fixture_tables, name):
+    rows = expected(name)["snapshot"]
+    table = hudi.open_table(fixture_tables(name))
+    assert table.metadata_table is None
+    picked = _pick(rows, 3)
+    got = table.lookup([r["_hoodie_record_key"] for r in picked] + ["NO-SUCH-KEY"])
+    assert canonical_rows(got) == sort_expected(picked)
+
+
+@pytest.mark.parametrize("name", META[:1])
+def test_lookup_ignores_disabled_metadata(fixture_tables, name, monkeypatch):
+    rows = expected(name)["snapshot"]
+    table = hudi.open_table(fixture_tables(name), options={"hoodie.metadata.enable": False})
+    picked = _pick(rows, 2)
+    assert canonical_rows(table.lookup([r["_hoodie_record_key"] for r in picked])) == sort_expected(picked)
