@@ -213,7 +213,9 @@ def test_space_curve_clustering_orders_rows_along_the_curve(tmp_path, layout_str
             "a curve order is not a linear order of either column"
 
 
-def test_pending_clustering_is_invisible_and_aborts_on_a_concurrent_update(tmp_path):
+def test_pending_clustering_rejects_updates_to_its_file_groups(tmp_path):
+    """As Hudi's default update strategy: while clustering is pending, an update to its file
+    groups is refused (and writes nothing); once clustering completes, the update goes in."""
     path = tmp_path / "t"
     small_files(path, "COPY_ON_WRITE", 8)
     before = both(path)
@@ -221,6 +223,23 @@ def test_pending_clustering_is_invisible_and_aborts_on_a_concurrent_update(tmp_p
     pending = schedule_clustering(t.storage, t.config, "score")
     assert pending.action == "clustering" and pending.state is State.REQUESTED
     assert both(path) == before
+    with pytest.raises(hudi.ConcurrentWriteError, match="being clustered"):
+        write(path, make_rows(range(0, 6), ts=50, seed=5), table_type="COPY_ON_WRITE")
+    assert both(path) == before
+    assert run_clustering(t.storage, t.config).timestamp == pending.timestamp
+    write(path, make_rows(range(0, 6), ts=50, seed=5), table_type="COPY_ON_WRITE")
+    assert {r["id"]: r["ts"] for r in both(path)}["k00003"] == 50
+
+
+def test_pending_clustering_aborts_on_an_update_it_did_not_see(tmp_path, monkeypatch):
+    """A writer that ignores pending clustering (another engine) updates a clustered file
+    group: the clustering aborts, drops its plan and loses nothing."""
+    from hudi_format.writer.client import WriteClient
+    path = tmp_path / "t"
+    small_files(path, "COPY_ON_WRITE", 8)
+    t = hudi.open_table(str(path))
+    pending = schedule_clustering(t.storage, t.config, "score")
+    monkeypatch.setattr(WriteClient, "_reject_clustered", staticmethod(lambda plan, groups: None))
     write(path, make_rows(range(0, 6), ts=50, seed=5), table_type="COPY_ON_WRITE")
     after_update = both(path)
     with pytest.raises(ServiceConflictError, match="written to after the clustering was planned"):

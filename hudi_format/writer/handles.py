@@ -146,8 +146,11 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
 
 
 def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
-           deletes: pa.Table | None, num_updates: int) -> dict:
-    """Append upserts and deletes to the latest slice of ``fs`` as log blocks (MOR)."""
+           deletes: pa.Table | None, num_updates: int, base_instant: str | None = None) -> dict:
+    """Append upserts and deletes to the latest slice of ``fs`` as log blocks (MOR).
+
+    ``base_instant`` (v6): the instant the new log file is named with; a pending compaction's
+    instant, so that the compaction's new slice takes these records."""
     task, token = ctx.next_token()
     blocks = []
     if upserts.num_rows:
@@ -159,7 +162,7 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
     if deletes is not None and deletes.num_rows:
         blocks.append(encode_delete_block(deletes, ctx.instant))
     # v8+: a log file per delta commit, named by it; v6: log files carry the slice's base instant.
-    log_instant = ctx.instant if ctx.table_version >= 8 else fs.base_instant
+    log_instant = ctx.instant if ctx.table_version >= 8 else (base_instant or fs.base_instant)
     version = next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
     first = LogFileName(fs.file_id, log_instant, version, token).name
     create_marker(ctx.storage, ctx.instant, posixpath.join(fs.partition_path, first)
