@@ -1,9 +1,9 @@
 """``make demo``: write a Merge-on-Read table, read it back, and read a table Apache Hudi wrote.
 
 1. Generates trip records, writes them as a Hudi 1.0 (table version 8) MOR table in a temporary
-   folder (insert, upsert of 10%, delete of 1%), then prints the timeline, file slices, a
-   snapshot aggregate, a time-travel and an incremental query, and, when hudi-rs is installed,
-   checks that it reads the same rows.
+   folder (insert, upsert of 10%, delete of 1%, a compaction, a savepoint), then prints the
+   timeline, file slices, a snapshot aggregate, a time-travel and an incremental query, and,
+   when hudi-rs is installed, checks that it reads the same rows.
 2. With a path argument (a table, or a zipped fixture table), prints what we see in it.
 """
 
@@ -48,7 +48,7 @@ def _show_table(table: hudi.Table) -> None:
               f"  {s.base_file_size:>10,} bytes{logs}")
 
 
-def write_demo(root: Path, rows: int = 200_000) -> None:
+def write_demo(root: Path, rows: int = 300_000) -> None:
     path = str(root / "trips")
     print(f"== writing {rows:,} trips to a new MERGE_ON_READ table at {path}")
     kw = dict(record_key="uuid", ordering_field="ts", partition_by="city", table_type="MERGE_ON_READ")
@@ -60,14 +60,23 @@ def write_demo(root: Path, rows: int = 200_000) -> None:
     t2 = time.perf_counter()
     hudi.write(path, _trips(n_up, rows // 100, ts=3).select(["uuid", "city"]), operation="delete")
     t3 = time.perf_counter()
-    print(f"insert {t1 - t0:.1f}s, upsert of {n_up:,} {t2 - t1:.1f}s, delete of {rows // 100:,} {t3 - t2:.1f}s\n")
+    print(f"insert {t1 - t0:.1f}s, upsert of {n_up:,} {t2 - t1:.1f}s, delete of {rows // 100:,} {t3 - t2:.1f}s")
+    table = hudi.open_table(path)
+    before = sum(len(s.log_files) for s in table.file_slices())
+    done = table.compact()
+    t4 = time.perf_counter()
+    print(f"compaction {done.timestamp if done else '-'}: {before} log files merged into new base files "
+          f"in {t4 - t3:.1f}s")
+    table.savepoint(table.timeline.write_instants()[-1].timestamp)
+    hudi.write(path, _trips(rows * 2, rows // 100, ts=4), operation="insert", **kw)
+    print(f"savepoint taken; then {rows // 100:,} more trips inserted\n")
 
     table = hudi.open_table(path)
     _show_table(table)
     t0 = time.perf_counter()
     snap = table.read()
     t1 = time.perf_counter()
-    expected = rows + n_up // 2 - rows // 100
+    expected = rows + n_up // 2 - rows // 100 + rows // 100
     print(f"\nsnapshot: {snap.num_rows:,} rows in {t1 - t0:.2f}s (expected {expected:,})")
     by_city = snap.group_by("city").aggregate([("fare", "sum"), ("uuid", "count")]).sort_by("city")
     for r in by_city.to_pylist():
