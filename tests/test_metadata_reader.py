@@ -510,3 +510,24 @@ def test_record_index_tagging_helper(fixture_tables):
                       or parse_log_file_name(r["_hoodie_file_name"])).file_id} for r in rows),
         key=lambda r: r["key"])
     assert usable_metadata_table(storage, config, K.BLOOM_FILTERS) is None  # not declared
+
+
+# -- secondary indexes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", META)
+def test_secondary_indexes_match_snapshot(fixture_tables, name):
+    import datetime as dt
+    _, config, _, mdt = _open(fixture_tables(name))
+    rows = expected(name)["snapshot"]
+    assert "secondary_index_merchant_idx" in config.metadata_partitions
+    want: dict = {}
+    for r in rows:
+        want.setdefault(r["merchant_name"], []).append(r["_hoodie_record_key"])
+    got = mdt.secondary_index_keys("merchant_idx", list(want) + ["NO SUCH MERCHANT"])
+    assert got == {k: sorted(v) for k, v in want.items()}
+    # dates are indexed as their epoch day, as Hudi stores them
+    days = lambda s: str((dt.date.fromisoformat(s) - dt.date(1970, 1, 1)).days)
+    want = {}
+    for r in rows:
+        want.setdefault(days(r["txn_date"]), []).append(r["_hoodie_record_key"])
+    got = mdt.secondary_index_keys("secondary_index_txn_date_idx", list(want))
+    assert got == {k: sorted(v) for k, v in want.items()}

@@ -398,3 +398,21 @@ class MetadataTable:
             if keep:
                 out.append(s)
         return out
+
+    # -- secondary indexes ----------------------------------------------------------------------
+    def secondary_index_keys(self, index: str, values: Iterable[str | None]) -> dict[str | None, list[str]]:
+        """Secondary key -> record keys holding it, from ``secondary_index_<name>`` (``index``
+        with or without the prefix). Values are compared as the strings Hudi stored."""
+        partition = index if index.startswith(K.SECONDARY_INDEX_PREFIX) else K.SECONDARY_INDEX_PREFIX + index
+        values = list(dict.fromkeys(values))
+        if not values or not self.has_partition(partition):
+            return {}
+        out: dict[str | None, list[str]] = {}
+        prefixes = [K.secondary_index_prefix(v) for v in values]
+        for key, rec in self.read(partition, prefixes=prefixes).items():
+            info = rec.get("SecondaryIndexMetadata") or {}
+            if info.get("isDeleted"):
+                continue
+            secondary, record_key = K.split_secondary_index_key(key)
+            out.setdefault(secondary, []).append(record_key)
+        return {k: sorted(v) for k, v in out.items()}
