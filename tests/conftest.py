@@ -27,3 +27,31 @@ def fixture_tables(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    """A real S3 API server on loopback (moto's server mode) for the whole session.
+
+    Yields ``make_bucket(name) -> storage_options``: each test module takes its own bucket.
+    """
+    import socket
+
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {"key": "testing", "secret": "testing",
+               "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+
+    def make_bucket(name: str) -> dict:
+        s3fs.S3FileSystem(**options).mkdir(name)
+        return dict(options)
+
+    try:
+        yield make_bucket
+    finally:
+        server.stop()

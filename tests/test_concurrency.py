@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -68,26 +67,14 @@ def test_four_local_writers(tmp_path):
     assert len(results) == PROCS * ROUNDS
 
 
-def test_four_writers_on_s3(tmp_path):
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        opts = {"key": "testing", "secret": "testing",
-                "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
-        s3fs.S3FileSystem(**opts).mkdir("occ")
-        url = "s3://occ/t"
-        initial = make_rows(range(0, 40), ts=0)
-        hudi.write(url, initial, record_key="id", ordering_field="ts", partition_by="p",
-                   storage_options=opts)
-        results = _run(url, tmp_path, opts)
-        _check(url, results, initial, opts)
-    finally:
-        server.stop()
+def test_four_writers_on_s3(tmp_path, moto_s3):
+    opts = moto_s3("occ")
+    url = "s3://occ/t"
+    initial = make_rows(range(0, 40), ts=0)
+    hudi.write(url, initial, record_key="id", ordering_field="ts", partition_by="p",
+               storage_options=opts)
+    results = _run(url, tmp_path, opts)
+    _check(url, results, initial, opts)
 
 
 def test_conflicts_actually_happen_and_inserts_never_conflict(tmp_path, monkeypatch):

@@ -673,23 +673,8 @@ def test_a_stale_version_listing_moves_on_to_a_free_version(tmp_path, monkeypatc
 
 
 @pytest.fixture(scope="module")
-def s3_storage():
-    import socket
-
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
-    try:
-        s3fs.S3FileSystem(**options).mkdir("log-writer")
-        yield Storage("s3://log-writer/table", options)
-    finally:
-        server.stop()
+def s3_storage(moto_s3):
+    yield Storage("s3://log-writer/table", moto_s3("log-writer"))
 
 
 def test_s3_files_are_created_exclusively(s3_storage, monkeypatch):

@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 import hudi_format as hudi
 from canonical import canonical_rows, sort_expected
 from conftest import expected
 
-moto_server = pytest.importorskip("moto.server")
 s3fs = pytest.importorskip("s3fs")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def s3():
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": endpoint}}
-    fs = s3fs.S3FileSystem(**options)
-    fs.mkdir("hudi-test")
-    try:
-        yield fs, options
-    finally:
-        server.stop()
+def s3(moto_s3):
+    options = moto_s3("hudi-test")
+    return s3fs.S3FileSystem(**options), options
 
 
 @pytest.mark.parametrize("name", [

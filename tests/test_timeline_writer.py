@@ -761,22 +761,8 @@ def test_completion_time_written_under_the_lock(tmp_path):
 # -- S3 (a real S3 API on loopback) ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def s3_options():
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
-    s3fs.S3FileSystem(**options).mkdir("timeline-writer")
-    try:
-        yield options
-    finally:
-        server.stop()
+def s3_options(moto_s3):
+    return moto_s3("timeline-writer")
 
 
 def test_create_if_absent_on_s3_uses_a_conditional_put(s3_options):

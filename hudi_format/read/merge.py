@@ -177,6 +177,38 @@ def _data_aux(piece: pa.Table, seq: int, first_row: int, spec: MergeSpec) -> dic
 _PA_MAJOR = int(pa.__version__.split(".")[0])
 
 
+def _ordering_columns(aux: pa.Table) -> list[str]:
+    return [c for c in aux.column_names if c.startswith("__ord")]
+
+
+def apply_hard_deletes(aux: pa.Table) -> pa.Table:
+    """A delete without an ordering value removes every earlier write of its key and then loses
+    to any later one: drop the rows that precede the key's last such delete, and sort that
+    delete below what follows it."""
+    if not pc.any(aux.column(_HARD)).as_py():
+        return aux
+    last_hard = aux.filter(aux.column(_HARD)).group_by(_KEY).aggregate([(_SEQ, "max")])
+    aux = aux.join(last_hard, _KEY, join_type="left outer")
+    cutoff = aux.column(f"{_SEQ}_max")
+    aux = aux.filter(pc.or_kleene(pc.is_null(cutoff), pc.greater_equal(aux.column(_SEQ), cutoff)))
+    for c in _ordering_columns(aux):
+        col = aux.column(c)
+        aux = aux.set_column(aux.schema.get_field_index(c), c,
+                             pc.if_else(aux.column(_HARD), pa.scalar(None, col.type), col))
+    return aux.drop_columns([f"{_SEQ}_max"])
+
+
+def last_per_key(aux: pa.Table) -> pa.Table:
+    """The winning row of each key: highest ordering value, then latest sequence and row."""
+    sort_keys = [(_KEY, "ascending")] + [(c, "ascending") for c in _ordering_columns(aux)]
+    sort_keys += [(_SEQ, "ascending"), (_ROW, "ascending")]
+    aux = aux.take(_sort_indices_nulls_first(aux, sort_keys))
+    keys = aux.column(_KEY).combine_chunks()
+    n = len(keys)
+    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1)) if n > 1 else pa.array([], pa.bool_())
+    return aux.filter(pa.concat_arrays([last, pa.array([True])]))
+
+
 def _sort_indices_nulls_first(table: pa.Table, sort_keys: list[tuple[str, str]]) -> pa.Array:
     # pyarrow 25 moved null placement into each sort key; older releases take it once.
     if _PA_MAJOR >= 25:
@@ -202,28 +234,9 @@ def _merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.
         return schema.empty_table()
     data = pa.concat_tables(datas)
     aux = pa.concat_tables(auxes, promote_options="permissive")
-    ords = [c for c in aux.column_names if c.startswith("__ord")]
-
-    if pc.any(aux.column(_HARD)).as_py():
-        # A delete without an ordering value removes every earlier write of its key and then
-        # loses to any later one: drop what precedes it, and sort it below what follows it.
-        last_hard = aux.filter(aux.column(_HARD)).group_by(_KEY).aggregate([(_SEQ, "max")])
-        aux = aux.join(last_hard, _KEY, join_type="left outer")
-        cutoff = aux.column(f"{_SEQ}_max")
-        aux = aux.filter(pc.or_kleene(pc.is_null(cutoff), pc.greater_equal(aux.column(_SEQ), cutoff)))
-        for c in ords:
-            col = aux.column(c)
-            aux = aux.set_column(aux.schema.get_field_index(c), c,
-                                 pc.if_else(aux.column(_HARD), pa.scalar(None, col.type), col))
-
-    sort_keys = [(_KEY, "ascending")] + [(c, "ascending") for c in ords]
-    sort_keys += [(_SEQ, "ascending"), (_ROW, "ascending")]
-    aux = aux.take(_sort_indices_nulls_first(aux, sort_keys))
-    keys = aux.column(_KEY).combine_chunks()
-    n = len(keys)
-    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1)) if n > 1 else pa.array([], pa.bool_())
-    last = pa.concat_arrays([last, pa.array([True])])
-    winners = aux.filter(pc.and_(last, pc.invert(aux.column(_DEL))))
+    aux = apply_hard_deletes(aux)
+    winners = last_per_key(aux)
+    winners = winners.filter(pc.invert(winners.column(_DEL)))
     # Back to storage order: base rows first, as a plain scan of the slice would list them.
     rows = winners.column(_ROW)
     return data.take(pc.take(rows, pc.sort_indices(rows)))

@@ -37,6 +37,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from ..config import TableConfig
+from ..writer.options import _coerce
 from ..errors import InvalidOptionError, TimelineError
 from ..read.snapshot import ReadState
 from ..storage import Storage
@@ -73,25 +74,8 @@ _COMMITS_AND_COMPACTION = WRITE_ACTIONS + ("compaction", "logcompaction", "clust
 
 # -- options ---------------------------------------------------------------------------------
 def coerce_option(key: str, kind: str, value: Any) -> Any:
-    """Coerce one option value by kind (``int``, ``bool``, ``str``, ``choice:A|B``)."""
-    if kind == "int":
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise InvalidOptionError(f"option {key} must be an integer, got {value!r}") from None
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("true", "false"):
-            return text == "true"
-        raise InvalidOptionError(f"option {key} must be true or false, got {value!r}")
-    if kind.startswith("choice:"):
-        for choice in kind[7:].split("|"):
-            if str(value).strip().upper() == choice.upper():
-                return choice
-        raise InvalidOptionError(f"option {key} must be one of {kind[7:].split('|')}, got {value!r}")
-    return str(value)
+    """Coerce one option value by kind, exactly as write options are coerced."""
+    return _coerce(key, kind, value)
 
 
 def read_options(options: Mapping[str, Any] | None, known: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
@@ -435,7 +419,8 @@ def run_clean(storage: Storage, config: TableConfig, instant: Instant | str | No
                 "lastCompletedCommitTimestamp": plan.get("lastCompletedCommitTimestamp") or "",
                 "partitionMetadata": partitions, "version": CLEAN_METADATA_VERSION,
                 "bootstrapPartitionMetadata": {}, "extraMetadata": extra or None}
-    done = writer.complete(target, metadata)
+    from ..metadata.writer import complete_with_metadata
+    done = complete_with_metadata(writer, storage, config, target, metadata, options)
     log.info("clean %s deleted %d files", done, deleted)
     return done
 

@@ -33,7 +33,7 @@ from ..config import TableConfig
 from ..log import BlockType, HeaderKey, encode_data_blocks, encode_delete_block, write_log_file
 from ..read.align import align_table
 from ..read.merge import (_HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete_aux,
-                          _sort_indices_nulls_first, collect_log_blocks)
+                          apply_hard_deletes, collect_log_blocks, last_per_key)
 from ..storage import Storage
 from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
@@ -107,8 +107,6 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
         empty = deleted.slice(0, 0)
         return MergedLogs(empty, data.slice(0, 0), empty, log_records, 0)
     aux = pa.concat_tables(auxes, promote_options="permissive")
-    ords = [c for c in aux.column_names if c.startswith("__ord")]
-
     hard_rows = pa.array([], pa.int64())
     if pc.any(aux.column(_HARD)).as_py():
         hard = aux.filter(aux.column(_HARD))
@@ -118,21 +116,7 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
         marked = marked.filter(pc.equal(marked.column(_SEQ), marked.column(f"{_SEQ}_max")))
         firsts = marked.group_by(_KEY).aggregate([(_ROW, "max")])
         hard_rows = firsts.column(f"{_ROW}_max").combine_chunks()
-        aux = aux.join(last_hard, _KEY, join_type="left outer")
-        cutoff = aux.column(f"{_SEQ}_max")
-        aux = aux.filter(pc.or_kleene(pc.is_null(cutoff), pc.greater_equal(aux.column(_SEQ), cutoff)))
-        for c in ords:
-            col = aux.column(c)
-            aux = aux.set_column(aux.schema.get_field_index(c), c,
-                                 pc.if_else(aux.column(_HARD), pa.scalar(None, col.type), col))
-
-    sort_keys = [(_KEY, "ascending")] + [(c, "ascending") for c in ords]
-    sort_keys += [(_SEQ, "ascending"), (_ROW, "ascending")]
-    aux = aux.take(_sort_indices_nulls_first(aux, sort_keys))
-    keys = aux.column(_KEY).combine_chunks()
-    n = len(keys)
-    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1)) if n > 1 else pa.array([], pa.bool_())
-    winners = aux.filter(pa.concat_arrays([last, pa.array([True])]))
+    winners = last_per_key(apply_hard_deletes(aux))
     win_rows = winners.column(_ROW)
     data_rows = pc.filter(win_rows, pc.greater_equal(win_rows, 0))
     records = data.take(pc.take(data_rows, pc.sort_indices(data_rows)))
@@ -273,7 +257,8 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
             stats = [run(t) for t in tasks]
         metadata = commit_metadata([s for s in stats if s is not None], operation_type="LOG_COMPACT",
                                    compacted=True, extra_metadata=schema_extra(data_avro))
-        done = writer.complete(inflight, metadata)
+        from ..metadata.writer import complete_with_metadata
+        done = complete_with_metadata(writer, storage, config, inflight, metadata, opts)
     except BaseException:
         abort(storage, writer, inflight, written)
         raise
