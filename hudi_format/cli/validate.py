@@ -1,0 +1,344 @@
+"""``hudi-format validate``: check a table's invariants and report every problem found.
+
+Checks, in order (each problem names the file at fault):
+
+1. ``hoodie.properties`` parses, has the keys readers need and its checksum matches the name.
+2. Every timeline file is an instant file; every completed instant's metadata (and every
+   non-empty plan) decodes, Avro payloads against Hudi's own schemas (``hudi_format/avro``),
+   v6 commit metadata as JSON; the archived timeline loads.
+3. Data files have Hudi names, belong to instants the timeline knows, and every partition
+   folder has its ``.hoodie_partition_metadata``.
+4. Every file of the latest file slices exists and is readable (Parquet footers, log blocks
+   without corruption); the files the latest write committed exist.
+5. The metadata table, when there is one, is not behind the data and lists the same files.
+6. The snapshot has no duplicate record keys.
+
+Errors break readers or lose data; warnings are oddities Hudi tolerates (a stray file, a
+corrupt block a failed writer left behind).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable
+
+import fastavro
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import HudiError
+
+ERROR, WARNING = "error", "warning"
+
+_COMPLETED_SCHEMA = {
+    "commit": "HoodieCommitMetadata", "deltacommit": "HoodieCommitMetadata",
+    "replacecommit": "HoodieReplaceCommitMetadata", "clean": "HoodieCleanMetadata",
+    "rollback": "HoodieRollbackMetadata", "savepoint": "HoodieSavepointMetadata",
+    "restore": "HoodieRestoreMetadata", "indexing": "HoodieIndexCommitMetadata",
+}
+_REQUESTED_SCHEMA = {
+    "compaction": "HoodieCompactionPlan", "logcompaction": "HoodieCompactionPlan",
+    "replacecommit": "HoodieRequestedReplaceMetadata", "clustering": "HoodieRequestedReplaceMetadata",
+    "clean": "HoodieCleanerPlan", "rollback": "HoodieRollbackPlan", "restore": "HoodieRestorePlan",
+    "indexing": "HoodieIndexPlan",
+}
+_JSON_COMMITS = ("commit", "deltacommit", "replacecommit")
+_PARTITION_METADATA = (".hoodie_partition_metadata", ".hoodie_partition_metadata.parquet",
+                       ".hoodie_partition_metadata.orc")
+REQUIRED_PROPERTIES = ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version")
+
+
+@dataclass
+class Problem:
+    severity: str
+    check: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.severity}: [{self.check}] {where}{self.message}"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class _Checker:
+    def __init__(self, path: str, storage_options: dict | None, check_data: bool,
+                 progress: Callable[[Iterable, str, int | None], Iterable] | None):
+        self.path = path
+        self.storage_options = storage_options
+        self.check_data = check_data
+        self.progress = progress or (lambda it, desc, total=None: it)
+        self.problems: list[Problem] = []
+
+    def add(self, severity: str, check: str, path: str, message: str) -> None:
+        self.problems.append(Problem(severity, check, path, message))
+
+    # -- 1 -------------------------------------------------------------------------------------
+    def properties(self):
+        from ..config import PROPS_PATH, TableConfig
+        from ..storage import Storage
+        storage = Storage(self.path, self.storage_options)
+        try:
+            config = TableConfig.load(storage)
+        except HudiError as exc:
+            self.add(ERROR, "properties", PROPS_PATH, str(exc))
+            return None, storage
+        for key in REQUIRED_PROPERTIES:
+            if key not in config:
+                self.add(ERROR, "properties", PROPS_PATH, f"required key {key} is missing")
+        if config.version >= 8 and "hoodie.timeline.layout.version" not in config:
+            self.add(ERROR, "properties", PROPS_PATH, "a v8+ table without hoodie.timeline.layout.version")
+        if "hoodie.table.checksum" not in config:
+            self.add(WARNING, "properties", PROPS_PATH, "no hoodie.table.checksum")
+        if not config.record_key_fields and config.populate_meta_fields:
+            self.add(WARNING, "properties", PROPS_PATH, "no hoodie.table.recordkey.fields")
+        if config.version >= 8 and "hoodie.record.merge.mode" not in config:
+            self.add(WARNING, "properties", PROPS_PATH, "a v8+ table without hoodie.record.merge.mode")
+        return config, storage
+
+    # -- 2 -------------------------------------------------------------------------------------
+    def _decode_avro(self, data: bytes, schema_name: str | None, rel: str) -> None:
+        from ..timeline.avro_schemas import parsed_schema
+        try:
+            reader = fastavro.reader(io.BytesIO(data))
+            writer_name = (reader.writer_schema or {}).get("name", "").rsplit(".", 1)[-1]
+            records = list(reader)
+        except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds
+            self.add(ERROR, "timeline", rel, f"Avro payload does not decode: {exc}")
+            return
+        if not records:
+            self.add(ERROR, "timeline", rel, "Avro payload holds no record")
+            return
+        if schema_name is None:
+            return
+        if writer_name and writer_name != schema_name:
+            self.add(ERROR, "timeline", rel, f"payload is a {writer_name}, expected {schema_name}")
+            return
+        try:
+            list(fastavro.reader(io.BytesIO(data), reader_schema=parsed_schema(schema_name)))
+        except Exception as exc:  # noqa: BLE001
+            self.add(ERROR, "timeline", rel, f"payload is not readable with Hudi's {schema_name} schema: {exc}")
+
+    def _check_payload(self, rel: str, data: bytes, action: str, state: str, version: int) -> None:
+        if data[:4] == b"Obj\x01":
+            schema = (_COMPLETED_SCHEMA.get(action) if state == "completed" else
+                      _REQUESTED_SCHEMA.get(action) if state == "requested" else None)
+            self._decode_avro(data, schema, rel)
+            return
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            self.add(ERROR, "timeline", rel, f"neither Avro nor JSON: {exc}")
+            return
+        if not isinstance(value, dict):
+            self.add(ERROR, "timeline", rel, "JSON metadata is not an object")
+            return
+        if state == "completed":
+            if action not in _JSON_COMMITS:
+                self.add(ERROR, "timeline", rel, f"completed {action} metadata must be Avro, found JSON")
+            elif version >= 8:
+                self.add(ERROR, "timeline", rel, "v8+ commit metadata must be Avro, found JSON")
+            elif not isinstance(value.get("partitionToWriteStats"), dict):
+                self.add(ERROR, "timeline", rel, "commit metadata has no partitionToWriteStats object")
+
+    def timeline(self, config, storage):
+        from ..errors import TimelineError
+        from ..timeline.instant import parse_file_name
+        tdir = config.timeline_dir
+        instants = {}
+        try:
+            entries = storage.list(tdir)
+        except HudiError as exc:
+            self.add(ERROR, "timeline", tdir, f"cannot list the timeline: {exc}")
+            return instants
+        for info in self.progress(entries, "timeline", len(entries)):
+            name = info.name
+            if info.is_dir or name.startswith(("hoodie.properties", ".")):
+                continue
+            rel = f"{tdir}/{name}"
+            try:
+                inst = parse_file_name(name, config.version)
+            except TimelineError as exc:
+                self.add(WARNING, "timeline", rel, f"not an instant file: {exc}")
+                continue
+            if not (len(inst.timestamp) in (14, 17) and inst.timestamp.isdigit()):
+                self.add(WARNING, "timeline", rel, f"instant time {inst.timestamp} is not yyyyMMddHHmmss[SSS]")
+            state = inst.state.name.lower()
+            instants.setdefault(inst.timestamp, {}).setdefault(inst.action, set()).add(state)
+            try:
+                data = storage.read_bytes(rel)
+            except HudiError as exc:
+                self.add(ERROR, "timeline", rel, f"cannot read: {exc}")
+                continue
+            if not data:
+                if state == "completed" and inst.action not in ("savepoint",):
+                    self.add(ERROR, "timeline", rel, "completed instant with empty metadata")
+                continue
+            self._check_payload(rel, data, inst.action, state, config.version)
+        try:
+            from ..timeline import Timeline
+            Timeline.load(storage, config).archived().instants
+        except HudiError as exc:
+            where = config.history_dir if config.version >= 8 else config.archive_dir
+            self.add(ERROR, "archived-timeline", where, f"the archived timeline does not load: {exc}")
+        return instants
+
+    # -- 3 -------------------------------------------------------------------------------------
+    def data_files(self, table, storage) -> None:
+        from ..view.file_names import parse_base_file_name, parse_log_file_name
+        timeline = table.timeline
+        known = {i.timestamp for i in timeline.instants}
+        start = timeline.start
+        partitions_with_data: dict[str, set[str]] = {}
+        files = list(storage.walk_files("", skip_dirs=(".hoodie",)))
+        for info in self.progress(files, "data files", len(files)):
+            rel = info.path
+            name = posixpath.basename(rel)
+            part = posixpath.dirname(rel)
+            partitions_with_data.setdefault(part, set()).add(name)
+            if name in _PARTITION_METADATA or name.startswith(".hoodie_partition_metadata"):
+                continue
+            parsed = parse_base_file_name(name) or parse_log_file_name(name)
+            if parsed is None:
+                if not name.startswith((".", "_")):
+                    self.add(WARNING, "file-names", rel, "not a Hudi base or log file name")
+                continue
+            ts = parsed.instant_time
+            if ts not in known and (start is None or ts >= start) and not _is_initial(ts):
+                self.add(WARNING, "file-names", rel,
+                         f"written by instant {ts}, which the timeline does not know (a failed write's leftover?)")
+        for part, names in partitions_with_data.items():
+            has_data = any(not n.startswith(".hoodie_partition_metadata") for n in names)
+            if has_data and not any(n.startswith(".hoodie_partition_metadata") for n in names):
+                self.add(ERROR, "partition-metadata", part or ".", "partition has no .hoodie_partition_metadata")
+
+    # -- 4 -------------------------------------------------------------------------------------
+    def slices(self, table, storage) -> list:
+        from ..log import read_log_file
+        try:
+            slices = table.file_slices()
+        except HudiError as exc:
+            self.add(ERROR, "file-slices", "", f"the latest file slices cannot be listed: {exc}")
+            return []
+        for s in self.progress(slices, "file slices", len(slices)):
+            if s.base_file:
+                if not storage.exists(s.base_file):
+                    self.add(ERROR, "file-slices", s.base_file, "base file of the latest slice is missing")
+                elif self.check_data and s.base_file.endswith(".parquet"):
+                    try:
+                        with storage.open(s.base_file) as f:
+                            pq.ParquetFile(f).metadata
+                    except Exception as exc:  # noqa: BLE001
+                        self.add(ERROR, "file-slices", s.base_file, f"Parquet footer unreadable: {exc}")
+            for lf in s.log_files:
+                if not storage.exists(lf):
+                    self.add(ERROR, "file-slices", lf, "log file of the latest slice is missing")
+                    continue
+                if not self.check_data:
+                    continue
+                try:
+                    for block in read_log_file(storage, lf):
+                        if block.is_corrupted:
+                            self.add(WARNING, "log-blocks", lf,
+                                     f"corrupt block at offset {block.offset}: {block.reason}")
+                except HudiError as exc:
+                    self.add(ERROR, "log-blocks", lf, f"log file unreadable: {exc}")
+        latest = table.timeline.latest_completed_write()
+        if latest is not None and table.timeline._is_active(latest):
+            try:
+                meta = table.timeline.metadata(latest)
+                for stats in meta.partition_to_write_stats.values():
+                    for st in stats:
+                        if st.path and not storage.exists(st.path):
+                            self.add(ERROR, "commit-files", st.path,
+                                     f"committed by the latest write {latest.timestamp} but missing")
+            except HudiError as exc:
+                self.add(ERROR, "timeline", latest.file_name or latest.timestamp, f"metadata unusable: {exc}")
+        return slices
+
+    # -- 5 -------------------------------------------------------------------------------------
+    def metadata_table(self, table, slices) -> None:
+        from .. import open_table
+        mdt = table.metadata_table
+        if mdt is None:
+            return
+        try:
+            reason = mdt.staleness()
+        except HudiError as exc:
+            reason = str(exc)
+        if reason is not None:
+            self.add(WARNING, "metadata-table", ".hoodie/metadata", f"not usable for listing: {reason}")
+            return
+        plain = open_table(self.path, self.storage_options, options={"hoodie.metadata.enable": "false"})
+        try:
+            want = {(s.partition_path, s.file_id, s.base_file, tuple(s.log_files)) for s in plain.file_slices()}
+        except HudiError as exc:
+            self.add(ERROR, "file-slices", "", f"storage listing failed: {exc}")
+            return
+        got = {(s.partition_path, s.file_id, s.base_file, tuple(s.log_files)) for s in slices}
+        for s in sorted(want - got, key=str)[:20]:
+            self.add(ERROR, "metadata-table", s[2] or (s[3][0] if s[3] else s[1]),
+                     "storage has this file slice but the metadata table's listing differs")
+        for s in sorted(got - want, key=str)[:20]:
+            self.add(ERROR, "metadata-table", s[2] or (s[3][0] if s[3] else s[1]),
+                     "the metadata table lists this file slice but storage does not have it")
+
+    # -- 6 -------------------------------------------------------------------------------------
+    def duplicates(self, table) -> None:
+        config = table.config
+        if config.populate_meta_fields:
+            cols = ["_hoodie_partition_path", "_hoodie_record_key"]
+        else:
+            cols = list(dict.fromkeys(config.record_key_fields + config.partition_fields))
+        if not cols:
+            return
+        pieces = []
+        try:
+            for batch in self.progress(table.scan(columns=cols), "snapshot keys", None):
+                pieces.append(pa.Table.from_batches([batch]).select(cols))
+        except HudiError as exc:
+            self.add(ERROR, "snapshot", "", f"the snapshot cannot be read: {exc}")
+            return
+        if not pieces:
+            return
+        keys = pa.concat_tables(pieces)
+        counts = keys.group_by(cols).aggregate([([], "count_all")])
+        repeated = counts.filter(pc.greater(counts["count_all"], 1))
+        if repeated.num_rows:
+            dups = pc.sum(repeated["count_all"]).as_py() - repeated.num_rows
+            example = {c: repeated[c][0].as_py() for c in cols}
+            self.add(ERROR, "duplicate-keys", "",
+                     f"{dups} of {keys.num_rows} snapshot rows repeat a record key, e.g. {example} "
+                     f"(plain inserts do not deduplicate against the table)")
+
+
+def _is_initial(ts: str) -> bool:
+    return set(ts) <= {"0", "1"} and ts.startswith("000")
+
+
+def validate_table(path: str, storage_options: dict | None = None, check_data: bool = True,
+                   progress: Callable[[Iterable, str, int | None], Iterable] | None = None) -> list[Problem]:
+    """Every problem found in the table at ``path`` (an empty list: the table is sound)."""
+    from .. import open_table
+    c = _Checker(path, storage_options, check_data, progress)
+    config, storage = c.properties()
+    if config is None:
+        return c.problems
+    c.timeline(config, storage)
+    try:
+        table = open_table(path, storage_options)
+    except HudiError as exc:
+        c.add(ERROR, "open", "", f"the table does not open: {exc}")
+        return c.problems
+    c.data_files(table, storage)
+    slices = c.slices(table, storage)
+    c.metadata_table(table, slices)
+    if check_data:
+        c.duplicates(table)
+    return c.problems
