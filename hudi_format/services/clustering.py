@@ -398,7 +398,8 @@ def run_clustering(storage: Storage, config: TableConfig, instant: "Instant | st
         _check_unchanged(TableState(storage, config), planned, inst.timestamp)
         metadata = commit_metadata(stats, operation_type="CLUSTER", extra_metadata=schema_extra(data_avro),
                                    replaced_file_ids=replaced)
-        done = writer.complete(inflight, metadata)
+        from ..metadata.writer import complete_with_metadata
+        done = complete_with_metadata(writer, storage, config, inflight, metadata, opts)
     except ServiceConflictError:
         abort(storage, writer, inflight, written, drop_plan=True)
         raise

@@ -357,7 +357,8 @@ def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | st
                      for o, i in tasks]
         metadata = commit_metadata(stats, operation_type="COMPACT", compacted=True,
                                    extra_metadata=schema_extra(data_avro))
-        done = writer.complete(inflight, metadata)
+        from ..metadata.writer import complete_with_metadata
+        done = complete_with_metadata(writer, storage, config, inflight, metadata, opts)
     except BaseException:
         abort(storage, writer, inflight, written)
         raise

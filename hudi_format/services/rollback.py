@@ -171,7 +171,8 @@ def _finish(storage, config, timeline, writer, inflight, plan, target) -> Instan
     if target is not None and target.state is State.COMPLETED:
         _hide(storage, timeline, target)
     metadata = execute_plan(storage, config, plan, inflight.timestamp)
-    done = writer.complete(inflight, metadata)
+    from ..metadata.writer import complete_with_metadata
+    done = complete_with_metadata(writer, storage, config, inflight, metadata)
     if target is not None:
         _drop_instant_files(storage, timeline, target)
     log.info("rolled back %s with %s", plan["instantToRollback"], done)

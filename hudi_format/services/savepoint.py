@@ -84,7 +84,8 @@ def restore(storage: Storage, config: TableConfig, instant: str,
     metadata = {"startRestoreTime": inflight.timestamp, "timeTakenInMillis": int((time.time() - start) * 1000),
                 "instantsToRollback": [t.timestamp for t in targets], "hoodieRestoreMetadata": per_instant,
                 "version": 1, "restoreInstantInfo": plan["instantsToRollback"], "extraMetadata": None}
-    return writer.complete(inflight, metadata)
+    from ..metadata.writer import complete_with_metadata
+    return complete_with_metadata(writer, storage, config, inflight, metadata, options)
 
 
 def _drop_requested_too(storage: Storage, timeline: Timeline, target: Instant) -> None:

@@ -342,7 +342,7 @@ class WriteClient:
         """Complete the instant; under optimistic concurrency, first check for conflicts under
         the table lock so that of two overlapping writers exactly one commits."""
         if option(self.options, "hoodie.write.concurrency.mode") == "SINGLE_WRITER":
-            return writer.complete(inflight, metadata)
+            return self._complete(writer, inflight, metadata)
         mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
         new_groups = {(p, st["fileId"]) for p, stats in metadata["partitionToWriteStats"].items()
                       for st in stats if st.get("prevCommit") in (None, "null")}
@@ -350,7 +350,21 @@ class WriteClient:
         with TableLock(self.storage, self.options):
             now = Timeline.load(self.storage, self.config)
             check_conflicts(now, inflight.timestamp, started, mine, new_groups)
-            return writer.complete(inflight, metadata)
+            return self._complete(writer, inflight, metadata)
+
+    def _complete(self, writer, inflight, metadata) -> Instant:
+        """Complete the instant, the metadata table first: its deltacommit with the same instant
+        time lands before the data instant completes (as Hudi does), its services after."""
+        from ..metadata import writer as mdt
+        self.config = mdt.before_complete(self.storage, self.config, inflight, metadata,
+                                          self.options, writer.clock)
+        try:
+            done = writer.complete(inflight, metadata)
+        except BaseException:
+            mdt.abort(self.storage, self.config, inflight.timestamp, self.options, writer.clock)
+            raise
+        mdt.after_complete(self.storage, self.config, self.options, writer.clock)
+        return done
 
     def _abort(self, writer, inflight, ctx) -> None:
         for path in ctx.written:

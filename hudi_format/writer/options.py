@@ -58,7 +58,7 @@ KNOWN: dict[str, tuple[str, Any]] = {
     "hoodie.combine.before.upsert": ("bool", True),
     "hoodie.combine.before.delete": ("bool", True),
     "hoodie.datasource.write.insert.drop.duplicates": ("bool", False),
-    "hoodie.index.type": ("choice:SIMPLE|GLOBAL_SIMPLE|BLOOM|GLOBAL_BLOOM", "SIMPLE"),
+    "hoodie.index.type": ("choice:SIMPLE|GLOBAL_SIMPLE|BLOOM|GLOBAL_BLOOM|RECORD_INDEX", "SIMPLE"),
     "hoodie.simple.index.update.partition.path": ("bool", True),
     "hoodie.bloom.index.update.partition.path": ("bool", True),
     "hoodie.index.bloom.num_entries": ("int", 60000),
@@ -79,13 +79,17 @@ KNOWN: dict[str, tuple[str, Any]] = {
     "hoodie.client.heartbeat.tolerable.misses": ("int", 2),
     "hoodie.cleaner.policy.failed.writes": ("choice:EAGER|LAZY|NEVER", "LAZY"),
 }
+# the metadata table's keys (hoodie.metadata.*), declared where the metadata writer reads them
+from ..metadata.writer import MDT_OPTIONS as _MDT_OPTIONS  # noqa: E402
+
+KNOWN.update(_MDT_OPTIONS)
 KNOWN_PREFIXES = ("hoodie.keygen.timebased.",)
 # Accepted for compatibility with pasted Spark options; no effect on this engine.
 IGNORED = {
     "hoodie.upsert.shuffle.parallelism", "hoodie.insert.shuffle.parallelism",
     "hoodie.bulkinsert.shuffle.parallelism", "hoodie.delete.shuffle.parallelism",
     "hoodie.datasource.write.streaming.ignore.failed.batch", "hoodie.datasource.hive_sync.enable",
-    "hoodie.metadata.enable", "hoodie.embed.timeline.server", "hoodie.write.markers.type",
+    "hoodie.embed.timeline.server", "hoodie.write.markers.type",
 }
 
 

@@ -1,0 +1,1131 @@
+"""Writing the metadata table in the same transaction as each data-table instant.
+
+Apache Hudi keeps the metadata table (MDT) in step with the data table by writing, for every
+data-table instant that changes files, a deltacommit with the *same instant time* on the MDT,
+completed *before* the data instant completes (``HoodieBackedTableMetadataWriter``). Readers then
+only trust MDT log blocks whose instant is completed on the data timeline, so a crash between
+the two commits leaves nothing visible; the data rollback that follows rolls the MDT
+deltacommit back too.
+
+What each data action writes (``HoodieTableMetadataUtil.convertMetadataTo*Records``):
+
+==================  =========================================================================
+data action         metadata records
+==================  =========================================================================
+commit/deltacommit  ``files``: the partitions touched (``__all_partitions__``) and every file
+replacecommit       written with its size; ``column_stats``: min/max/null/value counts of the
+compaction          indexed columns of every file written; ``bloom_filters``: the bloom filter
+logcompaction       of every base file written; ``record_index``: the new location of every
+clustering          inserted or moved key and deletes of keys gone (not for compaction)
+clean               ``files``: the deleted files (and dropped partitions); tombstones of their
+                    column stats and bloom filters
+rollback            the MDT deltacommit of the rolled-back instant is rolled back (its files
+                    deleted, an MDT rollback instant at the data rollback's time); a data
+                    instant already compacted into MDT base files drops the MDT, which the
+                    next write bootstraps again
+restore             the MDT is dropped (and bootstrapped again by the next write)
+==================  =========================================================================
+
+Table services of the MDT itself run after the data instant completes: compaction once
+``hoodie.metadata.compact.max.delta.commits`` deltacommits followed the last one (all file
+groups, HFile base files, ``UnBoundedCompactionStrategy``), and cleaning with
+``KEEP_LATEST_COMMITS`` (``max(20, 1.2 * hoodie.cleaner.commits.retained)`` commits, as
+``HoodieMetadataWriteUtils.createMetadataWriteConfig``).
+
+Entry points (the data write client and the table services call them):
+:func:`before_complete` (under the table lock, right before the data instant's completed file is
+written), :func:`after_complete` (MDT services) and :func:`abort` (the data instant failed).
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import TableConfig
+from ..errors import HudiError
+from ..hfile import HFileReader, HFileWriter
+from ..log import BlockType, HeaderKey, read_log_file
+from ..log.encode import HFILE_LOG_BLOCK_SIZE, encode_block, encode_delete_block
+from ..log.writer import write_log_file
+from ..storage import FileInfo, Storage
+from ..table_init import write_partition_metadata
+from ..timeline import Instant, State, Timeline
+from ..timeline.clock import InstantClock
+from ..timeline.writer import TimelineWriter, commit_metadata
+from ..view import FileSlice, FileSystemView
+from ..view.file_names import BaseFileName, parse_base_file_name, parse_log_file_name
+from . import init as I
+from . import keys as K
+from . import payloads as P
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "MDT_OPTIONS", "mdt_option", "MetadataTableError", "MetadataWriter", "Delta",
+    "before_complete", "after_complete", "abort", "is_metadata_table", "metadata_enabled",
+]
+
+
+class MetadataTableError(HudiError):
+    """The metadata table cannot be written (or bootstrapped) as asked."""
+
+
+# key -> (kind, default), Hudi's names and defaults (HoodieMetadataConfig)
+MDT_OPTIONS: dict[str, tuple[str, Any]] = {
+    "hoodie.metadata.enable": ("bool", True),
+    "hoodie.metadata.index.column.stats.enable": ("bool", False),
+    "hoodie.metadata.index.column.stats.column.list": ("str", None),
+    "hoodie.metadata.index.column.stats.max.columns.to.index": ("int", 32),
+    "hoodie.metadata.index.column.stats.file.group.count": ("int", 2),
+    "hoodie.metadata.index.bloom.filter.enable": ("bool", False),
+    "hoodie.metadata.index.bloom.filter.file.group.count": ("int", 4),
+    "hoodie.metadata.record.index.enable": ("bool", False),
+    "hoodie.metadata.record.index.min.filegroup.count": ("int", 10),
+    "hoodie.metadata.record.index.max.filegroup.count": ("int", 10000),
+    "hoodie.metadata.record.index.growth.factor": ("str", "2.0"),
+    "hoodie.metadata.record.index.max.filegroup.size": ("int", 1024 * 1024 * 1024),
+    "hoodie.metadata.compact.max.delta.commits": ("int", 10),
+    # 0.x's own retention key for the metadata table; by default it follows the data table
+    "hoodie.metadata.cleaner.commits.retained": ("int", None),
+    "hoodie.bloom.index.use.metadata": ("bool", False),
+}
+DEFAULT_METADATA_CLEANER_COMMITS_RETAINED = 20
+_RECORD_INDEX_SKIPPED_OPS = ("COMPACT", "LOG_COMPACT")
+_META_COLUMNS_INDEXED = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
+_WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit", "compaction", "logcompaction", "clustering")
+
+
+def mdt_option(opts: Mapping[str, Any] | None, key: str) -> Any:
+    kind, default = MDT_OPTIONS[key]
+    value = (opts or {}).get(key, default)
+    if value is None:
+        return None
+    if kind == "bool":
+        return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+    if kind == "int":
+        return int(value)
+    return str(value)
+
+
+def is_metadata_table(storage: Storage, config: TableConfig) -> bool:
+    return storage.url.rstrip("/").endswith(K.METADATA_TABLE_DIR) or \
+        config.get("hoodie.table.keygenerator.type") == "HOODIE_TABLE_METADATA" or \
+        config.get("hoodie.table.keygenerator.class") == I.METADATA_KEYGEN_CLASS
+
+
+def metadata_enabled(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None) -> bool:
+    return bool(mdt_option(options, "hoodie.metadata.enable")) and not is_metadata_table(storage, config)
+
+
+@attrs.define
+class Delta:
+    """What one metadata partition gets in one deltacommit: records by key, deleted keys."""
+
+    upserts: dict = attrs.field(factory=dict)   # key -> encoded value (bytes)
+    deletes: set = attrs.field(factory=set)     # keys (record index)
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+def _records_delta(records: Iterable[dict]) -> Delta:
+    merged: dict[str, dict] = {}
+    for rec in records:
+        merged[rec["key"]] = P.merge(merged.get(rec["key"]), rec)
+    return Delta({k: P.encode_value(r) for k, r in merged.items()})
+
+
+# -- reading what a data commit wrote ------------------------------------------------------------
+def _stat_kind(t: pa.DataType) -> str | None:
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or \
+            pa.types.is_uint8(t) or pa.types.is_uint16(t):
+        return "int"
+    if pa.types.is_int64(t) or pa.types.is_uint32(t):
+        return "long"
+    if pa.types.is_float32(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bytes"
+    if pa.types.is_date32(t):
+        return "date"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    return None
+
+
+class DataFiles:
+    """Reads what the metadata records describe: footers, record keys, column values."""
+
+    def __init__(self, writer: "MetadataWriter"):
+        self.w = writer
+        self.storage = writer.storage
+        self.config = writer.config
+        from ..read.merge import MergeSpec
+        self.spec = MergeSpec.from_config(writer.config)
+        self._columns: list[str] | None = None
+
+    # -- which columns carry statistics
+    def indexed_columns(self, schema: pa.Schema) -> list[tuple[str, str]]:
+        listed = mdt_option(self.w.options, "hoodie.metadata.index.column.stats.column.list")
+        if listed:
+            wanted = [c.strip() for c in listed.split(",") if c.strip()]
+        else:
+            wanted = [c for c in _META_COLUMNS_INDEXED if c in schema.names]
+            wanted += [f.name for f in schema if not f.name.startswith("_hoodie_")]
+        out = []
+        for name in wanted:
+            if name not in schema.names:
+                continue
+            kind = _stat_kind(schema.field(name).type)
+            if kind is not None:
+                out.append((name, kind))
+        if not listed:
+            out = out[:mdt_option(self.w.options, "hoodie.metadata.index.column.stats.max.columns.to.index")]
+        return out
+
+    def _key_columns(self) -> list[str]:
+        return ["_hoodie_record_key"] if self.spec.has_meta_fields else list(self.spec.record_key_fields)
+
+    def _keys(self, table: pa.Table) -> pa.Array:
+        from ..read.merge import record_keys
+        if table.num_rows == 0:
+            return pa.array([], pa.string())
+        keys = record_keys(table, self.spec)
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        return pc.cast(keys, pa.string())
+
+    def base_keys(self, path: str) -> pa.Array:
+        from ..read.merge import read_base_file
+        return self._keys(read_base_file(self.storage, path, self._key_columns()))
+
+    def log_keys(self, path: str) -> tuple[pa.Array, pa.Array]:
+        """``(upserted keys, deleted keys)`` of one log file's blocks, in block order."""
+        ups, dels = [], []
+        for block in read_log_file(self.storage, path):
+            if block.is_corrupted:
+                continue
+            if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA):
+                ups.append(self._keys(block.records()))
+            elif block.block_type == BlockType.DELETE:
+                dk = block.deleted_keys()
+                if dk.num_rows:
+                    dels.append(pc.cast(dk.column("record_key"), pa.string()).combine_chunks())
+        cat = (lambda xs: pa.concat_arrays(xs) if xs else pa.array([], pa.string()))
+        return cat(ups), cat(dels)
+
+    # -- column statistics
+    def base_file_stats(self, partition: str, path: str) -> list[dict]:
+        from ..base_file import read_footer
+        footer = read_footer(self.storage, path)
+        md = footer.parquet_metadata
+        cols = self.indexed_columns(footer.arrow_schema)
+        if not cols:
+            return []
+        index = {md.schema.column(i).path: i for i in range(md.num_columns)}
+        name = posixpath.basename(path)
+        out = []
+        for col, kind in cols:
+            j = index.get(col)
+            if j is None:
+                continue
+            lo = hi = None
+            values = nulls = size = usize = 0
+            for rg in range(md.num_row_groups):
+                cc = md.row_group(rg).column(j)
+                size += cc.total_compressed_size
+                usize += cc.total_uncompressed_size
+                st = cc.statistics
+                values += cc.num_values
+                if st is None:
+                    continue
+                nulls += st.null_count or 0
+                if st.has_min_max:
+                    a, b = (st.min_raw, st.max_raw) if kind == "timestamp" else (st.min, st.max)
+                    if kind == "bytes":
+                        a, b = bytes(a), bytes(b)
+                    lo = a if lo is None or a < lo else lo
+                    hi = b if hi is None or b > hi else hi
+            out.append(P.column_stats_record(
+                partition, name, col, min_value=P.wrap_stat_value(lo, kind),
+                max_value=P.wrap_stat_value(hi, kind), value_count=values, null_count=nulls,
+                total_size=size, total_uncompressed_size=usize))
+        return out
+
+    def table_stats(self, partition: str, file_name: str, table: pa.Table) -> list[dict]:
+        """Statistics of rows held in a log file (no sizes: they are not columnar)."""
+        out = []
+        for col, kind in self.indexed_columns(table.schema):
+            arr = table.column(col)
+            nulls = arr.null_count
+            lo = hi = None
+            if len(arr) - nulls > 0:
+                if kind == "timestamp":
+                    arr = pc.cast(arr, pa.int64())
+                elif kind == "date":
+                    arr = arr
+                mm = pc.min_max(arr)
+                lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            out.append(P.column_stats_record(
+                partition, file_name, col, min_value=P.wrap_stat_value(lo, kind),
+                max_value=P.wrap_stat_value(hi, kind), value_count=len(arr), null_count=nulls))
+        return out
+
+    def log_file_stats(self, partition: str, path: str) -> list[dict]:
+        pieces = []
+        for block in read_log_file(self.storage, path):
+            if not block.is_corrupted and block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+                pieces.append(block.records())
+        if not pieces:
+            return []
+        try:
+            table = pa.concat_tables(pieces, promote_options="permissive")
+        except (pa.ArrowInvalid, TypeError):
+            table = pieces[-1]
+        return self.table_stats(partition, posixpath.basename(path), table)
+
+    def bloom_record(self, partition: str, path: str, instant: str) -> dict | None:
+        from ..base_file import BLOOM_TYPE_CODE_KEY, read_footer
+        footer = read_footer(self.storage, path)
+        if footer.bloom_filter is None:
+            return None
+        code = footer.metadata.get(BLOOM_TYPE_CODE_KEY) or footer.bloom_filter.type_code
+        return P.bloom_filter_record(partition, posixpath.basename(path), instant, code,
+                                     footer.bloom_filter.serialize())
+
+
+# -- bootstrapping ---------------------------------------------------------------------------------
+class DataSnapshot:
+    """The committed data table now, as the records each metadata partition starts from."""
+
+    def __init__(self, writer: "MetadataWriter"):
+        from ..read.snapshot import ReadState
+        self.w = writer
+        self.timeline = writer.data_timeline()
+        self.state = ReadState(writer.config, self.timeline)
+        self.view = FileSystemView(writer.storage, writer.config)
+        self.files = DataFiles(writer)
+        self._listing: dict[str, dict[str, int]] | None = None
+
+    def listing(self) -> dict[str, dict[str, int]]:
+        """Committed data files per partition (name -> size), as ``DirectoryInfo`` lists them."""
+        if self._listing is None:
+            out: dict[str, dict[str, int]] = {}
+            ext = self.w.config.base_file_extension
+            for partition, infos in self.view.listing.items():
+                names = {}
+                for f in infos:
+                    if f.name.startswith(".hoodie_partition_metadata"):
+                        continue
+                    if f.name.startswith("."):
+                        lf = parse_log_file_name(f.name)
+                        if lf is None or not self.state.visible(lf.instant_time):
+                            continue
+                    else:
+                        bf = parse_base_file_name(f.name)
+                        if bf is None or bf.extension != ext or not self.state.visible(bf.instant_time):
+                            continue
+                    names[f.name] = f.size
+                out[partition] = names
+            self._listing = out
+        return self._listing
+
+    def records_for(self, partition: str) -> dict[str, bytes]:
+        listing = self.listing()
+        ext = self.w.config.base_file_extension
+        if partition == K.FILES:
+            recs = [P.partition_list_record(listing)]
+            recs += [P.files_record(p, files) for p, files in listing.items()]
+            return {r["key"]: P.encode_value(r) for r in recs}
+        if partition == K.COLUMN_STATS:
+            recs = []
+            for p, files in listing.items():
+                for name in files:
+                    path = posixpath.join(p, name) if p else name
+                    recs += self.files.base_file_stats(p, path) if name.endswith(ext) else \
+                        self.files.log_file_stats(p, path)
+            return {r["key"]: P.encode_value(r) for r in recs}
+        if partition == K.BLOOM_FILTERS:
+            out = {}
+            for p, files in listing.items():
+                for name in files:
+                    if not name.endswith(ext):
+                        continue
+                    bf = parse_base_file_name(name)
+                    rec = self.files.bloom_record(p, posixpath.join(p, name) if p else name, bf.instant_time)
+                    if rec is not None:
+                        out[rec["key"]] = P.encode_value(rec)
+            return out
+        if partition == K.RECORD_INDEX:
+            return self.record_index()
+        raise MetadataTableError(f"cannot bootstrap metadata partition {partition!r}")
+
+    def record_index(self) -> dict[str, bytes]:
+        from ..read.table_schema import latest_data_schema
+        from ..writer.index import existing_keys
+        slices = self.state.file_slices(self.view)
+        if not slices:
+            return {}
+        schema = latest_data_schema(self.w.config, self.timeline)
+        full = pa.schema([pa.field("_hoodie_record_key", pa.string())] + list(schema)) \
+            if schema is not None and "_hoodie_record_key" not in schema.names else schema
+        known = existing_keys(self.w.storage, slices, self.files.spec, full, self.state.visible)
+        by_slice = {(s.partition_path, s.file_id): s.base_instant for s in slices}
+        tz = self.w.config.timeline_timezone
+        out: dict[str, bytes] = {}
+        cache: dict[tuple[str, str], bytes] = {}
+        for key, part, fid in zip(known.column("key").to_pylist(), known.column("partition").to_pylist(),
+                                  known.column("file_id").to_pylist()):
+            value = cache.get((part, fid))
+            if value is None:
+                value = cache[(part, fid)] = P.encode_record_index_value(
+                    part, fid, P.instant_millis(by_slice[(part, fid)], tz))
+            out[key] = value
+        return out
+
+
+# -- the writer --------------------------------------------------------------------------------------
+class MetadataWriter:
+    """Writes the metadata table of the data table at ``storage`` (config ``config``).
+
+    ``clock`` is the data table's instant clock (the MDT's completion times come from it, as
+    Hudi builds the MDT meta client with the data table's time generator); ``inflight`` is the
+    data instant being completed, whose files bootstrapping must not list.
+    """
+
+    def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+                 clock: InstantClock | None = None, inflight: str | None = None):
+        self.storage = storage
+        self.config = config
+        self.options = dict(options or {})
+        self.md = I.metadata_storage(storage)
+        self.clock = clock or InstantClock(storage, config)
+        self.inflight_instant = inflight
+        self._md_config: TableConfig | None = None
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def md_config(self) -> TableConfig:
+        if self._md_config is None:
+            self._md_config = TableConfig.load(self.md)
+        return self._md_config
+
+    def data_timeline(self) -> Timeline:
+        return Timeline.load(self.storage, self.config)
+
+    def md_timeline(self) -> Timeline:
+        return Timeline.load(self.md, self.md_config)
+
+    def _md_writer(self) -> TimelineWriter:
+        return TimelineWriter(self.md, self.md_config, clock=self.clock)
+
+    def exists(self) -> bool:
+        return I.metadata_table_exists(self.storage)
+
+    def latest_slices(self, partition: str) -> list[FileSlice]:
+        """Latest slice of each file group of a metadata partition (completed MDT instants), by id."""
+        from ..read.snapshot import ReadState
+        state = ReadState(self.md_config, self.md_timeline())
+        view = FileSystemView(self.md, self.md_config)
+        slices = state.file_slices(view, lambda p: p == partition)
+        return sorted(slices, key=lambda s: s.file_id)
+
+    def staleness(self) -> str | None:
+        from .reader import MetadataTable
+        return MetadataTable(self.storage, self.config, self.data_timeline()).staleness()
+
+    # -- preparing the metadata table ---------------------------------------------------------
+    def ensure(self) -> bool:
+        """Create/bootstrap the metadata table (and drop a stale one first); False when it
+        cannot be bootstrapped now (pending data instants), leaving the table without one."""
+        wanted = I.enabled_partitions(self.options)
+        if self.exists() and K.FILES in self.config.metadata_partitions:
+            reason = self.staleness()
+            if reason is not None:
+                log.warning("metadata table of %s is out of date (%s); building it again",
+                            self.storage.url, reason)
+                self.drop()
+        elif self.exists():
+            self.drop()   # a leftover without a files partition: start again
+        missing = [p for p in wanted if p not in self.config.metadata_partitions]
+        if not missing:
+            return True
+        if K.FILES in missing and self.exists():
+            self.drop()
+        try:
+            I.create_metadata_table(self.storage, self.config)
+            self._md_config = None
+            I.initialize_partitions(self, missing)
+        except MetadataTableError as exc:
+            log.warning("%s", exc)
+            return K.FILES in self.config.metadata_partitions
+        return True
+
+    def drop(self) -> None:
+        self.config = I.delete_metadata_table(self.storage, self.config)
+        self._md_config = None
+
+    def clear_partition(self, partition: str) -> None:
+        try:
+            for f in list(self.md.walk_files(partition)):
+                self.md.delete(f.path)
+        except (HudiError, OSError, FileNotFoundError):
+            pass
+
+    def create_file_groups(self, partition: str, file_ids: list[str], instant: str) -> None:
+        """Each file group's first log file: an empty delete block (``initializeFileGroups``)."""
+        write_partition_metadata(self.md, partition, instant, 1)
+        empty = pa.table({"record_key": pa.array([], pa.string()),
+                          "partition_path": pa.array([], pa.string())})
+        block = encode_delete_block(empty, instant)
+        for fid in file_ids:
+            write_log_file(self.md, partition, fid, instant, [block], I.INIT_WRITE_TOKEN, version=1)
+
+    def bulk_commit(self, instant: str, partition: str, file_ids: list[str], records: Mapping[str, bytes]) -> Instant:
+        """The initial deltacommit of a partition: one base HFile per file group with records."""
+        writer = self._md_writer()
+        inflight = writer.transition_to_inflight(writer.create_requested("deltacommit", instant))
+        groups: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
+        n = len(file_ids)
+        for key, value in records.items():
+            groups[K.file_group_index(key, n)].append((key.encode("utf-8"), value))
+        stats, written = [], []
+        try:
+            for i in sorted(groups):
+                items = sorted(groups[i])
+                fid = file_ids[i]
+                name = BaseFileName(fid, f"{i}-0-{i}", instant, ".hfile").name
+                rel = posixpath.join(partition, name)
+                written.append(rel)
+                size = write_base_hfile(self.md, rel, items)
+                stats.append(_stat(fid, rel, partition, num_writes=len(items), num_inserts=len(items),
+                                   size=size))
+            meta = commit_metadata(stats, operation_type="BULK_INSERT_PREPPED",
+                                   extra_metadata={"schema": P.DATA_SCHEMA_JSON})
+            return writer.complete(inflight, meta)
+        except BaseException:
+            self._discard(writer, inflight, written)
+            raise
+
+    # -- deltacommits ----------------------------------------------------------------------------
+    def commit(self, instant: str, deltas: Mapping[str, Delta], operation: str = "UPSERT_PREPPED") -> Instant:
+        """One deltacommit on the MDT at ``instant`` with these partitions' deltas."""
+        md_tl = self.md_timeline()
+        same = [i for i in md_tl.instants if i.timestamp == instant]
+        if any(i.is_completed for i in same):
+            raise MetadataTableError(f"the metadata table of {self.storage.url} already has a "
+                                     f"completed instant {instant}")
+        for i in same:   # a pending leftover of a failed attempt
+            self._rollback_files(i)
+            TimelineWriter(self.md, self.md_config).delete_instant_files(i)
+        writer = self._md_writer()
+        inflight = writer.transition_to_inflight(writer.create_requested("deltacommit", instant))
+        stats, written = [], []
+        task = 0
+        try:
+            for partition in sorted(deltas):
+                delta = deltas[partition]
+                if not delta or partition not in self.config.metadata_partitions:
+                    continue
+                slices = self.latest_slices(partition)
+                if not slices:
+                    raise MetadataTableError(f"metadata partition {partition} has no file groups")
+                n = len(slices)
+                ups: dict[int, list] = defaultdict(list)
+                dels: dict[int, list] = defaultdict(list)
+                for key, value in delta.upserts.items():
+                    ups[K.file_group_index(key, n)].append((key.encode("utf-8"), value))
+                for key in delta.deletes:
+                    dels[K.file_group_index(key, n)].append(key)
+                for i in sorted(set(ups) | set(dels)):
+                    s = slices[i]
+                    blocks = []
+                    if ups.get(i):
+                        blocks.append(hfile_data_block(sorted(ups[i]), instant))
+                    if dels.get(i):
+                        keys = sorted(dels[i])
+                        blocks.append(encode_delete_block(pa.table({
+                            "record_key": pa.array(keys, pa.string()),
+                            "partition_path": pa.array([partition] * len(keys), pa.string()),
+                            "ordering_value": pa.array([0] * len(keys), pa.int32())}),
+                            instant, avro_schema=P.SCHEMA_JSON))
+                    task += 1
+                    log_instant = instant if self.md_config.version >= 8 else s.base_instant
+                    results = write_log_file(self.md, partition, s.file_id, log_instant, blocks,
+                                             f"{task}-1-{task}")
+                    written.extend(r.path for r in results)
+                    last = results[-1]
+                    nu, nd = len(ups.get(i, ())), len(dels.get(i, ()))
+                    size = sum(r.size for r in results)
+                    st = _stat(s.file_id, last.path, partition, prev=s.base_instant, num_writes=nu,
+                               num_updates=nu, num_deletes=nd, size=size)
+                    st.update({"logVersion": last.version, "logOffset": 0,
+                               "baseFile": s.base_file_name or "",
+                               "logFiles": [posixpath.basename(r.path) for r in results]})
+                    stats.append(st)
+            meta = commit_metadata(stats, operation_type=operation,
+                                   extra_metadata={"schema": P.DATA_SCHEMA_JSON})
+            return writer.complete(inflight, meta)
+        except BaseException:
+            self._discard(writer, inflight, written)
+            raise
+
+    def _discard(self, writer: TimelineWriter, inflight: Instant, written: Iterable[str]) -> None:
+        for rel in written:
+            try:
+                self.md.delete(rel)
+            except Exception:  # noqa: BLE001 - best effort; rollback finds the rest
+                log.warning("could not remove %s", self.md.uri(rel))
+        try:
+            writer.delete_instant_files(inflight)
+        except Exception:  # noqa: BLE001
+            log.warning("could not remove the pending metadata instant %s", inflight.timestamp)
+
+    # -- converting data-table metadata ------------------------------------------------------------
+    def _enabled(self, partition: str) -> bool:
+        return partition in self.config.metadata_partitions
+
+    def commit_deltas(self, instant: str, metadata: Mapping[str, Any]) -> dict[str, Delta]:
+        """The MDT records of a data commit (``HoodieCommitMetadata`` as a dict)."""
+        stats_by_part = {p: list(s or ()) for p, s in (metadata.get("partitionToWriteStats") or {}).items()}
+        op = metadata.get("operationType") or ""
+        replaced = {p: list(f or ()) for p, f in (metadata.get("partitionToReplaceFileIds") or {}).items()}
+        files = DataFiles(self)
+        ext = self.config.base_file_extension
+        out: dict[str, Delta] = {}
+
+        # files
+        recs = [P.partition_list_record(stats_by_part)]
+        if op == "DELETE_PARTITION":
+            gone = [p for p in replaced if p not in stats_by_part]
+            if gone:
+                recs.append(P.partition_list_record(gone, deleted=True))
+        written: list[tuple[str, str, dict]] = []   # (partition, path, stat)
+        for part, stats in stats_by_part.items():
+            sizes: dict[str, int] = {}
+            for st in stats:
+                path = st.get("path")
+                if not path:
+                    continue
+                names = [posixpath.basename(path)]
+                names += [n for n in (st.get("logFiles") or ()) if n not in names]
+                for name in names:
+                    rel = posixpath.join(part, name) if part else name
+                    size = int(st.get("fileSizeInBytes") or 0) if name == posixpath.basename(path) \
+                        else self._size(rel)
+                    sizes[name] = max(size, sizes.get(name, 0))
+                    written.append((part, rel, st))
+                for cdc, size in (st.get("cdcStats") or {}).items():
+                    sizes[posixpath.basename(cdc)] = int(size)
+            recs.append(P.files_record(part, sizes))
+        out[K.FILES] = _records_delta(recs)
+
+        if self._enabled(K.COLUMN_STATS):
+            recs = []
+            for part, rel, _ in written:
+                recs += files.base_file_stats(part, rel) if rel.endswith(ext) else files.log_file_stats(part, rel)
+            out[K.COLUMN_STATS] = _records_delta(recs)
+        if self._enabled(K.BLOOM_FILTERS):
+            recs = []
+            for part, rel, st in written:
+                if rel.endswith(ext) and "logFiles" not in st:
+                    rec = files.bloom_record(part, rel, instant)
+                    if rec is not None:
+                        recs.append(rec)
+            out[K.BLOOM_FILTERS] = _records_delta(recs)
+        if self._enabled(K.RECORD_INDEX) and op not in _RECORD_INDEX_SKIPPED_OPS:
+            out[K.RECORD_INDEX] = self._record_index_delta(instant, written, replaced, files)
+        return out
+
+    def _size(self, rel: str) -> int:
+        try:
+            return self.storage.size(rel)
+        except (HudiError, OSError):
+            return 0
+
+    def _record_index_delta(self, instant: str, written, replaced: Mapping[str, list], files: DataFiles) -> Delta:
+        ext = self.config.base_file_extension
+        located: dict[str, tuple[str, str]] = {}
+        gone: set[str] = set()
+        listing_cache: dict[str, list[FileInfo]] = {}
+
+        def listing(part: str) -> list[FileInfo]:
+            if part not in listing_cache:
+                listing_cache[part] = [f for f in self.storage.list(part) if not f.is_dir]
+            return listing_cache[part]
+
+        def old_base(part: str, fid: str, prev: str) -> str | None:
+            for f in listing(part):
+                bf = parse_base_file_name(f.name)
+                if bf is not None and bf.file_id == fid and bf.instant_time == prev and f.name.endswith(ext):
+                    return f.path
+            return None
+
+        seen = set()
+        for part, rel, st in written:
+            if rel in seen:
+                continue
+            seen.add(rel)
+            fid = st.get("fileId")
+            if rel.endswith(ext):
+                new_keys = files.base_keys(rel)
+                prev = st.get("prevCommit")
+                old = old_base(part, fid, prev) if prev not in (None, "null") else None
+                if old is not None:
+                    old_keys = files.base_keys(old)
+                    inserted = pc.filter(new_keys, pc.invert(pc.is_in(new_keys, value_set=old_keys)))
+                    removed = pc.filter(old_keys, pc.invert(pc.is_in(old_keys, value_set=new_keys)))
+                    gone.update(removed.to_pylist())
+                    new_keys = inserted
+                for k in new_keys.to_pylist():
+                    located[k] = (part, fid)
+            else:
+                ups, dels = files.log_keys(rel)
+                for k in ups.to_pylist():
+                    located[k] = (part, fid)
+                gone.update(dels.to_pylist())
+        for part, fids in replaced.items():
+            wanted = set(fids)
+            for f in listing(part):
+                parsed = parse_base_file_name(f.name) if not f.name.startswith(".") else parse_log_file_name(f.name)
+                if parsed is None or parsed.file_id not in wanted:
+                    continue
+                if f.name.startswith("."):
+                    ups, _ = files.log_keys(f.path)
+                    gone.update(ups.to_pylist())
+                elif f.name.endswith(ext):
+                    gone.update(files.base_keys(f.path).to_pylist())
+        tz = self.config.timeline_timezone
+        millis = P.instant_millis(instant, tz)
+        cache: dict[tuple[str, str], bytes] = {}
+        ups_out = {}
+        for k, loc in located.items():
+            v = cache.get(loc)
+            if v is None:
+                v = cache[loc] = P.encode_record_index_value(loc[0], loc[1], millis)
+            ups_out[k] = v
+        return Delta(ups_out, {k for k in gone if k not in located})
+
+    def clean_deltas(self, instant: str, clean_metadata: Mapping[str, Any]) -> dict[str, Delta]:
+        recs, dropped = [], []
+        deleted_files: list[tuple[str, str]] = []
+        for part, pm in (clean_metadata.get("partitionMetadata") or {}).items():
+            names = [posixpath.basename(p) for p in (pm.get("deletePathPatterns") or ())]
+            names += [posixpath.basename(p) for p in (pm.get("successDeleteFiles") or ())
+                      if posixpath.basename(p) not in names]
+            recs.append(P.files_record(part, {}, names))
+            deleted_files += [(part, n) for n in names]
+            if pm.get("isPartitionDeleted"):
+                dropped.append(part)
+        if dropped:
+            recs.append(P.partition_list_record(dropped, deleted=True))
+        out = {K.FILES: _records_delta(recs)}
+        out.update(self._tombstones(deleted_files, instant))
+        return out
+
+    def _tombstones(self, deleted_files: list[tuple[str, str]], instant: str) -> dict[str, Delta]:
+        out = {}
+        ext = self.config.base_file_extension
+        if self._enabled(K.BLOOM_FILTERS):
+            out[K.BLOOM_FILTERS] = _records_delta(
+                P.bloom_filter_record(p, n, instant, "", b"", deleted=True)
+                for p, n in deleted_files if n.endswith(ext))
+        if self._enabled(K.COLUMN_STATS):
+            from ..read.table_schema import latest_data_schema
+            schema = latest_data_schema(self.config, self.data_timeline())
+            cols = []
+            if schema is not None:
+                full = pa.schema([pa.field(n, pa.string()) for n in _META_COLUMNS_INDEXED
+                                  if self.config.populate_meta_fields] + list(schema))
+                cols = [c for c, _ in DataFiles(self).indexed_columns(full)]
+            out[K.COLUMN_STATS] = _records_delta(
+                P.column_stats_record(p, n, c, deleted=True) for p, n in deleted_files for c in cols)
+        return out
+
+    # -- rollback -----------------------------------------------------------------------------------
+    def _compaction_instants(self, md_tl: Timeline) -> list[Instant]:
+        return [i for i in md_tl.instants if i.is_completed and i.action == "commit"]
+
+    def _files_written_by(self, target: Instant) -> list[str]:
+        """MDT files an MDT instant wrote: its commit metadata, else names carrying it (v8) or
+        log blocks of it (v6)."""
+        out: list[str] = []
+        if target.is_completed and target.action in ("deltacommit", "commit"):
+            try:
+                meta = self.md_timeline().raw_metadata(target)
+                for part, stats in (meta.get("partitionToWriteStats") or {}).items():
+                    for st in stats or ():
+                        for name in [posixpath.basename(st.get("path") or "")] + list(st.get("logFiles") or ()):
+                            if name:
+                                rel = posixpath.join(part, name)
+                                if rel not in out:
+                                    out.append(rel)
+                return out
+            except HudiError:
+                pass
+        for f in self.md.walk_files("", skip_dirs=(".hoodie",)):
+            name = posixpath.basename(f.path)
+            bf = parse_base_file_name(name)
+            if bf is not None and bf.instant_time == target.timestamp:
+                out.append(f.path)
+                continue
+            lf = parse_log_file_name(name)
+            if lf is None:
+                continue
+            if self.md_config.version >= 8:
+                if lf.instant_time == target.timestamp:
+                    out.append(f.path)
+            elif any(b.instant_time == target.timestamp for b in read_log_file(self.md, f.path)):
+                out.append(f.path)
+        return out
+
+    def _rollback_files(self, target: Instant) -> list[str]:
+        deleted = []
+        for rel in self._files_written_by(target):
+            if self.md.exists(rel):
+                self.md.delete(rel)
+                deleted.append(rel)
+        return deleted
+
+    def rollback(self, target_ts: str, rollback_ts: str, deleted_data_files: Mapping[str, list[str]]) -> None:
+        """Apply a data rollback (at ``rollback_ts``) of ``target_ts`` to the MDT."""
+        md_tl = self.md_timeline()
+        if any(i.timestamp == rollback_ts and i.is_completed for i in md_tl.instants):
+            return   # applied already (a resumed data rollback)
+        targets = [i for i in md_tl.instants if i.timestamp == target_ts and i.action == "deltacommit"]
+        if not targets:
+            # nothing of the target reached the MDT: record the deleted files, so that the data
+            # rollback has its deltacommit
+            files = [(p, posixpath.basename(f)) for p, fs in deleted_data_files.items() for f in fs]
+            recs = [P.files_record(p, {}, [n for q, n in files if q == p]) for p in deleted_data_files]
+            deltas = {K.FILES: _records_delta(recs)}
+            deltas.update(self._tombstones(files, rollback_ts))
+            self.commit(rollback_ts, deltas)
+            return
+        target = targets[0]
+        compactions = self._compaction_instants(md_tl)
+        if target.is_completed and compactions:
+            last = max(compactions, key=lambda i: i.completion_time or i.timestamp)
+            if (target.completion_time or target.timestamp) <= (last.completion_time or last.timestamp):
+                log.warning("data rollback of %s reaches behind the metadata table's compaction %s; "
+                            "dropping the metadata table of %s", target_ts, last.timestamp, self.storage.url)
+                self.drop()
+                return
+        writer = self._md_writer()
+        plan = {"instantToRollback": {"commitTime": target.timestamp, "action": target.action},
+                "RollbackRequests": [], "version": 1}
+        files = self._files_written_by(target)
+        by_group: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for rel in files:
+            part, name = posixpath.split(rel)
+            parsed = parse_base_file_name(name) or parse_log_file_name(name)
+            by_group[(part, parsed.file_id if parsed else "")].append(rel)
+        plan["RollbackRequests"] = [{"partitionPath": p, "fileId": f, "latestBaseInstant": None,
+                                     "filesToBeDeleted": paths, "logBlocksToBeDeleted": None}
+                                    for (p, f), paths in sorted(by_group.items())]
+        requested = writer.create_requested("rollback", rollback_ts, plan=plan)
+        inflight = writer.transition_to_inflight(requested)
+        from ..services.rollback import execute_plan
+        if target.is_completed:
+            done_name = md_tl.files_of(target).get(State.COMPLETED)
+            if done_name:
+                self.md.delete(f"{md_tl.timeline_dir}/{done_name}")
+        metadata = execute_plan(self.md, self.md_config, plan, rollback_ts)
+        writer.complete(inflight, metadata)
+        for name in md_tl.files_of(target).values():
+            rel = f"{md_tl.timeline_dir}/{name}"
+            if self.md.exists(rel):
+                self.md.delete(rel)
+
+    # -- compaction of the metadata table ------------------------------------------------------------
+    def _valid(self, md_inst: Instant, data_tl: Timeline) -> bool:
+        ts = md_inst.timestamp
+        if ts.startswith(I.SOLO_COMMIT_TIMESTAMP_V6) or len(ts) != 17:
+            return True
+        data = [i for i in data_tl.instants if i.timestamp == ts]
+        if not data:
+            start = data_tl.instants[0].timestamp if data_tl.instants else None
+            return start is not None and ts < start
+        return all(i.is_completed for i in data)
+
+    def compact_if_due(self) -> Instant | None:
+        md_tl = self.md_timeline()
+        for pending in [i for i in md_tl.instants if i.action == "compaction" and not i.is_completed]:
+            # left by a crash: its base files are invisible; remove them and plan afresh
+            self._rollback_files(pending)
+            TimelineWriter(self.md, self.md_config).delete_instant_files(pending)
+            md_tl = self.md_timeline()
+        compactions = self._compaction_instants(md_tl)
+        last = max((c.timestamp for c in compactions), default=None)
+        deltas = [i for i in md_tl.instants if i.action == "deltacommit"
+                  and (last is None or i.timestamp > last)]
+        if any(not i.is_completed for i in deltas):
+            return None
+        due = int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))
+        if len([i for i in deltas if not i.timestamp.startswith(I.SOLO_COMMIT_TIMESTAMP_V6)]) < due:
+            return None
+        data_tl = self.data_timeline()
+        if not all(self._valid(i, data_tl) for i in deltas):
+            return None
+        return self.compact(md_tl, deltas)
+
+    def compact(self, md_tl: Timeline | None = None, deltas: list[Instant] | None = None) -> Instant | None:
+        """Compact every file group of every metadata partition into new base HFiles."""
+        md_tl = md_tl or self.md_timeline()
+        if self.md_config.version >= 8:
+            instant = self.clock.new_instant_time()
+        else:
+            latest = max(i.timestamp for i in md_tl.instants if i.action == "deltacommit" and i.is_completed)
+            instant = latest + "001"
+            if any(i.timestamp == instant for i in md_tl.instants):
+                return None
+        ops, slices = [], []
+        for partition in sorted(self.config.metadata_partitions):
+            for s in self.latest_slices(partition):
+                if not s.log_files:
+                    continue
+                slices.append(s)
+                ops.append({"baseInstantTime": s.base_instant,
+                            "deltaFilePaths": [posixpath.basename(p) for p in s.log_files],
+                            "dataFilePath": s.base_file_name, "fileId": s.file_id,
+                            "partitionPath": partition,
+                            "metrics": {"TOTAL_LOG_FILES": float(len(s.log_files)),
+                                        "TOTAL_IO_READ_MB": float((s.base_file_size + sum(s.log_file_sizes)) // (1 << 20)),
+                                        "TOTAL_LOG_FILES_SIZE": float(sum(s.log_file_sizes)),
+                                        "TOTAL_IO_WRITE_MB": float(s.base_file_size // (1 << 20)),
+                                        "TOTAL_IO_MB": float((2 * s.base_file_size + sum(s.log_file_sizes)) // (1 << 20))},
+                            "bootstrapFilePath": None})
+        if not ops:
+            return None
+        from ..services.common import compaction_plan_schema, encode_with_schema
+        plan = {"operations": ops, "extraMetadata": {}, "version": 2, "strategy": None,
+                "preserveHoodieMetadata": False}
+        if self.md_config.version >= 8:
+            plan["missingSchedulePartitions"] = []
+        writer = self._md_writer()
+        requested = writer.create_requested(
+            "compaction", instant, plan=encode_with_schema(compaction_plan_schema(self.md_config.version), plan))
+        inflight = writer.transition_to_inflight(requested)
+        stats, written = [], []
+        data_tl = self.data_timeline()
+        valid = {i.timestamp for i in md_tl.instants if i.is_completed and self._valid(i, data_tl)}
+        try:
+            for task, s in enumerate(slices):
+                merged, blocks = self._merge_slice(s, valid)
+                items = sorted((k.encode("utf-8"), P.encode_value(r)) for k, r in merged.items())
+                name = BaseFileName(s.file_id, f"{task}-0-{task}", instant, ".hfile").name
+                rel = posixpath.join(s.partition_path, name)
+                written.append(rel)
+                size = write_base_hfile(self.md, rel, items)
+                st = _stat(s.file_id, rel, s.partition_path, num_writes=len(items), size=size)
+                st.update({"totalLogFilesCompacted": len(s.log_files),
+                           "totalLogSizeCompacted": int(sum(s.log_file_sizes)),
+                           "totalLogBlocks": blocks, "totalLogRecords": len(items)})
+                stats.append(st)
+            meta = commit_metadata(stats, operation_type="COMPACT", compacted=True,
+                                   extra_metadata={"schema": P.DATA_SCHEMA_JSON})
+            done = writer.complete(inflight, meta)
+        except BaseException:
+            self._discard(writer, inflight, written)
+            raise
+        log.info("compacted the metadata table of %s at %s (%d file groups)",
+                 self.storage.url, instant, len(stats))
+        return done
+
+    def _merge_slice(self, s: FileSlice, valid: set[str]) -> tuple[dict[str, dict], int]:
+        merged: dict[str, dict | None] = {}
+        if s.base_file:
+            r = HFileReader(self.md, s.base_file)
+            schema = (r.file_info.get(b"schema") or b"").decode("utf-8") or None
+            for k, v in r.items():
+                key = k.decode("utf-8")
+                merged[key] = P.decode_value(v, key, schema)
+        nblocks = 0
+        for path in s.log_files:
+            for block in read_log_file(self.md, path):
+                if block.is_corrupted or (block.instant_time and block.instant_time not in valid):
+                    continue
+                nblocks += 1
+                if block.block_type == BlockType.HFILE_DATA:
+                    r = HFileReader.from_bytes(block.content(), path)
+                    schema = block.schema_json
+                    for k, v in r.items():
+                        key = k.decode("utf-8")
+                        merged[key] = P.merge(merged.get(key), P.decode_value(v, key, schema))
+                elif block.block_type == BlockType.DELETE:
+                    dk = block.deleted_keys()
+                    for key in dk.column("record_key").to_pylist() if dk.num_rows else ():
+                        merged[key] = None
+        out = {}
+        for key, rec in merged.items():
+            if rec is None:
+                continue
+            c = P.compacted(rec)
+            if c is not None:
+                out[key] = c
+        return out, nblocks
+
+    # -- cleaning of the metadata table ---------------------------------------------------------------
+    def clean_if_due(self) -> Instant | None:
+        retained = mdt_option(self.options, "hoodie.metadata.cleaner.commits.retained")
+        if retained is None:
+            data_retained = int(self.options.get("hoodie.cleaner.commits.retained", 10))
+            retained = max(DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, int(data_retained * 1.2))
+        from ..services.cleaning import clean
+        return clean(self.md, self.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
+                                               "hoodie.cleaner.commits.retained": int(retained)})
+
+    def services(self) -> None:
+        """MDT table services after a data instant completed: compaction, then cleaning."""
+        if not self.exists() or K.FILES not in self.config.metadata_partitions:
+            return
+        self.compact_if_due()
+        self.clean_if_due()
+
+
+# -- encoding helpers ------------------------------------------------------------------------------
+def hfile_data_block(items: list[tuple[bytes, bytes]], instant: str) -> bytes:
+    """An ``HFILE_DATA`` log block of sorted ``(key, value)`` cells (HFileUtils' layout)."""
+    w = HFileWriter(None, block_size=HFILE_LOG_BLOCK_SIZE, compression="GZ")
+    for k, v in items:
+        w.append(k, v)
+    w.add_file_info("schema", P.SCHEMA_JSON)
+    content = w.close()
+    return encode_block(BlockType.HFILE_DATA, {HeaderKey.INSTANT_TIME: instant,
+                                               HeaderKey.SCHEMA: P.SCHEMA_JSON}, content)
+
+
+def write_base_hfile(storage: Storage, rel: str, items: list[tuple[bytes, bytes]]) -> int:
+    """A base HFile of the metadata table (``HoodieAvroHFileWriter``): the cells, the schema,
+    a bloom filter of the keys and the min/max keys; returns its size."""
+    from ..bloom import new_bloom_filter
+    bloom = new_bloom_filter(60000, 0.000000001, "DYNAMIC_V0", 100000)
+    if items:
+        bloom.add_all(pa.array([k for k, _ in items], pa.binary()))
+    w = HFileWriter(storage, rel, compression="GZ")
+    for k, v in items:
+        w.append(k, v)
+    w.add_file_info("schema", P.SCHEMA_JSON)
+    w.add_file_info("bloomFilterTypeCode", "DYNAMIC_V0")
+    if items:
+        w.add_file_info("minRecordKey", items[0][0])
+        w.add_file_info("maxRecordKey", items[-1][0])
+    w.add_meta_block("bloomFilter", bloom.serialize())
+    w.close()
+    return storage.size(rel)
+
+
+def _stat(fid: str, path: str, partition: str, *, prev: str | None = None, num_writes: int = 0,
+          num_inserts: int = 0, num_updates: int = 0, num_deletes: int = 0, size: int = 0) -> dict:
+    return {"fileId": fid, "path": path, "prevCommit": prev if prev else "null",
+            "numWrites": num_writes, "numDeletes": num_deletes, "numUpdateWrites": num_updates,
+            "numInserts": num_inserts, "totalWriteBytes": size, "totalWriteErrors": 0,
+            "partitionPath": partition, "fileSizeInBytes": size}
+
+
+# -- hooks for the data-table writers ------------------------------------------------------------------
+def _rollback_deleted(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
+    out = {}
+    for part, pm in (metadata.get("partitionMetadata") or {}).items():
+        out[part] = [posixpath.basename(p) for p in (pm.get("successDeleteFiles") or ())]
+    return out
+
+
+def before_complete(storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
+                    options: Mapping[str, Any] | None = None, clock: InstantClock | None = None) -> TableConfig:
+    """Bring the metadata table along with the data instant ``inflight`` that is about to
+    complete with ``metadata``; call right before the data instant's completed file is
+    written (under the table lock). Returns the data table's config (its metadata partitions
+    may have changed)."""
+    if is_metadata_table(storage, config):
+        return config
+    if not metadata_enabled(storage, config, options):
+        if I.metadata_table_exists(storage) or config.metadata_partitions:
+            log.info("metadata table disabled for %s: deleting it", storage.url)
+            return I.delete_metadata_table(storage, config)
+        return config
+    action = inflight.action
+    w = MetadataWriter(storage, config, options, clock, inflight.timestamp)
+    meta = getattr(metadata, "raw", metadata) or {}
+    if action == "restore":
+        if w.exists() or config.metadata_partitions:
+            w.drop()
+        return w.config
+    if not w.ensure():
+        return w.config
+    ts = inflight.timestamp
+    if action in _WRITE_ACTIONS:
+        w.commit(ts, w.commit_deltas(ts, meta))
+    elif action == "clean":
+        w.commit(ts, w.clean_deltas(ts, meta))
+    elif action == "rollback":
+        targets = meta.get("commitsRollback") or []
+        if targets:
+            w.rollback(str(targets[0]), ts, _rollback_deleted(meta))
+    return w.config
+
+
+def after_complete(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+                   clock: InstantClock | None = None) -> None:
+    """Run the metadata table's own services (compaction, cleaning) after a data instant
+    completed. Failures are logged, never raised: the data commit is done."""
+    if is_metadata_table(storage, config) or not metadata_enabled(storage, config, options):
+        return
+    try:
+        cfg = TableConfig.load(storage)
+        MetadataWriter(storage, cfg, options, clock).services()
+    except Exception as exc:  # noqa: BLE001
+        log.warning("metadata table services of %s failed: %s", storage.url, exc)
+
+
+def abort(storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any] | None = None,
+          clock: InstantClock | None = None) -> None:
+    """The data instant ``instant`` failed after its MDT deltacommit: roll that back."""
+    if is_metadata_table(storage, config) or not I.metadata_table_exists(storage):
+        return
+    try:
+        cfg = TableConfig.load(storage)
+        w = MetadataWriter(storage, cfg, options, clock)
+        md_tl = w.md_timeline()
+        same = [i for i in md_tl.instants if i.timestamp == instant and i.action == "deltacommit"]
+        if not same:
+            return
+        target = same[0]
+        if not target.is_completed:
+            w._rollback_files(target)
+            TimelineWriter(w.md, w.md_config).delete_instant_files(target)
+            return
+        w.rollback(instant, w.clock.new_instant_time(), {})
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not undo metadata instant %s of %s: %s (readers ignore it while the "
+                    "data instant is not completed)", instant, storage.url, exc)
+
+
+
+def complete_with_metadata(writer: TimelineWriter, storage: Storage, config: TableConfig,
+                           inflight: Instant, metadata: Any,
+                           options: Mapping[str, Any] | None = None) -> Instant:
+    """``writer.complete(inflight, metadata)`` with the metadata table brought along: its
+    deltacommit first, the data instant, then its services (or its undo if completing fails)."""
+    config = before_complete(storage, config, inflight, metadata, options, writer.clock)
+    try:
+        done = writer.complete(inflight, metadata)
+    except BaseException:
+        abort(storage, config, inflight.timestamp, options, writer.clock)
+        raise
+    after_complete(storage, config, options, writer.clock)
+    return done
