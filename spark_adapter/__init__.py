@@ -1,0 +1,120 @@
+"""PySpark <-> hudi_format: read and write Hudi tables from Spark through the core, no Hudi jar.
+
+    import spark_adapter
+    spark_adapter.register(spark)
+    df = spark.read.format("hudi_format").load("/data/trips")
+    df.write.format("hudi_format").options(**hudi_options).mode("append").save("/data/trips")
+
+:func:`register` registers the ``hudi_format`` Python data source (reads, and writes from SQL)
+and routes ``DataFrameWriter.save`` of format ``hudi_format`` to the distributed writer
+(:mod:`spark_adapter.writer`), which needs the DataFrame on the driver to plan the commit and
+shuffle rows to file groups. Spark's own save modes map to Hudi as Hudi's datasource does:
+``append`` runs ``hoodie.datasource.write.operation``; ``overwrite`` replaces the whole table
+(``insert_overwrite_table``; creates it if missing); ``errorifexists`` (Spark's default) and
+``ignore`` create the table or fail / do nothing when it exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .datasource import NAME, HudiDataSource
+from .writer import write_dataframe
+
+__all__ = ["register", "write_dataframe", "HudiDataSource", "NAME"]
+
+_STATE = "_hudi_format_writer_state"
+
+
+def register(spark) -> None:
+    """Register ``hudi_format`` with ``spark`` (a ``SparkSession``); idempotent."""
+    spark.dataSource.register(HudiDataSource)
+    try:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    except Exception:  # noqa: BLE001 - Spark 4.0 has no filter push-down; filters run in Spark
+        pass
+    _install_writer_hook()
+
+
+def _install_writer_hook() -> None:
+    """Make ``df.write.format("hudi_format")...save(path)`` run :func:`write_dataframe`.
+
+    PySpark keeps a writer's format, mode and options in the JVM; we also record them on the
+    Python object so that ``save`` can hand the DataFrame to the distributed writer. Every
+    other format goes to Spark unchanged."""
+    from pyspark.sql.readwriter import DataFrameWriter
+    classes = [DataFrameWriter]
+    try:  # Spark Connect has its own writer class with the same API
+        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
+        classes.append(ConnectWriter)
+    except Exception:  # noqa: BLE001 - connect dependencies (grpc) not installed
+        pass
+    for cls in classes:
+        if getattr(cls, "_hudi_format_hooked", False):
+            continue
+        _wrap(cls)
+        cls._hudi_format_hooked = True
+
+
+def _state(writer) -> dict:
+    st = writer.__dict__.get(_STATE)
+    if st is None:
+        st = {"format": None, "mode": None, "options": {}, "partition_by": None}
+        writer.__dict__[_STATE] = st
+    return st
+
+
+def _wrap(cls) -> None:
+    orig = {name: getattr(cls, name) for name in ("format", "mode", "option", "options", "partitionBy", "save")}
+
+    def format(self, source: str):
+        _state(self)["format"] = source
+        return orig["format"](self, source)
+
+    def mode(self, saveMode):
+        if saveMode is not None:
+            _state(self)["mode"] = saveMode
+        return orig["mode"](self, saveMode)
+
+    def option(self, key: str, value: Any):
+        _state(self)["options"][key] = None if value is None else _to_str(value)
+        return orig["option"](self, key, value)
+
+    def options(self, **opts: Any):
+        for k, v in opts.items():
+            _state(self)["options"][k] = None if v is None else _to_str(v)
+        return orig["options"](self, **opts)
+
+    def partitionBy(self, *cols):
+        if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+            cols = tuple(cols[0])
+        _state(self)["partition_by"] = [str(c) for c in cols]
+        return orig["partitionBy"](self, *cols)
+
+    def save(self, path=None, format=None, mode=None, partitionBy=None, **opts: Any):
+        st = _state(self)
+        fmt = format or st["format"]
+        if fmt is None or fmt.lower() not in (NAME, f"{HudiDataSource.__module__}.{HudiDataSource.__name__}".lower()):
+            return orig["save"](self, path, format, mode, partitionBy, **opts)
+        options = dict(st["options"])
+        options.update({k: _to_str(v) for k, v in opts.items() if v is not None})
+        path = path or options.pop("path", None)
+        if not path:
+            raise ValueError("hudi_format needs a table path: df.write.format('hudi_format').save(path)")
+        if isinstance(partitionBy, str):
+            partitionBy = [partitionBy]
+        write_dataframe(self._df, path, mode=mode or st["mode"] or "errorifexists", options=options,
+                        partition_by=list(partitionBy) if partitionBy else st["partition_by"])
+        return None
+
+    for name, fn in (("format", format), ("mode", mode), ("option", option), ("options", options),
+                     ("partitionBy", partitionBy), ("save", save)):
+        fn.__doc__ = orig[name].__doc__
+        fn.__wrapped__ = orig[name]
+        setattr(cls, name, fn)
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,413 @@
+"""Distributed write of a Spark DataFrame as one Hudi commit.
+
+The driver does what only it can do: open the instant and plan it. Executors do the bytes.
+
+1. Keys: a ``mapInArrow`` stage computes every row's record key and partition path with the
+   core's key generator; the driver collects those two columns (not the data).
+2. Plan: the core's planner (``WriteClient._plan``: index tagging, small-file top-up, file
+   sizing, replaced file groups, pending-clustering checks) runs on the keys and assigns every
+   record to a *bucket*: an existing file group to merge into (COW) or append to (MOR), or a new
+   file group.
+3. Shuffle: the DataFrame joins the (key, partition) -> bucket mapping and is repartitioned into
+   one Spark partition per bucket, so each task owns whole file groups.
+4. Write: each task writes its file group through the core's write handles (``create``,
+   ``merge``, ``append``) with Hudi's write token ``<partition>-<stage>-<attempt>`` and returns
+   the write stats; the driver commits them as one instant.
+
+Failures: files are written under a requested/inflight instant with write markers and a
+heartbeat, so a failed task or job leaves nothing visible. A failed job is cleaned up at once
+(its files, markers and pending instant removed); if the driver dies, the next write rolls the
+instant back (its heartbeat has expired). Files of task attempts that Spark discarded (retries,
+speculation) are deleted before the commit by reconciling markers with the stats, as Hudi does.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections import defaultdict
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hudi_format.config import TableConfig
+from hudi_format.errors import HudiError, InvalidOptionError
+from hudi_format.storage import Storage
+
+from . import tasks
+from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow
+from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
+
+log = logging.getLogger(__name__)
+
+MODES = ("append", "overwrite", "errorifexists", "ignore")
+_MODE_ALIASES = {"error": "errorifexists", "default": "errorifexists", None: "errorifexists"}
+# Read-side keys users may leave in a shared option map; they do not concern a write.
+_READ_KEYS = ("hoodie.datasource.query.type", "hoodie.datasource.read.", "as.of.instant",
+              "hoodie.datasource.write.operation")
+_MAPPING_BROADCAST_ROWS = 20_000_000
+
+
+def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping[str, Any] | None = None,
+                    partition_by: list[str] | None = None):
+    """Write ``df`` to the Hudi table at ``path`` as one commit; returns the completed instant
+    (``None`` when ``mode="ignore"`` found a table). ``options``: Hudi's datasource write keys
+    (``hoodie.datasource.write.operation``, ``.recordkey.field``, ``.precombine.field``,
+    ``.partitionpath.field``, ``.table.type``, ``hoodie.table.name``, any ``hoodie.*`` write
+    option) and ``storage_options`` (fsspec options as JSON)."""
+    mode = _MODE_ALIASES.get(mode.lower() if isinstance(mode, str) else mode, mode.lower() if mode else mode)
+    if mode not in MODES:
+        raise InvalidOptionError(f"save mode must be one of {', '.join(MODES)}, got {mode!r}")
+    raw = {str(k): v for k, v in (options or {}).items() if v is not None}
+    storage = Storage(path, _storage_options(raw))
+    operation = str(raw.get("hoodie.datasource.write.operation", "upsert")).strip().lower()
+    opts = {k: v for k, v in raw.items() if k.startswith("hoodie.") and not k.startswith(_READ_KEYS)}
+    if partition_by and "hoodie.datasource.write.partitionpath.field" not in opts:
+        opts["hoodie.datasource.write.partitionpath.field"] = ",".join(partition_by)
+    exists = storage.exists(".hoodie/hoodie.properties")
+    if exists and mode == "errorifexists":
+        raise HudiError(f"a Hudi table already exists at {storage.url}; write with mode "
+                        f"'append' or 'overwrite'")
+    if exists and mode == "ignore":
+        return None
+    if exists and mode == "overwrite":
+        operation = "insert_overwrite_table"
+    return DistributedWrite(df, storage, operation, opts, exists).run()
+
+
+class DistributedWrite:
+    """One commit of a DataFrame; see the module docstring for the steps."""
+
+    def __init__(self, df, storage: Storage, operation: str, options: Mapping[str, Any], exists: bool):
+        from hudi_format.writer.options import OPERATIONS, validate_options
+        if operation not in OPERATIONS:
+            raise InvalidOptionError(f"unknown write operation {operation!r}; use one of {', '.join(OPERATIONS)}")
+        self.df = df
+        self.spark = df.sparkSession
+        self.storage = storage
+        self.op = operation
+        self.options = validate_options(options)
+        self.exists = exists
+        if exists:
+            self.config = TableConfig.load(storage)
+            self._check_existing()
+        else:
+            self.config = new_table_config(storage, self.options)
+
+    def _check_existing(self) -> None:
+        from hudi_format.table import _as_list
+        version = self.options.get("hoodie.write.table.version") or self.options.get("hoodie.table.version")
+        if version is not None and int(version) != self.config.version:
+            raise InvalidOptionError(f"the table at {self.storage.url} is version {self.config.version}; "
+                                     f"it cannot be written as version {version}")
+        keys = _as_list(self.options.get("hoodie.datasource.write.recordkey.field"))
+        if keys and keys != self.config.record_key_fields:
+            raise InvalidOptionError(f"record key {keys} does not match the table's {self.config.record_key_fields}")
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self):
+        from hudi_format.read.snapshot import ReadState
+        from hudi_format.read.table_schema import latest_data_schema
+        from hudi_format.schema import arrow_to_avro_schema, avro_to_arrow_schema
+        from hudi_format.table import _post_commit, _recover
+        from hudi_format.timeline import Timeline
+        from hudi_format.view import FileSystemView
+        from hudi_format.writer.schema_evolution import evolve, incoming_schema
+
+        if self.exists:
+            _recover(self.storage, self.config, self.options)
+        timeline = Timeline.load(self.storage, self.config) if self.exists else None
+        state = ReadState(self.config, timeline) if timeline is not None else None
+        existing = latest_data_schema(self.config, timeline) if timeline is not None else None
+        if existing is None and self.config.create_schema:
+            existing = avro_to_arrow_schema(self.config.create_schema)
+
+        in_spark = spark_arrow_schema(self.df.schema)
+        in_hudi = hudi_schema(in_spark)
+        deleting = self.op in ("delete", "delete_partition")
+        if deleting:
+            schema = existing or incoming_schema(in_hudi.empty_table())
+            key_schema = pa.schema([f for f in schema if f.name in in_hudi.names])
+        else:
+            schema = evolve(existing, incoming_schema(in_hudi.empty_table()))
+            key_schema = schema
+        if schema is None or len(schema) == 0:
+            raise InvalidOptionError("the table has no schema yet: its first write must carry data")
+
+        client = _PlanningClient(self.storage, self.config, self.options, create=not self.exists)
+        full_schema = client._full_schema(schema)
+        name = self.config.name
+        avro = arrow_to_avro_schema(full_schema, f"{name}_record", f"hoodie.{name}")
+        data_avro = arrow_to_avro_schema(schema, f"{name}_record", f"hoodie.{name}")
+        keyed = self.df.mapInArrow(
+            functools.partial(tasks.with_keys, config=self.config, options=self.options,
+                              in_schema=in_hudi, schema=key_schema, op=self.op),
+            _with_key_fields(self.df.schema))
+
+        # 1-2. keys to the driver, the core's plan, one bucket per file group
+        keys = keyed.select(tasks.KEY, tasks.PARTITION).toArrow()
+        dedupe = client._should_dedupe(self.op)
+        if self.op == "bulk_insert" and keys.num_rows:
+            client.sample = tasks.conform_batch(
+                to_hudi_arrow(self.df.limit(50_000).toArrow(), in_hudi), schema, deleting)
+        thin = _unique_keys(keys) if dedupe else keys
+        view = FileSystemView(self.storage, self.config)
+        plan = client._plan(self.op, thin if self.op != "delete_partition" or thin.num_rows else None,
+                            thin.column(tasks.KEY) if self.op != "delete_partition" else None,
+                            thin.column(tasks.PARTITION), state, view, full_schema)
+        buckets, mapping = _buckets(plan, thin, self.config, state, view, client)
+
+        # 3-4. open the instant, shuffle, write on the executors, commit once
+        job = tasks.WriteJob(
+            url=self.storage.url, storage_options=self.storage.storage_options, config=self.config,
+            options=self.options, schema=schema, full_schema=full_schema, avro=avro,
+            in_schema=in_hudi, deleting=deleting, dedupe=dedupe, buckets=buckets, instant="")
+        return self._execute(job, keyed, mapping, plan, state, client, data_avro, _post_commit)
+
+    def _execute(self, job, keyed, mapping, plan, state, client, data_avro, post_commit):
+        from hudi_format.table_init import ensure_table, write_partition_metadata
+        from hudi_format.timeline.clock import InstantClock
+        from hudi_format.timeline.writer import TimelineWriter
+        from hudi_format.writer.client import _OPERATION_TYPES, _REPLACE_OPS, _json
+        from hudi_format.writer.heartbeat import Heartbeat
+        from hudi_format.writer.markers import delete_markers
+        from hudi_format.writer.options import option
+
+        ensure_table(self.storage, self.config, create=not self.exists)
+        self.config = TableConfig.load(self.storage)
+        instant_time = InstantClock(self.storage, self.config).new_instant_time()
+        job.instant = instant_time
+        job.config = self.config
+        writer = TimelineWriter(self.storage, self.config)
+        action = ("replacecommit" if self.op in _REPLACE_OPS
+                  else "deltacommit" if self.config.is_mor else "commit")
+        requested_meta = ({"operationType": _OPERATION_TYPES[self.op], "clusteringPlan": None,
+                           "extraMetadata": {}, "version": 1} if action == "replacecommit" else None)
+        heartbeat = Heartbeat(self.storage, instant_time,
+                              option(self.options, "hoodie.client.heartbeat.interval_in_ms")).start()
+        try:
+            inflight = writer.transition_to_inflight(
+                writer.create_requested(action, instant_time, plan=requested_meta))
+            try:
+                for part in sorted({b.partition for b in job.buckets if b.kind == "create"}):
+                    write_partition_metadata(self.storage, part, instant_time, part.count("/") + 1 if part else 0)
+                results = self._run_tasks(job, keyed, mapping)
+                stats: dict[str, list[dict]] = defaultdict(list)
+                written: set[str] = set()
+                for part, stat, files in zip(*(results.column(c).to_pylist() for c in ("partition", "stat", "files"))):
+                    stats[part].append(json.loads(stat))
+                    written.update(json.loads(files))
+                _reconcile_markers(self.storage, instant_time, written)
+                metadata = {"partitionToWriteStats": dict(stats), "compacted": False,
+                            "extraMetadata": {"schema": _json(data_avro)},
+                            "operationType": _OPERATION_TYPES[self.op]}
+                if self.op in _REPLACE_OPS:
+                    metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in plan.replaced.items()}
+                client.config = self.config
+                done = client._commit(writer, inflight, metadata, plan, state)
+            except BaseException:
+                _abort(self.storage, writer, inflight)
+                raise
+        finally:
+            heartbeat.stop()
+        delete_markers(self.storage, instant_time)
+        post_commit(self.storage, TableConfig.load(self.storage), self.options)
+        return done
+
+    def _run_tasks(self, job, keyed, mapping: pa.Table) -> pa.Table:
+        """Shuffle the rows into one Spark partition per bucket and write them there."""
+        from pyspark.sql import functions as F
+        stats_schema = "partition string, stat string, files string"
+        if not job.buckets:
+            return pa.table({"partition": pa.array([], pa.string()), "stat": pa.array([], pa.string()),
+                             "files": pa.array([], pa.string())})
+        slot_values = partition_keys(len(job.buckets))
+        mapping = mapping.append_column(tasks.SLOT, pc.take(pa.array(slot_values, pa.int32()),
+                                                            pc.max_element_wise(mapping.column(tasks.BUCKET), 0)))
+        mapping_df = self.spark.createDataFrame(mapping)
+        if mapping.num_rows <= _MAPPING_BROADCAST_ROWS:
+            mapping_df = F.broadcast(mapping_df)
+        joined = keyed.join(mapping_df, on=[tasks.KEY, tasks.PARTITION], how="left")
+        joined = joined.filter(F.col(tasks.BUCKET).isNull() | (F.col(tasks.BUCKET) >= 0))
+        out = joined.repartition(len(job.buckets), tasks.SLOT).mapInArrow(
+            functools.partial(tasks.write_buckets, job=job), stats_schema)
+        return out.toArrow()
+
+
+def _with_key_fields(schema):
+    from pyspark.sql.types import StringType, StructField, StructType
+    return StructType(list(schema.fields) + [StructField(tasks.KEY, StringType(), True),
+                                             StructField(tasks.PARTITION, StringType(), True)])
+
+
+class _PlanningClient:
+    """The core's write client, planning from (key, partition) columns only; bulk insert sizes
+    files from a sample of the real rows instead of the key columns it is given."""
+
+    def __new__(cls, *args, **kwargs):
+        from hudi_format.writer.client import WriteClient
+
+        class PlanningClient(WriteClient):
+            sample: pa.Table | None = None
+
+            def _measured_record_size(self, table):
+                return super()._measured_record_size(self.sample if self.sample is not None else table)
+
+        return PlanningClient(*args, **kwargs)
+
+
+def _unique_keys(keys: pa.Table) -> pa.Table:
+    """One row per (key, partition): records of one key are merged by the task that writes them."""
+    if not keys.num_rows:
+        return keys
+    return keys.group_by([tasks.KEY, tasks.PARTITION], use_threads=False).aggregate([]) \
+        .select([tasks.KEY, tasks.PARTITION])
+
+
+def _buckets(plan, thin: pa.Table, config: TableConfig, state, view, client):
+    """The plan's file groups as buckets, and the (key, partition) -> bucket mapping.
+
+    Mapping columns: key, partition, bucket (-1: a record the plan drops, e.g. an insert of a
+    known key with ``insert.drop.duplicates``), delete (the record deletes its key there)."""
+    from hudi_format.writer.client import _rows
+    buckets: list[tasks.Bucket] = []
+    pieces: list[tuple[pa.Array, int, bool]] = []
+    slices = {(s.partition_path, s.file_id): s for s in client._latest_slices(state, view)} \
+        if (plan.upserts or plan.deletes) else {}
+    compacting, _ = client._pending_service_groups(state)
+    for key in sorted(set(plan.upserts) | set(plan.deletes)):
+        part, fid = key
+        b = len(buckets)
+        buckets.append(tasks.Bucket(
+            kind="append" if config.is_mor else "merge", partition=part, file_slice=slices[key],
+            num_updates=plan.updates.get(key, 0),
+            compaction_instant=compacting.get(key) if config.is_mor and config.version < 8 else None))
+        up = _rows(plan.upserts.get(key, []))
+        if len(up):
+            pieces.append((up, b, False))
+        dels = _rows(plan.deletes.get(key, []))
+        if len(dels):
+            pieces.append((dels, b, True))
+    for part, rows in plan.new_groups:
+        b = len(buckets)
+        buckets.append(tasks.Bucket(kind="create", partition=part))
+        pieces.append((rows, b, False))
+    assigned = pa.concat_arrays([p[0] for p in pieces]) if pieces else pa.array([], pa.int64())
+    n = thin.num_rows
+    if n and len(assigned) < n:
+        mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=assigned)
+        dropped = pc.indices_nonzero(pc.invert(mask))
+        if len(dropped):
+            pieces.append((pc.cast(dropped, pa.int64()), -1, False))
+    if not pieces:
+        return buckets, _empty_mapping()
+    rows = pa.concat_arrays([p[0] for p in pieces])
+    bucket_ids = pa.concat_arrays([pa.repeat(pa.scalar(p[1], pa.int32()), len(p[0])) for p in pieces])
+    deletes = pa.concat_arrays([pa.repeat(pa.scalar(p[2]), len(p[0])) for p in pieces])
+    mapping = pa.table({tasks.KEY: pc.take(thin.column(tasks.KEY), rows),
+                        tasks.PARTITION: pc.take(thin.column(tasks.PARTITION), rows),
+                        tasks.BUCKET: bucket_ids, tasks.DELETE: deletes})
+    # Records of one key (duplicates kept when the operation does not combine them) go to the
+    # one bucket the plan gave the first of them, so that no row is written twice.
+    first = mapping.append_column("__i", pa.array(range(mapping.num_rows), pa.int64())) \
+        .group_by([tasks.KEY, tasks.PARTITION, tasks.DELETE], use_threads=False).aggregate([("__i", "min")])
+    return buckets, mapping.take(pc.sort_indices(first.column("__i_min")))
+
+
+def _empty_mapping() -> pa.Table:
+    return pa.table({tasks.KEY: pa.array([], pa.string()), tasks.PARTITION: pa.array([], pa.string()),
+                     tasks.BUCKET: pa.array([], pa.int32()), tasks.DELETE: pa.array([], pa.bool_())})
+
+
+def _reconcile_markers(storage: Storage, instant: str, written: set[str]) -> None:
+    """Delete data files of this instant that no successful task reported (failed or
+    speculative attempts), as Hudi's finalize-write does from the markers."""
+    from hudi_format.writer.markers import read_markers
+    for path, _ in read_markers(storage, instant):
+        if path not in written and storage.exists(path):
+            log.info("removing %s, written by a discarded task attempt of %s", path, instant)
+            storage.delete(path)
+
+
+def _abort(storage: Storage, writer, inflight) -> None:
+    """Remove every file the failed write created (from its markers), then its instant."""
+    from hudi_format.writer.markers import delete_markers, read_markers
+    try:
+        for path, _ in read_markers(storage, inflight.timestamp):
+            if storage.exists(path):
+                storage.delete(path)
+        delete_markers(storage, inflight.timestamp)
+        writer.delete_instant_files(inflight)
+    except Exception:  # noqa: BLE001 - the next write rolls the instant back
+        log.warning("could not clean up the failed write %s; the next write rolls it back", inflight.timestamp)
+
+
+# -- Spark's hash partitioning, inverted --------------------------------------------------------------
+def _murmur3_int(value: int, seed: int = 42) -> int:
+    """Spark's ``Murmur3_x86_32.hashInt`` (what ``hash(col)`` and ``repartition(n, col)`` use)."""
+    def rotl(x, r):
+        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+    k1 = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    k1 = rotl(k1, 15) * 0x1B873593 & 0xFFFFFFFF
+    h1 = seed ^ k1
+    h1 = (rotl(h1, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & 0xFFFFFFFF
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & 0xFFFFFFFF
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+@functools.lru_cache(maxsize=64)
+def partition_keys(n: int) -> tuple[int, ...]:
+    """For each of ``n`` Spark partitions, an int whose ``repartition(n, col)`` lands there, so
+    that bucket ``i`` is exactly Spark partition ``i`` (as Hudi's ``UpsertPartitioner`` does)."""
+    found: dict[int, int] = {}
+    value = 0
+    while len(found) < n:
+        found.setdefault(_murmur3_int(value) % n, value)
+        value += 1
+    return tuple(found[i] for i in range(n))
+
+
+# -- a new table's config, as ``hudi_format.write`` derives it from the options -----------------------
+def new_table_config(storage: Storage, opts: Mapping[str, Any]) -> TableConfig:
+    import posixpath
+
+    from hudi_format.table import _as_list
+    from hudi_format.table_init import table_properties
+    keys = _as_list(opts.get("hoodie.datasource.write.recordkey.field") or opts.get("hoodie.table.recordkey.fields"))
+    if not keys:
+        raise InvalidOptionError("creating a table needs option hoodie.datasource.write.recordkey.field")
+    version = int(opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version") or 8)
+    ttype = str(opts.get("hoodie.datasource.write.table.type") or opts.get("hoodie.table.type")
+                or "COPY_ON_WRITE").upper()
+    ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
+    parts = _as_list(opts.get("hoodie.datasource.write.partitionpath.field") or opts.get("hoodie.table.partition.fields"))
+    ordering = _as_list(opts.get("hoodie.datasource.write.precombine.field")
+                        or opts.get("hoodie.table.ordering.fields") or opts.get("hoodie.table.precombine.field"))
+    keygen_class = opts.get("hoodie.datasource.write.keygenerator.class") or opts.get("hoodie.table.keygenerator.class")
+    keygen_type = opts.get("hoodie.datasource.write.keygenerator.type") or opts.get("hoodie.table.keygenerator.type")
+    if not keygen_class and not keygen_type:
+        keygen_type = ("NON_PARTITION" if not parts else
+                       "COMPLEX" if len(keys) > 1 or len(parts) > 1 else "SIMPLE")
+    name = opts.get("hoodie.table.name") or posixpath.basename(storage.root.rstrip("/")) or "hudi_table"
+    extra = {k: str(v) for k, v in opts.items() if k.startswith("hoodie.keygen.timebased.")}
+    for key in ("hoodie.record.merge.mode", "hoodie.table.timeline.timezone"):
+        if opts.get(key):
+            extra[key] = opts[key]
+    props = table_properties(
+        table_name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
+        ordering_fields=ordering, keygen_type=keygen_type, keygen_class=keygen_class,
+        hive_style=bool(opts.get("hoodie.datasource.write.hive_style_partitioning", False)),
+        url_encode=bool(opts.get("hoodie.datasource.write.partitionpath.urlencode", False)),
+        populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
+        table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
+    return TableConfig(props, storage.uri(".hoodie/hoodie.properties"))
+
+
+__all__ = ["write_dataframe", "DistributedWrite", "STORAGE_OPTIONS", "partition_keys"]
