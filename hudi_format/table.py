@@ -271,16 +271,17 @@ class Table:
         spec = MergeSpec.from_config(self.config)
         key_cols = ["_hoodie_record_key"] if self.config.populate_meta_fields else list(spec.record_key_fields)
         read_cols = list(dict.fromkeys(cols + key_cols))
-        value_set = pa.array(wanted, pa.string())
         pieces = []
-        for s in self._lookup_slices(state, wanted):
+        for s, slice_keys in self._lookup_slices(state, wanted):
             t = self._read_slice(s, state, read_cols, [])
             if t.num_rows:
+                value_set = pa.array(slice_keys, pa.string())
                 t = t.filter(pc.is_in(pc.cast(record_keys(t, spec), pa.string()), value_set=value_set))
             pieces.append(t.select(cols))
         return _concat(pieces, self.schema(), cols)
 
-    def _lookup_slices(self, state: ReadState, keys: list[str]) -> list[FileSlice]:
+    def _lookup_slices(self, state: ReadState, keys: list[str]) -> list[tuple[FileSlice, list[str]]]:
+        """Slices to read for ``keys``, each with the keys to keep from it."""
         from .metadata.keys import BLOOM_FILTERS, RECORD_INDEX
         mdt = self._usable_metadata(RECORD_INDEX)
         if mdt is not None:
@@ -289,12 +290,16 @@ class Table:
             except HudiError as exc:
                 log.warning("record index of %s unusable (%s)", self.storage.url, exc)
             else:
-                groups = {("" if loc.partition == "." else loc.partition, loc.file_id)
-                          for loc in locations.values()}
+                # The record index is global: each key is read from the one group it names.
+                groups: dict[tuple[str, str], list[str]] = {}
+                for key, loc in locations.items():
+                    part = "" if loc.partition == "." else loc.partition
+                    groups.setdefault((part, loc.file_id), []).append(key)
                 if not groups:
                     return []
                 partitions = {p for p, _ in groups}
-                return [s for s in state.file_slices(self._view, partitions.__contains__)
+                return [(s, groups[(s.partition_path, s.file_id)])
+                        for s in state.file_slices(self._view, partitions.__contains__)
                         if (s.partition_path, s.file_id) in groups]
         slices = state.file_slices(self._view)
         values = pa.array(keys, pa.string())
@@ -311,14 +316,14 @@ class Table:
             for s in slices:
                 bloom = blooms.get((s.partition_path, s.base_file_name)) if s.base_file else None
                 if s.log_files or bloom is None or pc.any(bloom.might_contain_all(values)).as_py():
-                    out.append(s)
+                    out.append((s, keys))
             return out
         from .base_file import read_footer
         from .writer.index import candidate_slices_by_bloom
         try:
-            return candidate_slices_by_bloom(self.storage, slices, values, read_footer)
+            return [(s, keys) for s in candidate_slices_by_bloom(self.storage, slices, values, read_footer)]
         except HudiError:
-            return slices
+            return [(s, keys) for s in slices]
 
     def _touched_file_ids(self, instants) -> set[str] | None:
         out: set[str] = set()
