@@ -54,6 +54,8 @@ PARTITION_INITIALIZATION_TIME_SUFFIX = 10  # v6: "010", "011", ...
 INIT_WRITE_TOKEN = "0-0-0"  # HoodieLogFormat.DEFAULT_WRITE_TOKEN
 # Average bytes of one record index entry (HoodieBackedTableMetadataWriter)
 RECORD_INDEX_AVERAGE_RECORD_SIZE = 48
+# MetadataPartitionType order, in which Hudi initialises partitions
+_ORDER = (K.FILES, K.COLUMN_STATS, K.BLOOM_FILTERS, K.RECORD_INDEX)
 
 
 def metadata_storage(storage: Storage) -> Storage:
@@ -238,7 +240,7 @@ def initialize_partitions(writer, partitions: list[str]) -> None:
         raise W.MetadataTableError(
             f"cannot bootstrap the metadata table of {writer.storage.url}: instants "
             f"{[i.timestamp for i in pending]} are pending on the data timeline")
-    ordered = sorted(partitions, key=lambda p: (p != K.FILES, p))
+    ordered = sorted(partitions, key=lambda p: (_ORDER.index(p) if p in _ORDER else len(_ORDER), p))
     completed = [i.timestamp for i in data_timeline.completed]
     last = completed[-1] if completed else None
     md_instants = [i.timestamp for i in writer.md_timeline().instants]

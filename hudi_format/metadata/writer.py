@@ -609,11 +609,8 @@ class MetadataWriter:
         out: dict[str, Delta] = {}
 
         # files
+        # (a dropped partition stays listed, its files too, until the cleaner deletes them)
         recs = [P.partition_list_record(stats_by_part)]
-        if op == "DELETE_PARTITION":
-            gone = [p for p in replaced if p not in stats_by_part]
-            if gone:
-                recs.append(P.partition_list_record(gone, deleted=True))
         written: list[tuple[str, str, dict]] = []   # (partition, path, stat)
         for part, stats in stats_by_part.items():
             sizes: dict[str, int] = {}
@@ -870,11 +867,15 @@ class MetadataWriter:
             TimelineWriter(self.md, self.md_config).delete_instant_files(pending)
             md_tl = self.md_timeline()
         compactions = self._compaction_instants(md_tl)
-        last = max((c.timestamp for c in compactions), default=None)
-        deltas = [i for i in md_tl.instants if i.action == "deltacommit"
-                  and (last is None or i.timestamp > last)]
-        if any(not i.is_completed for i in deltas):
+        # after the last compaction: by completion time (v8; a deltacommit requested before a
+        # compaction and completed after it is on top of it), by instant time (v6)
+        when = (lambda i: i.completion_time or i.timestamp) if self.md_config.version >= 8 \
+            else (lambda i: i.timestamp)
+        last = max((when(c) for c in compactions), default=None)
+        if any(i.action == "deltacommit" and not i.is_completed for i in md_tl.instants):
             return None
+        deltas = [i for i in md_tl.instants if i.action == "deltacommit"
+                  and (last is None or when(i) > last)]
         due = int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))
         if len([i for i in deltas if not i.timestamp.startswith(I.SOLO_COMMIT_TIMESTAMP_V6)]) < due:
             return None
@@ -990,11 +991,17 @@ class MetadataWriter:
                                                "hoodie.cleaner.commits.retained": int(retained)})
 
     def services(self) -> None:
-        """MDT table services after a data instant completed: compaction, then cleaning."""
+        """The MDT's own table services, run before a new deltacommit (as Hudi 1.x's
+        ``performTableServices``): cleaning, then compaction when due. The deltacommit about to
+        be written is never in the compaction, so rolling back the latest data commit only
+        ever undoes a deltacommit. A failure is logged, never raised (the data commit goes on)."""
         if not self.exists() or K.FILES not in self.config.metadata_partitions:
             return
-        self.compact_if_due()
-        self.clean_if_due()
+        try:
+            self.clean_if_due()
+            self.compact_if_due()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("metadata table services of %s failed: %s", self.storage.url, exc)
 
 
 # -- encoding helpers ------------------------------------------------------------------------------
@@ -1069,8 +1076,10 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
         return w.config
     ts = inflight.timestamp
     if action in _WRITE_ACTIONS:
+        w.services()
         w.commit(ts, w.commit_deltas(ts, meta))
     elif action == "clean":
+        w.services()
         w.commit(ts, w.clean_deltas(ts, meta))
     elif action == "rollback":
         targets = meta.get("commitsRollback") or []
@@ -1081,15 +1090,10 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
 
 def after_complete(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
                    clock: InstantClock | None = None) -> None:
-    """Run the metadata table's own services (compaction, cleaning) after a data instant
-    completed. Failures are logged, never raised: the data commit is done."""
-    if is_metadata_table(storage, config) or not metadata_enabled(storage, config, options):
-        return
-    try:
-        cfg = TableConfig.load(storage)
-        MetadataWriter(storage, cfg, options, clock).services()
-    except Exception as exc:  # noqa: BLE001
-        log.warning("metadata table services of %s failed: %s", storage.url, exc)
+    """After a data instant completed. The MDT's services run before each deltacommit instead
+    (see :meth:`MetadataWriter.services`), so there is nothing to do; kept as the hook's
+    second half for writers that call it."""
+    return None
 
 
 def abort(storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any] | None = None,
