@@ -122,6 +122,11 @@ class MetadataTable:
 
     def staleness(self) -> str | None:
         """Why the metadata table cannot serve the ``files`` listing (``None``: it can)."""
+        if "_staleness" not in self.__dict__:
+            self.__dict__["_staleness"] = self._find_staleness()
+        return self.__dict__["_staleness"]
+
+    def _find_staleness(self) -> str | None:
         if K.FILES not in self.enabled_partitions:
             return "the table does not declare the files partition in hoodie.table.metadata.partitions"
         if not self.exists:
