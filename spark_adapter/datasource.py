@@ -244,7 +244,8 @@ _SAFE = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.t
 
 def _to_core_filter(f: Filter, schema: pa.Schema) -> tuple | None:
     """The core filter for a Spark filter, or ``None`` when Spark must evaluate it."""
-    attr = getattr(f, "attribute", None)
+    negated = isinstance(f, Not) and isinstance(f.child, EqualTo)
+    attr = getattr(f.child if negated else f, "attribute", None)
     if not attr or len(attr) != 1 or schema.get_field_index(attr[0]) < 0:
         return None
     column = attr[0]
@@ -261,7 +262,7 @@ def _to_core_filter(f: Filter, schema: pa.Schema) -> tuple | None:
         if not values or not all(_safe_value(v) for v in values):
             return None
         return (column, "in", values)
-    if isinstance(f, Not) and isinstance(f.child, EqualTo) and f.child.attribute == attr:
+    if negated:
         value = f.child.value
         if value is None or not _safe_value(value):
             return None
