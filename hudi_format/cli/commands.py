@@ -19,7 +19,7 @@ from typing import Any
 from .output import (FORMATS, Exporter, Progress, UsageError, dumps, file_format, human_size, read_input,
                      text_table)
 
-_FILTER = re.compile(r"^\s*([^\s=!<>]+)\s*(not in|in|!=|<=|>=|==|=|<|>)\s*(.*?)\s*$", re.IGNORECASE)
+_FILTER = re.compile(r"^\s*([^\s=!<>]+)\s*(not in|in|!=|<=|>=|==|=|<|>)\s*([^\s=!<>].*?)\s*$", re.IGNORECASE)
 
 
 # -- argument helpers --------------------------------------------------------------------------------

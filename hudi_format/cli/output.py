@@ -1,8 +1,10 @@
-"""Output helpers of the CLI: JSON-safe values, text tables, progress, file readers and writers."""
+"""Output helpers of the CLI: JSON-safe values, text tables, progress, file readers and writers.
+
+JSON output renders values as the conformance suite's canonical rows do: decimals as strings,
+dates and times in ISO 8601, binary as hex, maps as lists of ``[key, value]`` pairs."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
 import decimal
@@ -29,7 +31,7 @@ def json_value(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
+        return bytes(value).hex()
     if isinstance(value, dict):
         return {str(k): json_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

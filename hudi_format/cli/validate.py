@@ -196,6 +196,7 @@ class _Checker:
         known = {i.timestamp for i in timeline.instants}
         start = timeline.start
         partitions_with_data: dict[str, set[str]] = {}
+        data_parts: set[str] = set()
         files = list(storage.walk_files("", skip_dirs=(".hoodie",)))
         for info in self.progress(files, "data files", len(files)):
             rel = info.path
@@ -205,6 +206,8 @@ class _Checker:
             if name in _PARTITION_METADATA or name.startswith(".hoodie_partition_metadata"):
                 continue
             parsed = parse_base_file_name(name) or parse_log_file_name(name)
+            if parsed is not None:
+                data_parts.add(part)
             if parsed is None:
                 if not name.startswith((".", "_")):
                     self.add(WARNING, "file-names", rel, "not a Hudi base or log file name")
@@ -213,9 +216,8 @@ class _Checker:
             if ts not in known and (start is None or ts >= start) and not _is_initial(ts):
                 self.add(WARNING, "file-names", rel,
                          f"written by instant {ts}, which the timeline does not know (a failed write's leftover?)")
-        for part, names in partitions_with_data.items():
-            has_data = any(not n.startswith(".hoodie_partition_metadata") for n in names)
-            if has_data and not any(n.startswith(".hoodie_partition_metadata") for n in names):
+        for part in sorted(data_parts):
+            if not any(n.startswith(".hoodie_partition_metadata") for n in partitions_with_data[part]):
                 self.add(ERROR, "partition-metadata", part or ".", "partition has no .hoodie_partition_metadata")
 
     # -- 4 -------------------------------------------------------------------------------------
