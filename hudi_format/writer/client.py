@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import META_FIELDS, TableConfig
-from ..errors import HudiError, InvalidOptionError
+from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
 from ..read.merge import MergeSpec, _merge_pieces
 from ..read.snapshot import ReadState
@@ -167,6 +167,29 @@ class WriteClient:
         return pa.schema(fields)
 
     # -- planning ----------------------------------------------------------------------------
+    @staticmethod
+    def _pending_service_groups(state) -> tuple[dict, set]:
+        """File groups under a pending compaction (-> its instant) and under pending clustering."""
+        compacting, clustering = {}, set()
+        if state is None:
+            return compacting, clustering
+        timeline = state.timeline
+        for inst in timeline.pending:
+            if inst.action not in ("compaction", "clustering", "replacecommit"):
+                continue
+            try:
+                plan = timeline.plan(inst)
+            except HudiError:
+                continue
+            if inst.action == "compaction":
+                for op in plan.get("operations") or []:
+                    compacting[(op.get("partitionPath") or "", op.get("fileId"))] = inst.timestamp
+            else:
+                for group in ((plan.get("clusteringPlan") or {}).get("inputGroups") or []):
+                    for sl in group.get("slices") or []:
+                        clustering.add((sl.get("partitionPath") or "", sl.get("fileId")))
+        return compacting, clustering
+
     def _latest_slices(self, state, view, partitions=None):
         if state is None:
             return []
@@ -214,10 +237,12 @@ class WriteClient:
             incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions, "row": rows})
             tagged = tag(incoming, known, global_index)
 
+        _, clustering = self._pending_service_groups(state)
         if op == "delete":
             found = tagged.filter(pc.is_valid(tagged.column("file_id")))
             for (part, fid), idx in _groups(found, ["existing_partition", "file_id"]):
                 plan.deletes[(part, fid)].append(idx)
+            self._reject_clustered(plan, clustering)
             return plan
 
         if tagged is not None:
@@ -246,7 +271,8 @@ class WriteClient:
             by_partition[s.partition_path].append(s)
         for part, idx in insert_rows.items():
             candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
-                          if s.base_file and (not self.config.is_mor or not s.log_files)]
+                          if s.base_file and (not self.config.is_mor or not s.log_files)
+                          and (part, s.file_id) not in clustering]
             small = small_files(candidates, cfg)
             if self.config.is_mor:
                 # As Hudi: slices with log files cannot be padded without compacting them first
@@ -261,7 +287,17 @@ class WriteClient:
                     plan.new_groups.append((part, chunk))
                 else:
                     plan.upserts[(part, b.file_id)].append(chunk)
+        self._reject_clustered(plan, clustering)
         return plan
+
+    @staticmethod
+    def _reject_clustered(plan: Plan, clustering: set) -> None:
+        """As Hudi's default update strategy: no updates to file groups being clustered."""
+        blocked = sorted((set(plan.upserts) | set(plan.deletes)) & clustering)
+        if blocked:
+            raise ConcurrentWriteError(
+                f"{len(blocked)} file group(s) this write updates are being clustered by a pending "
+                f"clustering (e.g. {blocked[0][0]}/{blocked[0][1]}); retry after it completes")
 
     def _plan_new_groups(self, plan: Plan, partitions, rows, avg: int) -> None:
         cfg = sizing_config(self.options)
@@ -390,6 +426,7 @@ class WriteClient:
             write_partition_metadata(self.storage, part, instant_time, part.count("/") + 1 if part else 0)
 
         tasks = []
+        compacting, _ = self._pending_service_groups(state)
         for key in sorted(set(plan.upserts) | set(plan.deletes)):
             part, fid = key
             fs = slices[key]
@@ -398,7 +435,8 @@ class WriteClient:
             up_keys = pc.take(keys, up_rows) if len(up_rows) else pa.array([], pa.string())
             dels = self._delete_keys(table, keys, _rows(plan.deletes.get(key, [])), part)
             if self.config.is_mor:
-                tasks.append((part, handles.append, (ctx, fs, upserts, up_keys, dels, plan.updates.get(key, 0))))
+                tasks.append((part, handles.append, (ctx, fs, upserts, up_keys, dels, plan.updates.get(key, 0),
+                                                     compacting.get(key) if self.config.version < 8 else None)))
             else:
                 tasks.append((part, handles.merge, (ctx, fs, upserts, up_keys, dels)))
         for part, rows in plan.new_groups:
