@@ -85,6 +85,11 @@ def to_markdown(runs: dict[str, dict], details: bool = True) -> str:
             lines += [f"Skipped {len(skipped)}: " + "; ".join(f"{m} ({n})" for m, n in sorted(reasons.items())), ""]
     if not any_bad:
         lines += ["Every case passes on every engine.", ""]
+    noted = [(name, r) for name in engines for r in runs[name]["results"] if r.status == PASS and r.message]
+    if noted:
+        lines += ["## Notes on passing cases", ""]
+        lines += [f"- {name}, {r.case}: {_md(r.message)}" for name, r in noted]
+        lines.append("")
     if details:
         lines += ["## Per case", "", "| case | kind | " + " | ".join(engines) + " |",
                   "| --- | --- |" + " --- |" * len(engines)]

@@ -193,8 +193,13 @@ def run_write_case(engine: Engine, case: WriteCase, root: Path,
     problems = [f"layout: {p}" for p in validate_layout(path, case.spec)]
     checks = derive_read_cases(result, case.id, case.features, case.id)
     ref_readers = list(readers) if readers is not None else reference_readers()
+    notes = []
     for reader in ref_readers:
-        excused = set(case.spec.get("reference_readers", {}).get(reader.name, {}).get("skip_queries", []))
+        excusal = case.spec.get("reference_readers", {}).get(reader.name, {})
+        excused = set(excusal.get("skip_queries", []))
+        if excused:
+            notes.append(f"{reader.name} not asked for {', '.join(sorted(excused))} queries: "
+                         f"{excusal.get('why', 'known limitation')}")
         for check in checks:
             if check.query["kind"] in excused:
                 continue
@@ -204,7 +209,7 @@ def run_write_case(engine: Engine, case: WriteCase, root: Path,
     if problems:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         return FAIL, "; ".join(problems[:5]) + more
-    return PASS, ""
+    return PASS, "; ".join(notes)
 
 
 # -- a whole run ---------------------------------------------------------------------------------
