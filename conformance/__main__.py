@@ -140,6 +140,9 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        sys.stdout = None  # output closed early (| head): nothing left to say
+        return 0
 
 
 if __name__ == "__main__":
