@@ -200,16 +200,26 @@ STORED = pa.schema([pa.field(f.name, pa.int32() if f.name in ("small", "tiny") e
 DATA_COLS = ROW_SCHEMA.names
 
 
+# hudi-rs 0.5 cannot read Avro local-timestamp-micros (Spark TIMESTAMP_NTZ) yet: the tables it
+# checks leave that column out.
+RS_COLS = [c for c in DATA_COLS if c != "local"]
+
+
+def rs_rows(ids, ts, seed=0, partitions=("a", "b", "c")) -> pa.Table:
+    return make_rows(ids, ts, seed, partitions).select(RS_COLS)
+
+
 def stored(table: pa.Table) -> pa.Table:
-    return table.cast(STORED)
+    return table.cast(pa.schema([STORED.field(n) for n in table.column_names]))
 
 
-def data_rows(table: pa.Table) -> list[dict]:
-    return canonical_rows(to_hudi_arrow(table.select(DATA_COLS)))
+def data_rows(table: pa.Table, cols=RS_COLS) -> list[dict]:
+    return canonical_rows(to_hudi_arrow(table.select(cols)))
 
 
-def model_rows(rows: dict) -> list[dict]:
-    return canonical_rows(stored(pa.Table.from_pylist(list(rows.values()), schema=ROW_SCHEMA)))
+def model_rows(rows: dict, cols=RS_COLS) -> list[dict]:
+    schema = pa.schema([ROW_SCHEMA.field(c) for c in cols])
+    return canonical_rows(stored(pa.Table.from_pylist([{c: r[c] for c in cols} for r in rows.values()], schema=schema)))
 
 
 def test_arrow_conversions_keep_types_and_values():
@@ -233,8 +243,8 @@ def test_spark_types_round_trip(spark, tmp_path):
     table = hudi.open_table(path)
     assert table.schema().remove_metadata() == pa.schema(
         [pa.field(n, pa.string()) for n in hudi.open_table(path).schema().names[:5]] + list(STORED))
-    assert data_rows(table.read()) == canonical_rows(stored(data))
-    assert data_rows(load(spark, path).toArrow()) == canonical_rows(stored(data))
+    assert data_rows(table.read(), DATA_COLS) == canonical_rows(stored(data))
+    assert data_rows(load(spark, path).toArrow(), DATA_COLS) == canonical_rows(stored(data))
 
 
 # -- writes of every operation, read back by Spark, the core and hudi-rs --------------------------------
@@ -257,17 +267,17 @@ def _check(spark, path, model: Model):
 @pytest.mark.parametrize("table_type,version", [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 6)])
 def test_every_operation_through_df_write(spark, tmp_path, table_type, version):
     path = str(tmp_path / "t")
-    model = Model(event_time=True)
+    model = Model(event_time=version >= 8)     # 0.x tables: the latest write wins (payload)
     extra = {"hoodie.write.table.version": str(version)}
     steps = [
-        ("bulk_insert", make_rows(range(0, 300), ts=1), "errorifexists"),
-        ("insert", make_rows(range(300, 360), ts=1, seed=1), "append"),
-        ("upsert", make_rows(list(range(0, 40)) + list(range(350, 380)), ts=2, seed=2), "append"),
-        ("upsert", make_rows(range(10, 20), ts=0, seed=9), "append"),          # older: ignored
-        ("delete", make_rows(range(100, 130), ts=3), "append"),
-        ("insert_overwrite", make_rows(range(1000, 1010, 3), ts=4, seed=4), "append"),   # partition b
-        ("delete_partition", make_rows([1001], ts=5), "append"),                             # partition c
-        ("upsert", make_rows(range(200, 260), ts=6, seed=6), "append"),
+        ("bulk_insert", rs_rows(range(0, 300), ts=1), "errorifexists"),
+        ("insert", rs_rows(range(300, 360), ts=1, seed=1), "append"),
+        ("upsert", rs_rows(list(range(0, 40)) + list(range(350, 380)), ts=2, seed=2), "append"),
+        ("upsert", rs_rows(range(10, 20), ts=0, seed=9), "append"),          # older ordering value
+        ("delete", rs_rows(range(100, 130), ts=3), "append"),
+        ("insert_overwrite", rs_rows(range(1000, 1010, 3), ts=4, seed=4), "append"),   # partition b
+        ("delete_partition", rs_rows([1001], ts=5), "append"),                             # partition c
+        ("upsert", rs_rows(range(200, 260), ts=6, seed=6), "append"),
     ]
     instants = []
     for op, rows, mode in steps:
@@ -283,7 +293,7 @@ def test_every_operation_through_df_write(spark, tmp_path, table_type, version):
         _check(spark, path, model)
     assert table.version == version and table.table_type == table_type
     # one more: overwrite mode replaces the table
-    rows = make_rows(range(5000, 5020), ts=7, seed=7)
+    rows = rs_rows(range(5000, 5020), ts=7, seed=7)
     sdf(spark, rows).write.format("hudi_format").options(**_opts(table_type, "upsert", **extra)) \
         .mode("overwrite").save(path)
     model.apply("insert_overwrite_table", rows, len(instants))
@@ -293,12 +303,12 @@ def test_every_operation_through_df_write(spark, tmp_path, table_type, version):
 
 def test_save_modes(spark, tmp_path):
     path = str(tmp_path / "modes")
-    first = sdf(spark, make_rows(range(10), ts=1))
+    first = sdf(spark, rs_rows(range(10), ts=1))
     opts = _opts("COPY_ON_WRITE", "insert")
     first.write.format("hudi_format").options(**opts).save(path)          # errorifexists: creates
     with pytest.raises(hudi.HudiError, match="already exists"):
         first.write.format("hudi_format").options(**opts).save(path)
-    sdf(spark, make_rows(range(10, 20), ts=1)).write.format("hudi_format").options(**opts) \
+    sdf(spark, rs_rows(range(10, 20), ts=1)).write.format("hudi_format").options(**opts) \
         .mode("ignore").save(path)
     assert len(hudi.open_table(path).timeline.write_instants()) == 1
     assert hudi.open_table(path).read().num_rows == 10
@@ -317,15 +327,15 @@ def test_staged_writes_through_the_data_source_api(spark, tmp_path):
     """Without the driver hook (e.g. SQL), Spark's data source writer stages and commits once."""
     from pyspark.sql.readwriter import DataFrameWriter
     path = str(tmp_path / "staged")
-    df = sdf(spark, make_rows(range(50), ts=1)).repartition(3)
+    df = sdf(spark, rs_rows(range(50), ts=1)).repartition(3)
     w = df.write.format("hudi_format").options(**_opts("MERGE_ON_READ", "insert")).mode("append")
     DataFrameWriter.save.__wrapped__(w, path)
-    up = sdf(spark, make_rows(range(40, 60), ts=2, seed=1))
+    up = sdf(spark, rs_rows(range(40, 60), ts=2, seed=1))
     w = up.write.format("hudi_format").options(**_opts("MERGE_ON_READ", "upsert")).mode("append")
     DataFrameWriter.save.__wrapped__(w, path)
     model = Model(event_time=True)
-    model.apply("insert", make_rows(range(50), ts=1), 0)
-    model.apply("upsert", make_rows(range(40, 60), ts=2, seed=1), 1)
+    model.apply("insert", rs_rows(range(50), ts=1), 0)
+    model.apply("upsert", rs_rows(range(40, 60), ts=2, seed=1), 1)
     assert len(hudi.open_table(path).timeline.write_instants()) == 2
     assert not glob.glob(f"{path}/.hoodie/.temp/spark-staging-*/*")
     _check(spark, path, model)
@@ -368,12 +378,14 @@ def _data_files(path):
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_failed_job_leaves_nothing(spark, tmp_path, table_type):
     path = str(tmp_path / "fail")
-    base = make_rows(range(100), ts=1)
+    base = rs_rows(range(100), ts=1)
     sdf(spark, base).write.format("hudi_format").options(**_opts(table_type, "insert")).save(path)
     before_files = _data_files(path)
     before = hudi.open_table(path).read()
     with pytest.raises(Exception, match="no-such-codec|ompression|odec"):
-        sdf(spark, make_rows(range(200, 260), ts=2)).write.format("hudi_format") \
+        # part of it goes to existing file groups (MOR: log files that do get written), part to
+        # new file groups in a new partition, whose base files fail
+        sdf(spark, rs_rows(range(200, 260), ts=2, partitions=("a", "z"))).write.format("hudi_format") \
             .options(**_fail_codec(table_type, "insert")).mode("append").save(path)
     table = hudi.open_table(path)
     assert [i.state.name for i in table.timeline.instants if i.action in ("commit", "deltacommit")] == ["COMPLETED"]
@@ -386,7 +398,7 @@ def test_crashed_driver_is_rolled_back_by_the_next_write(spark, tmp_path, monkey
     path = str(tmp_path / "crash")
     opts = _opts("MERGE_ON_READ", "upsert")
     model = Model(event_time=True)
-    rows = make_rows(range(100), ts=1)
+    rows = rs_rows(range(100), ts=1)
     sdf(spark, rows).write.format("hudi_format").options(**opts).save(path)
     model.apply("upsert", rows, 0)
     before_files = _data_files(path)
@@ -394,13 +406,13 @@ def test_crashed_driver_is_rolled_back_by_the_next_write(spark, tmp_path, monkey
     import spark_adapter.writer as w
     monkeypatch.setattr(w, "_abort", lambda *a, **k: None)
     with pytest.raises(Exception):
-        sdf(spark, make_rows(range(50, 150), ts=2, seed=1)).write.format("hudi_format") \
+        sdf(spark, rs_rows(range(50, 150), ts=2, seed=1, partitions=("a", "z"))).write.format("hudi_format") \
             .options(**{**opts, "hoodie.parquet.compression.codec": "no-such-codec"}).mode("append").save(path)
     monkeypatch.undo()
     pending = [i for i in hudi.open_table(path).timeline.instants if i.state.name != "COMPLETED"]
     assert len(pending) == 1
     _check(spark, path, model)                 # readers do not see the failed write
-    rows = make_rows(range(90, 120), ts=3, seed=2)
+    rows = rs_rows(range(90, 120), ts=3, seed=2)
     sdf(spark, rows).write.format("hudi_format").options(**opts).mode("append").save(path)
     model.apply("upsert", rows, 1)
     table = hudi.open_table(path)
