@@ -236,11 +236,15 @@ def test_validate_sound_and_broken_tables(mor_table, tmp_path):
     victim = next(s for s in hudi.open_table(path, options={"hoodie.metadata.enable": "false"}).file_slices()
                   if s.log_files)
     (path / victim.log_files[0]).unlink()
+    mdt_dir = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
+    mdt_completed = sorted(p for p in mdt_dir.iterdir() if p.name.endswith(".deltacommit"))[-1]
+    mdt_completed.write_bytes(b"{not json")
     res = cli_json("validate", path, code=1)
-    assert not res["ok"] and res["errors"] >= 2
+    assert not res["ok"] and res["errors"] >= 3
     paths = {p["path"] for p in res["problems"] if p["severity"] == "error"}
     assert f".hoodie/timeline/{completed.name}" in paths
     assert victim.log_files[0] in paths
+    assert f".hoodie/metadata/.hoodie/timeline/{mdt_completed.name}" in paths
     text = cli("validate", path, code=1).stdout
     assert "FAILED" in text and completed.name in text
 

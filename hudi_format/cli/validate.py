@@ -10,7 +10,8 @@ Checks, in order (each problem names the file at fault):
    folder has its ``.hoodie_partition_metadata``.
 4. Every file of the latest file slices exists and is readable (Parquet footers, log blocks
    without corruption); the files the latest write committed exist.
-5. The metadata table, when there is one, is not behind the data and lists the same files.
+5. The metadata table, when there is one, is not behind the data and lists the same files; it
+   passes checks 1 to 4 itself.
 6. The snapshot has no duplicate record keys.
 
 Errors break readers or lose data; warnings are oddities Hudi tolerates (a stray file, a
@@ -380,4 +381,12 @@ def validate_table(path: str, storage_options: dict | None = None, check_data: b
     c.metadata_table(table, slices)
     if check_data:
         c.duplicates(table)
+    if storage.exists(".hoodie/metadata/.hoodie/hoodie.properties"):
+        # the metadata table is a Hudi table too: its properties, timeline and slices
+        inner = validate_table(storage.uri(".hoodie/metadata"), storage_options, check_data=False,
+                               progress=progress)
+        for p in inner:
+            p.path = f".hoodie/metadata/{p.path}" if p.path else ".hoodie/metadata"
+            p.check = f"metadata-table/{p.check}"
+        c.problems.extend(inner)
     return c.problems
