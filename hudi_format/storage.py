@@ -40,6 +40,9 @@ class FileInfo:
 _CREATE_LOCK = threading.RLock()
 
 
+_OBJECT_STORES = ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl")
+
+
 def _join(*parts: str) -> str:
     return posixpath.join(*[p for p in parts if p])
 
@@ -51,8 +54,13 @@ class Storage:
                  fs: fsspec.AbstractFileSystem | None = None):
         url = os.fspath(url)
         if fs is None:
+            opts = dict(storage_options or {})
+            if url.split("://", 1)[0].lower() in _OBJECT_STORES:
+                # Other writers change the table under us; a cached listing would hide their
+                # commits (and make files look missing), so object stores list afresh.
+                opts.setdefault("use_listings_cache", False)
             try:
-                fs, root = url_to_fs(url, **(storage_options or {}))
+                fs, root = url_to_fs(url, **opts)
             except (ImportError, ValueError) as exc:
                 raise StorageError(f"cannot open storage for {url!r}: {exc}") from exc
         else:
@@ -109,6 +117,11 @@ class Storage:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
 
     def open(self, rel: str, mode: str = "rb", **kwargs):
+        if "r" in mode:
+            # a folder listing cached before another process wrote the file would deny it
+            # (s3fs answers info() from its listing cache); files found through the metadata
+            # table are opened without listing their folder first
+            self._forget(self.full(rel))
         try:
             return self.fs.open(self.full(rel), mode, **kwargs)
         except FileNotFoundError as exc:
