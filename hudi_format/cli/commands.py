@@ -200,7 +200,7 @@ def cmd_validate(args) -> int:
     progress = Progress(not args.no_progress and not args.json)
     problems = validate_table(args.table, _storage_options(args), check_data=not args.no_data,
                               progress=lambda it, desc, total=None: progress.iterate(it, desc, total))
-    errors = [p for p in problems if p.severity == ERROR]
+    errors = [p for p in problems if p.severity == ERROR or args.strict]
     if args.json:
         print(dumps({"ok": not errors, "errors": len(errors), "warnings": len(problems) - len(errors),
                      "problems": [p.to_json() for p in problems]}))
@@ -388,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("instant")
     s = add("validate", cmd_validate, "check the table's invariants; exit code 1 when an error is found", [table])
     s.add_argument("--no-data", action="store_true", help="skip reading data (footers, log blocks, keys)")
+    s.add_argument("--strict", action="store_true", help="warnings fail too (exit code 1)")
     return p
 
 
