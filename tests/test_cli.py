@@ -97,6 +97,9 @@ def test_info(mor_table):
     assert info["file_groups"] == len(slices)
     assert info["latest_slices_bytes"] == sum(s.total_size for s in slices) > 0
     assert info["log_files"] == sum(len(s.log_files) for s in slices) >= 1
+    on_disk = [f for f in mor_table.rglob("*") if f.is_file()]
+    assert info["data_files_bytes"] + info["hoodie_dir_bytes"] == sum(f.stat().st_size for f in on_disk)
+    assert info["hoodie_dir_bytes"] == sum(f.stat().st_size for f in on_disk if ".hoodie" in f.relative_to(mor_table).parts[:1])
     assert info["properties"]["hoodie.table.name"] == table.config.name
     assert [f["name"] for f in info["schema"]] == table.schema().names
     text = cli("info", mor_table).stdout

@@ -87,6 +87,12 @@ def cmd_info(args) -> int:
     latest = tl.latest_completed_write()
     base_bytes = sum(s.base_file_size for s in slices)
     log_bytes = sum(sum(s.log_file_sizes) for s in slices)
+    data_bytes = hoodie_bytes = 0
+    for f in table.storage.walk_files(""):
+        if f.path.startswith(".hoodie/"):
+            hoodie_bytes += f.size
+        else:
+            data_bytes += f.size
     info = {
         "path": table.path, "name": table.name, "table_type": table.table_type, "version": table.version,
         "record_key_fields": cfg.record_key_fields, "partition_fields": cfg.partition_fields,
@@ -100,6 +106,7 @@ def cmd_info(args) -> int:
         "partitions": len({s.partition_path for s in slices}), "file_groups": len(slices),
         "base_files": sum(1 for s in slices if s.base_file), "log_files": sum(len(s.log_files) for s in slices),
         "latest_slices_bytes": base_bytes + log_bytes, "base_bytes": base_bytes, "log_bytes": log_bytes,
+        "data_files_bytes": data_bytes, "hoodie_dir_bytes": hoodie_bytes,
         "schema": [{"name": f.name, "type": str(f.type)} for f in table.schema()],
         "properties": dict(cfg) if args.properties else None,
     }
@@ -117,7 +124,9 @@ def cmd_info(args) -> int:
              f"{latest.timestamp + ' (' + latest.action + ')' if latest else '-'}",
              f"files      {info['partitions']} partitions, {info['file_groups']} file groups, "
              f"{info['base_files']} base files ({human_size(base_bytes)}), "
-             f"{info['log_files']} log files ({human_size(log_bytes)})",
+             f"{info['log_files']} log files ({human_size(log_bytes)}) in the latest slices",
+             f"storage    {human_size(data_bytes)} of data files (every version), "
+             f"{human_size(hoodie_bytes)} in .hoodie/ (timeline, metadata table)",
              "schema     " + ", ".join(f"{f['name']}: {f['type']}" for f in info["schema"])]
     if args.properties:
         lines += ["properties"] + [f"  {k}={v}" for k, v in sorted(cfg.items())]
