@@ -53,7 +53,8 @@ def mor_table(tmp_path_factory) -> Path:
     pq.write_table(trips(range(60)), src)
     path = base / "trips"
     out = cli_json("write", path, src, "--operation", "insert", "--record-key", "id", "--ordering-field", "ts",
-                   "--partition-by", "city", "--table-type", "MOR", "--no-progress")
+                   "--partition-by", "city", "--table-type", "MOR", "--no-progress",
+                   "--option", "hoodie.metadata.enable=true")
     assert out["rows"] == 60 and out["instant"]["action"] == "deltacommit"
     up = base / "up.csv"
     with open(up, "w", newline="") as f:
