@@ -201,7 +201,7 @@ class WriteClient:
         if op in _REPLACE_OPS:
             if op == "insert_overwrite_table":
                 targets = None
-            elif op == "delete_partition" and table is None:
+            elif op == "delete_partition" and (table is None or table.num_rows == 0):
                 raw = self.options.get("hoodie.datasource.write.partitions.to.delete", "")
                 targets = {p.strip() for p in str(raw).split(",") if p.strip()}
                 if not targets:
