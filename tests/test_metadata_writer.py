@@ -631,3 +631,59 @@ def test_restore_drops_and_next_write_rebuilds(tmp_path):
     check_in_step(path, model)
     st, cfg = _st(path)
     assert set(MetadataTable(st, cfg).all_record_locations()) == set(model.rows)
+
+
+# -- tagging through the metadata table --------------------------------------------------------------------
+@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_record_index_tags_without_reading_keys(tmp_path, monkeypatch, ttype):
+    from hudi_format.writer import index
+    path = tmp_path / "t"
+    opts = dict(ALL_INDEXES, **{"hoodie.index.type": "RECORD_INDEX"})
+    model = Model(event_time=True)
+    rows = make_rows(range(60), ts=0)
+    _write(path, rows, ttype=ttype, options=opts)
+    model.apply("upsert", rows, 0)
+
+    def no_scan(*a, **k):
+        raise AssertionError("the record index should have tagged these keys")
+
+    monkeypatch.setattr(index, "existing_keys", no_scan)
+    for i, (op, rows) in enumerate((("upsert", make_rows(range(40, 80), ts=1, seed=1)),
+                                    ("delete", make_rows(range(0, 5), ts=2)),
+                                    ("upsert", make_rows(range(10, 14), ts=3, partitions=("c",))))):
+        _write(path, rows, op=op, ttype=ttype, options=opts)
+        model.apply(op, rows, i + 1)
+        check_in_step(path, model)
+    # the keys moved to partition c (a global index): one record each, in c
+    snap = hudi.open_table(str(path)).read(columns=["id", "p"])
+    moved = [p for k, p in zip(snap.column("id").to_pylist(), snap.column("p").to_pylist())
+             if k in {f"k{k:05d}" for k in range(10, 14)}]
+    assert moved == ["c"] * 4
+
+
+def test_bloom_index_from_the_metadata_table(tmp_path, monkeypatch):
+    from hudi_format.writer import index
+    path = tmp_path / "t"
+    opts = dict(ALL_INDEXES, **{"hoodie.index.type": "BLOOM", "hoodie.bloom.index.use.metadata": "true"})
+    model = Model(event_time=True)
+    for i in range(3):
+        rows = make_rows(range(i * 30, i * 30 + 30), ts=i)
+        _write(path, rows, op="insert", options=opts)
+        model.apply("insert", rows, i)
+    seen = []
+    real = index.existing_keys
+
+    def spy(storage, slices, *a, **k):
+        seen.append(len(slices))
+        return real(storage, slices, *a, **k)
+
+    def no_footers(*a, **k):
+        raise AssertionError("bloom filters should come from the metadata table")
+
+    monkeypatch.setattr(index, "existing_keys", spy)
+    monkeypatch.setattr(index, "candidate_slices_by_bloom", no_footers)
+    rows = make_rows(range(30, 36), ts=5, seed=5)      # only the second commit's files hold these
+    _write(path, rows, options=opts)
+    model.apply("upsert", rows, 5)
+    assert seen == [3]    # of 9 base files, only the 3 holding keys 30..35 were read for keys
+    check_in_step(path, model)

@@ -37,7 +37,7 @@ from .file_sizing import assign_inserts, average_record_size, small_files
 from .heartbeat import Heartbeat
 from .locks import TableLock
 from .markers import delete_markers
-from .index import candidate_slices_by_bloom, existing_keys, tag
+from .index import is_global, known_locations, tag
 from .options import OPERATIONS, option, sizing_config, validate_options
 from .schema_evolution import conform, evolve, incoming_schema
 
@@ -223,17 +223,14 @@ class WriteClient:
             return plan
 
         index_type = option(self.options, "hoodie.index.type")
-        global_index = index_type.startswith("GLOBAL")
+        global_index = is_global(index_type)
         touched = None if global_index else set(pc.unique(partitions).to_pylist())
         slices = self._latest_slices(state, view, touched)
         tagged = None
         if op in ("upsert", "delete") or option(self.options, "hoodie.datasource.write.insert.drop.duplicates"):
-            candidates = slices
-            if index_type.endswith("BLOOM") and slices:
-                from ..base_file import read_footer
-                candidates = candidate_slices_by_bloom(self.storage, slices, pc.cast(keys, pa.string()), read_footer)
-            known = existing_keys(self.storage, candidates, self.spec, full_schema,
-                                  state.visible if state is not None else (lambda _: False))
+            from ..base_file import read_footer
+            known = known_locations(self.storage, self.config, self.options, state, slices, keys,
+                                    self.spec, full_schema, read_footer)
             incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions, "row": rows})
             tagged = tag(incoming, known, global_index)
 

@@ -78,3 +78,88 @@ def tag(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
                                       pc.if_else(pc.is_null(joined.column("file_id")),
                                                  pa.scalar(None, pa.string()), joined.column("partition")))
     return joined.sort_by("row")
+
+
+# -- indexes kept in the metadata table -------------------------------------------------------------
+def is_global(index_type: str) -> bool:
+    """Global indexes match a key in any partition (the record index is global, as in Hudi)."""
+    return index_type.startswith("GLOBAL") or index_type == "RECORD_INDEX"
+
+
+def _usable_metadata(storage: Storage, config, timeline, partition: str):
+    """The data table's metadata table when ``partition`` is declared and it is up to date."""
+    from ..errors import HudiError
+    from ..metadata.reader import MetadataTable
+    if timeline is None or partition not in config.metadata_partitions:
+        return None
+    mdt = MetadataTable(storage, config, timeline)
+    try:
+        reason = mdt.staleness() if mdt.has_partition(partition) else "absent"
+    except HudiError as exc:
+        reason = str(exc)
+    if reason is not None:
+        log.info("not tagging through the metadata table of %s: %s", storage.url, reason)
+        return None
+    return mdt
+
+
+def record_index_locations(mdt, slices: list[FileSlice], keys: pa.Array) -> pa.Table:
+    """``(key, partition, file_id)`` of the incoming keys the record index knows, in live slices."""
+    live = {(s.partition_path, s.file_id) for s in slices}
+    wanted = pc.unique(pc.drop_null(pc.cast(keys, pa.string()))).to_pylist()
+    out_k, out_p, out_f = [], [], []
+    for key, loc in mdt.record_locations(wanted).items():
+        if (loc.partition, loc.file_id) in live:
+            out_k.append(key)
+            out_p.append(loc.partition)
+            out_f.append(loc.file_id)
+    return pa.table({"key": pa.array(out_k, pa.string()), "partition": pa.array(out_p, pa.string()),
+                     "file_id": pa.array(out_f, pa.string())})
+
+
+def candidate_slices_by_metadata_bloom(mdt, slices: list[FileSlice], keys: pa.Array) -> list[FileSlice]:
+    """Like :func:`candidate_slices_by_bloom`, with the bloom filters of the metadata table's
+    ``bloom_filters`` partition instead of base file footers (``hoodie.bloom.index.use.metadata``)."""
+    with_base = [s for s in slices if s.base_file and not s.log_files]
+    blooms = mdt.bloom_filters([(s.partition_path, s.base_file_name) for s in with_base])
+    out = []
+    for s in slices:
+        bloom = blooms.get((s.partition_path, s.base_file_name)) if s.base_file and not s.log_files else None
+        if bloom is None or pc.any(bloom.might_contain_all(keys)).as_py():
+            out.append(s)
+    return out
+
+
+def known_locations(storage: Storage, config, options, state, slices: list[FileSlice], keys: pa.Array,
+                    spec: MergeSpec, schema: pa.Schema, read_footer) -> pa.Table:
+    """``(key, partition, file_id)`` of the live records among ``slices`` that ``keys`` may
+    update, by the index ``hoodie.index.type`` names:
+
+    - ``RECORD_INDEX``: the metadata table's record index (global), no data file read;
+    - ``BLOOM``/``GLOBAL_BLOOM``: bloom filters rule files out (from the metadata table's
+      ``bloom_filters`` when ``hoodie.bloom.index.use.metadata``, else base file footers), then
+      the candidates' keys are read;
+    - ``SIMPLE``/``GLOBAL_SIMPLE``: the keys of every slice are read.
+
+    Without a usable metadata partition the record index falls back to the global simple index
+    and the metadata bloom index to footers.
+    """
+    from ..metadata.writer import mdt_option
+    from .options import option
+    index_type = option(options, "hoodie.index.type")
+    timeline = state.timeline if state is not None else None
+    visible = state.visible if state is not None else (lambda _: False)
+    str_keys = pc.cast(keys, pa.string())
+    if index_type == "RECORD_INDEX" and slices:
+        mdt = _usable_metadata(storage, config, timeline, "record_index")
+        if mdt is not None:
+            return record_index_locations(mdt, slices, str_keys)
+    candidates = slices
+    if index_type.endswith("BLOOM") and slices:
+        mdt = _usable_metadata(storage, config, timeline, "bloom_filters") \
+            if mdt_option(options, "hoodie.bloom.index.use.metadata") else None
+        if mdt is not None:
+            candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
+        else:
+            candidates = candidate_slices_by_bloom(storage, slices, str_keys, read_footer)
+    return existing_keys(storage, candidates, spec, schema, visible)
