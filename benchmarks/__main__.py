@@ -1,23 +1,29 @@
-"""``python -m benchmarks [write] [--rows N]``: run the benchmarks and print their ratio tables."""
+"""``python -m benchmarks [write|streaming|index] [--rows N]``: run the benchmarks and print their ratio tables."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import streaming_bench, write_bench
+from . import index_bench, streaming_bench, write_bench
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("suite", nargs="?", default="write", choices=["write", "streaming"])
+    parser.add_argument("suite", nargs="?", default="write", choices=["write", "streaming", "index"])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--commits", type=int, default=200)
+    parser.add_argument("--updates", type=int, default=100_000, help="index: upserts to tag")
+    parser.add_argument("--lookups", type=int, default=1_000, help="index: keys to look up")
     args = parser.parse_args(argv)
     if args.suite == "write":
         write_bench.run(args.rows)
     elif args.suite == "streaming":
         streaming_bench.run(args.commits)
+    elif args.suite == "index":
+        # the index benchmark's table defaults to 5M rows (the write benchmark's to 1M)
+        rows = args.rows if "--rows" in " ".join(argv) else 5_000_000
+        index_bench.run(rows, args.updates, args.lookups)
     return 0
 
 
