@@ -63,21 +63,119 @@ def conform_batch(table: pa.Table, schema: pa.Schema, deleting: bool) -> pa.Tabl
     return conform(table, schema)
 
 
-def with_keys(batches: Iterator[pa.RecordBatch], *, config, options, in_schema: pa.Schema,
-              schema: pa.Schema, op: str) -> Iterator[pa.RecordBatch]:
-    """Append the record key and partition path columns to each batch (Spark layout kept)."""
-    from hudi_format.keygen import KeyGenerator
-    keygen = KeyGenerator.from_config(config, options)
-    deleting = op in ("delete", "delete_partition")
-    for batch in batches:
-        data = conform_batch(to_hudi_arrow(batch, in_schema), schema, deleting)
+@attrs.frozen
+class Keyer:
+    """Record keys and partition paths of Spark batches, by the core's key generator."""
+
+    config: Any
+    options: dict
+    in_schema: pa.Schema     # the DataFrame's columns as Hudi stores them
+    schema: pa.Schema        # the writer schema (the key columns are cast to it)
+    op: str
+
+    @classmethod
+    def for_write(cls, config, options, in_schema: pa.Schema, schema: pa.Schema, op: str) -> "Keyer":
+        return cls(config, dict(options), in_schema, schema, op)
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the keys depend on."""
+        fields = [] if self.op == "delete_partition" else list(self.config.record_key_fields)
+        return list(dict.fromkeys(fields + list(self.config.partition_fields)))
+
+    def restrict(self, columns: list[str]) -> "Keyer":
+        """The same keyer for batches carrying only ``columns``."""
+        return attrs.evolve(self, in_schema=pa.schema([self.in_schema.field(c) for c in columns]))
+
+    def keys(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
+        from hudi_format.keygen import KeyGenerator
+        names = [c for c in self.columns if c in self.in_schema.names]
+        data = to_hudi_arrow(batch.select(names), pa.schema([self.in_schema.field(c) for c in names]))
+        data = conform_batch(data, self.schema, deleting=True)
+        keygen = KeyGenerator.from_config(self.config, self.options)
         n = batch.num_rows
-        keys = pc.cast(keygen.record_keys(data), pa.string()) if op != "delete_partition" and n \
+        keys = pc.cast(keygen.record_keys(data), pa.string()) if self.op != "delete_partition" and n \
             else pa.nulls(n, pa.string())
         parts = pc.cast(keygen.partition_paths(data), pa.string()) if n else pa.array([], pa.string())
-        yield pa.RecordBatch.from_arrays(
-            list(batch.columns) + [_flat(keys), _flat(parts)],
-            schema=batch.schema.append(pa.field(KEY, pa.string())).append(pa.field(PARTITION, pa.string())))
+        return _flat(keys), _flat(parts)
+
+
+def keys_of(batches: Iterator[pa.RecordBatch], *, keyer: Keyer) -> Iterator[pa.RecordBatch]:
+    """(record key, partition path) of every row."""
+    for batch in batches:
+        keys, parts = keyer.keys(batch)
+        yield pa.RecordBatch.from_arrays([keys, parts], names=[KEY, PARTITION])
+
+
+SPREAD = -2   # the record goes to one of its partition's new file groups, by key hash
+
+
+@attrs.frozen
+class Assignment:
+    """Which bucket each record goes to (see ``spark_adapter.writer._assignment``)."""
+
+    explicit: dict     # (partition, key) -> [(bucket, is_delete)]; bucket -1: dropped, SPREAD
+    spread: dict       # partition -> [(bucket, planned records)]
+    slots: tuple       # per bucket, a value that ``repartition(n, col)`` sends to Spark partition i
+
+    def buckets_of(self, keys: list, parts: list) -> tuple[list[int], list[int], list[bool]]:
+        """(row, bucket, is_delete) triples as three lists; a row may go to two buckets (a key
+        moving partitions: a delete there and an insert here)."""
+        import zlib
+
+        import numpy as np
+        rows, buckets, deletes = [], [], []
+        to_spread: list[int] = []
+        explicit = self.explicit
+        for i, (p, k) in enumerate(zip(parts, keys)):
+            entry = explicit.get((p, k)) if explicit else None
+            if entry is None:
+                to_spread.append(i)
+                continue
+            for b, d in entry:
+                if b == SPREAD:
+                    to_spread.append(i)
+                elif b >= 0:
+                    rows.append(i)
+                    buckets.append(b)
+                    deletes.append(d)
+        if to_spread:
+            by_part: dict[str, list[int]] = {}
+            for i in to_spread:
+                by_part.setdefault(parts[i], []).append(i)
+            for p, idx in by_part.items():
+                targets = self.spread.get(p)
+                if not targets:
+                    from hudi_format.errors import HudiError
+                    raise HudiError(f"records of partition {p!r} were not planned: the DataFrame gave "
+                                    f"different rows when it was computed again for writing; "
+                                    f"persist() it before writing")
+                ends = np.cumsum([n for _, n in targets])
+                ids = np.array([b for b, _ in targets])
+                h = np.fromiter((zlib.crc32(keys[i].encode()) if keys[i] is not None else 0 for i in idx),
+                                dtype=np.int64, count=len(idx))
+                chosen = ids[np.searchsorted(ends, h % ends[-1], side="right")]
+                rows.extend(idx)
+                buckets.extend(chosen.tolist())
+                deletes.extend([False] * len(idx))
+        return rows, buckets, deletes
+
+
+def route(batches: Iterator[pa.RecordBatch], *, keyer: Keyer, assignment: Assignment) -> Iterator[pa.RecordBatch]:
+    """Each row with its key, partition path, bucket, delete flag and shuffle slot."""
+    slots = pa.array(assignment.slots, pa.int32())
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        keys, parts = keyer.keys(batch)
+        rows, buckets, deletes = assignment.buckets_of(keys.to_pylist(), parts.to_pylist())
+        take = pa.array(rows, pa.int64())
+        bucket = pa.array(buckets, pa.int32())
+        out = batch.take(take)
+        cols = list(out.columns) + [keys.take(take), parts.take(take), bucket,
+                                    pa.array(deletes, pa.bool_()), slots.take(bucket)]
+        names = list(batch.schema.names) + [KEY, PARTITION, BUCKET, DELETE, SLOT]
+        yield pa.RecordBatch.from_arrays(cols, names=names)
 
 
 def _flat(arr) -> pa.Array:
@@ -123,7 +221,6 @@ def _context(job: WriteJob, storage):
 
 def write_buckets(batches: Iterator[pa.RecordBatch], *, job: WriteJob) -> Iterator[pa.RecordBatch]:
     """Write the buckets of this Spark partition (normally exactly one); yield their stats."""
-    from hudi_format.errors import HudiError
     from hudi_format.storage import Storage
     from hudi_format.writer import handles
     from hudi_format.writer.client import WriteClient
@@ -132,9 +229,6 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, job: WriteJob) -> Iterat
     if not batches:
         return
     table = pa.Table.from_batches(batches)
-    if table.column(BUCKET).null_count:
-        raise HudiError("some rows were not planned: the DataFrame gave different rows when it "
-                        "was computed again for writing; persist() it before writing")
     storage = Storage(job.url, job.storage_options)
     ctx = _context(job, storage)
     client = WriteClient(storage, job.config, job.options)

@@ -30,7 +30,6 @@ from collections import defaultdict
 from typing import Any, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from hudi_format.config import TableConfig
 from hudi_format.errors import HudiError, InvalidOptionError
@@ -47,7 +46,6 @@ _MODE_ALIASES = {"error": "errorifexists", "default": "errorifexists", None: "er
 # Read-side keys users may leave in a shared option map; they do not concern a write.
 _READ_KEYS = ("hoodie.datasource.query.type", "hoodie.datasource.read.", "as.of.instant",
               "hoodie.datasource.write.operation")
-_MAPPING_BROADCAST_ROWS = 20_000_000
 
 
 def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping[str, Any] | None = None,
@@ -141,32 +139,40 @@ class DistributedWrite:
         name = self.config.name
         avro = arrow_to_avro_schema(full_schema, f"{name}_record", f"hoodie.{name}")
         data_avro = arrow_to_avro_schema(schema, f"{name}_record", f"hoodie.{name}")
-        keyed = self.df.mapInArrow(
-            functools.partial(tasks.with_keys, config=self.config, options=self.options,
-                              in_schema=in_hudi, schema=key_schema, op=self.op),
-            _with_key_fields(self.df.schema))
+        keyer = tasks.Keyer.for_write(self.config, self.options, in_hudi, key_schema, self.op)
 
-        # 1-2. keys to the driver, the core's plan, one bucket per file group
-        keys = keyed.select(tasks.KEY, tasks.PARTITION).toArrow()
+        # 1-2. keys (or, without index tagging, counts per partition) to the driver; the core's plan
+        key_cols = [c for c in keyer.columns if c in self.df.columns]
+        keys_df = self.df.select(*key_cols).mapInArrow(
+            functools.partial(tasks.keys_of, keyer=keyer.restrict(key_cols)),
+            f"{tasks.KEY} string, {tasks.PARTITION} string")
         dedupe = client._should_dedupe(self.op)
-        if self.op == "bulk_insert" and keys.num_rows:
+        tagging = self.op in ("upsert", "delete") or (
+            self.op == "insert" and bool(self.options.get("hoodie.datasource.write.insert.drop.duplicates")))
+        if tagging:
+            thin = keys_df.toArrow()
+            if dedupe:
+                thin = _unique_keys(thin)
+        else:
+            counts = keys_df.groupBy(tasks.PARTITION).count().toArrow()
+            thin = _rows_from_counts(counts)
+        if self.op == "bulk_insert" and thin.num_rows:
             client.sample = tasks.conform_batch(
                 to_hudi_arrow(self.df.limit(50_000).toArrow(), in_hudi), schema, deleting)
-        thin = _unique_keys(keys) if dedupe else keys
         view = FileSystemView(self.storage, self.config)
         plan = client._plan(self.op, thin if self.op != "delete_partition" or thin.num_rows else None,
                             thin.column(tasks.KEY) if self.op != "delete_partition" else None,
                             thin.column(tasks.PARTITION), state, view, full_schema)
-        buckets, mapping = _buckets(plan, thin, self.config, state, view, client)
+        buckets, assignment = _assignment(plan, thin, self.config, state, view, client, tagging)
 
         # 3-4. open the instant, shuffle, write on the executors, commit once
         job = tasks.WriteJob(
             url=self.storage.url, storage_options=self.storage.storage_options, config=self.config,
             options=self.options, schema=schema, full_schema=full_schema, avro=avro,
             in_schema=in_hudi, deleting=deleting, dedupe=dedupe, buckets=buckets, instant="")
-        return self._execute(job, keyed, mapping, plan, state, client, data_avro, _post_commit)
+        return self._execute(job, keyer, assignment, plan, state, client, data_avro, _post_commit)
 
-    def _execute(self, job, keyed, mapping, plan, state, client, data_avro, post_commit):
+    def _execute(self, job, keyer, assignment, plan, state, client, data_avro, post_commit):
         from hudi_format.table_init import ensure_table, write_partition_metadata
         from hudi_format.timeline.clock import InstantClock
         from hudi_format.timeline.writer import TimelineWriter
@@ -193,7 +199,7 @@ class DistributedWrite:
             try:
                 for part in sorted({b.partition for b in job.buckets if b.kind == "create"}):
                     write_partition_metadata(self.storage, part, instant_time, part.count("/") + 1 if part else 0)
-                results = self._run_tasks(job, keyed, mapping)
+                results = self._run_tasks(job, keyer, assignment)
                 stats: dict[str, list[dict]] = defaultdict(list)
                 written: set[str] = set()
                 for part, stat, files in zip(*(results.column(c).to_pylist() for c in ("partition", "stat", "files"))):
@@ -216,30 +222,21 @@ class DistributedWrite:
         post_commit(self.storage, TableConfig.load(self.storage), self.options)
         return done
 
-    def _run_tasks(self, job, keyed, mapping: pa.Table) -> pa.Table:
+    def _run_tasks(self, job, keyer, assignment) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
-        from pyspark.sql import functions as F
-        stats_schema = "partition string, stat string, files string"
+        from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
         if not job.buckets:
             return pa.table({"partition": pa.array([], pa.string()), "stat": pa.array([], pa.string()),
                              "files": pa.array([], pa.string())})
-        slot_values = partition_keys(len(job.buckets))
-        mapping = mapping.append_column(tasks.SLOT, pc.take(pa.array(slot_values, pa.int32()),
-                                                            pc.max_element_wise(mapping.column(tasks.BUCKET), 0)))
-        mapping_df = self.spark.createDataFrame(mapping)
-        if mapping.num_rows <= _MAPPING_BROADCAST_ROWS:
-            mapping_df = F.broadcast(mapping_df)
-        joined = keyed.join(mapping_df, on=[tasks.KEY, tasks.PARTITION], how="left")
-        joined = joined.filter(F.col(tasks.BUCKET).isNull() | (F.col(tasks.BUCKET) >= 0))
-        out = joined.repartition(len(job.buckets), tasks.SLOT).mapInArrow(
-            functools.partial(tasks.write_buckets, job=job), stats_schema)
+        routed_schema = StructType(list(self.df.schema.fields) + [
+            StructField(tasks.KEY, StringType()), StructField(tasks.PARTITION, StringType()),
+            StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
+            StructField(tasks.SLOT, IntegerType())])
+        routed = self.df.mapInArrow(functools.partial(tasks.route, keyer=keyer, assignment=assignment),
+                                    routed_schema)
+        out = routed.repartition(len(job.buckets), tasks.SLOT).mapInArrow(
+            functools.partial(tasks.write_buckets, job=job), "partition string, stat string, files string")
         return out.toArrow()
-
-
-def _with_key_fields(schema):
-    from pyspark.sql.types import StringType, StructField, StructType
-    return StructType(list(schema.fields) + [StructField(tasks.KEY, StringType(), True),
-                                             StructField(tasks.PARTITION, StringType(), True)])
 
 
 class _PlanningClient:
@@ -266,14 +263,39 @@ def _unique_keys(keys: pa.Table) -> pa.Table:
         .select([tasks.KEY, tasks.PARTITION])
 
 
-def _buckets(plan, thin: pa.Table, config: TableConfig, state, view, client):
-    """The plan's file groups as buckets, and the (key, partition) -> bucket mapping.
+def _rows_from_counts(counts: pa.Table) -> pa.Table:
+    """(key, partition) rows standing for ``count`` records of each partition: without index
+    tagging the plan depends only on how many records go to each partition."""
+    parts = counts.column(tasks.PARTITION).to_pylist()
+    ns = counts.column("count").to_pylist()
+    partition = pa.concat_arrays([pa.repeat(pa.scalar(p, pa.string()), n) for p, n in zip(parts, ns)]) \
+        if parts else pa.array([], pa.string())
+    return pa.table({tasks.KEY: pa.nulls(len(partition), pa.string()), tasks.PARTITION: partition})
 
-    Mapping columns: key, partition, bucket (-1: a record the plan drops, e.g. an insert of a
-    known key with ``insert.drop.duplicates``), delete (the record deletes its key there)."""
+
+def _assignment(plan, thin: pa.Table, config: TableConfig, state, view, client, tagging: bool):
+    """The plan's file groups as buckets, and how each record finds its bucket.
+
+    Records whose file group the plan decided from their key (updates, deletes, moves, small-file
+    inserts after index tagging; inserts the plan drops) are looked up by (partition, key). All
+    other inserts of a partition are spread over its new file groups in proportion to the
+    records the plan gave each, by a hash of the key, as Hudi's ``UpsertPartitioner`` does; so
+    the driver needs only counts for them, and records of one key always meet in one task."""
     from hudi_format.writer.client import _rows
     buckets: list[tasks.Bucket] = []
-    pieces: list[tuple[pa.Array, int, bool]] = []
+    explicit: dict[tuple[str, str], list[tuple[int, bool]]] = {}
+    spread: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    keys = thin.column(tasks.KEY).to_pylist() if tagging else None
+    parts = thin.column(tasks.PARTITION).to_pylist() if tagging else None
+    assigned = set()
+
+    def pin(rows, b: int, delete: bool) -> None:
+        for i in rows.to_pylist():
+            entry = explicit.setdefault((parts[i], keys[i]), [])
+            if all(d != delete for _, d in entry):   # the first bucket of a key wins
+                entry.append((b, delete))
+            assigned.add(i)
+
     slices = {(s.partition_path, s.file_id): s for s in client._latest_slices(state, view)} \
         if (plan.upserts or plan.deletes) else {}
     compacting, _ = client._pending_service_groups(state)
@@ -284,41 +306,28 @@ def _buckets(plan, thin: pa.Table, config: TableConfig, state, view, client):
             kind="append" if config.is_mor else "merge", partition=part, file_slice=slices[key],
             num_updates=plan.updates.get(key, 0),
             compaction_instant=compacting.get(key) if config.is_mor and config.version < 8 else None))
-        up = _rows(plan.upserts.get(key, []))
-        if len(up):
-            pieces.append((up, b, False))
-        dels = _rows(plan.deletes.get(key, []))
-        if len(dels):
-            pieces.append((dels, b, True))
+        up, dels = _rows(plan.upserts.get(key, [])), _rows(plan.deletes.get(key, []))
+        if tagging:
+            pin(up, b, False)
+            pin(dels, b, True)
+        elif len(up):
+            spread[part].append((b, len(up)))
     for part, rows in plan.new_groups:
         b = len(buckets)
         buckets.append(tasks.Bucket(kind="create", partition=part))
-        pieces.append((rows, b, False))
-    assigned = pa.concat_arrays([p[0] for p in pieces]) if pieces else pa.array([], pa.int64())
-    n = thin.num_rows
-    if n and len(assigned) < n:
-        mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=assigned)
-        dropped = pc.indices_nonzero(pc.invert(mask))
-        if len(dropped):
-            pieces.append((pc.cast(dropped, pa.int64()), -1, False))
-    if not pieces:
-        return buckets, _empty_mapping()
-    rows = pa.concat_arrays([p[0] for p in pieces])
-    bucket_ids = pa.concat_arrays([pa.repeat(pa.scalar(p[1], pa.int32()), len(p[0])) for p in pieces])
-    deletes = pa.concat_arrays([pa.repeat(pa.scalar(p[2]), len(p[0])) for p in pieces])
-    mapping = pa.table({tasks.KEY: pc.take(thin.column(tasks.KEY), rows),
-                        tasks.PARTITION: pc.take(thin.column(tasks.PARTITION), rows),
-                        tasks.BUCKET: bucket_ids, tasks.DELETE: deletes})
-    # Records of one key (duplicates kept when the operation does not combine them) go to the
-    # one bucket the plan gave the first of them, so that no row is written twice.
-    first = mapping.append_column("__i", pa.array(range(mapping.num_rows), pa.int64())) \
-        .group_by([tasks.KEY, tasks.PARTITION, tasks.DELETE], use_threads=False).aggregate([("__i", "min")])
-    return buckets, mapping.take(pc.sort_indices(first.column("__i_min")))
-
-
-def _empty_mapping() -> pa.Table:
-    return pa.table({tasks.KEY: pa.array([], pa.string()), tasks.PARTITION: pa.array([], pa.string()),
-                     tasks.BUCKET: pa.array([], pa.int32()), tasks.DELETE: pa.array([], pa.bool_())})
+        spread[part].append((b, len(rows)))
+        if tagging:
+            for i in rows.to_pylist():
+                entry = explicit.get((parts[i], keys[i]))
+                if entry is not None and all(d for _, d in entry):
+                    entry.append((tasks.SPREAD, False))   # a key moving here: deleted there, inserted here
+                assigned.add(i)
+    if tagging:
+        for i in range(thin.num_rows):
+            if i not in assigned:          # e.g. an insert of a known key with drop.duplicates
+                explicit.setdefault((parts[i], keys[i]), []).append((-1, False))
+    return buckets, tasks.Assignment(explicit=explicit, spread=dict(spread),
+                                     slots=partition_keys(len(buckets)) if buckets else ())
 
 
 def _reconcile_markers(storage: Storage, instant: str, written: set[str]) -> None:
