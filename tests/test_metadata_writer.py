@@ -687,3 +687,27 @@ def test_bloom_index_from_the_metadata_table(tmp_path, monkeypatch):
     model.apply("upsert", rows, 5)
     assert seen == [3]    # of 9 base files, only the 3 holding keys 30..35 were read for keys
     check_in_step(path, model)
+
+
+@pytest.mark.parametrize("version", [8, 6])
+def test_rollback_of_log_appends(tmp_path, version):
+    """MOR upserts into log files, then the latest commit is rolled back: v8 deletes its log
+    files, v6 appends a rollback command block in a new log file; the listing follows."""
+    path = tmp_path / "t"
+    opts = {"hoodie.parquet.small.file.limit": str(100 << 20)}
+    model = Model(event_time=True)
+    rows = make_rows(range(30), ts=0)
+    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
+    model.apply("insert", rows, 0)
+    rows = make_rows(range(10, 20), ts=1, seed=1)
+    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
+    model.apply("upsert", rows, 1)
+    last = _write(path, make_rows(range(0, 25), ts=2, seed=2), ttype="MERGE_ON_READ", version=version,
+                  options=opts)
+    assert any(n.startswith(".") for fs in committed_files(path).values() for n in fs)
+    hudi.open_table(str(path)).rollback(last.timestamp)
+    check_in_step(path, model, hudi_rs=version >= 8)
+    rows = make_rows(range(40, 45), ts=3, seed=3)
+    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
+    model.apply("upsert", rows, 3)
+    check_in_step(path, model, hudi_rs=version >= 8)

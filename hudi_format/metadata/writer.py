@@ -798,21 +798,41 @@ class MetadataWriter:
                 deleted.append(rel)
         return deleted
 
-    def rollback(self, target_ts: str, rollback_ts: str, deleted_data_files: Mapping[str, list[str]]) -> None:
-        """Apply a data rollback (at ``rollback_ts``) of ``target_ts`` to the MDT."""
+    def rollback(self, target_ts: str, rollback_ts: str, deleted_data_files: Mapping[str, list[str]],
+                 added_log_files: Mapping[str, Mapping[str, int]] | None = None) -> None:
+        """Apply a data rollback (at ``rollback_ts``) of ``target_ts`` to the MDT.
+
+        The MDT deltacommit of the target (if any) is rolled back by an MDT rollback instant at
+        ``rollback_ts``. Files the data rollback touched are recorded by a deltacommit at
+        ``rollback_ts`` instead when nothing of the target reached the MDT, or -- v6, whose
+        rollbacks append command blocks in new log files -- before the MDT rollback, which then
+        takes ``rollback_ts + "006"`` (as Hudi's v6 writer does).
+        """
         md_tl = self.md_timeline()
-        if any(i.timestamp == rollback_ts and i.is_completed for i in md_tl.instants):
-            return   # applied already (a resumed data rollback)
         targets = [i for i in md_tl.instants if i.timestamp == target_ts and i.action == "deltacommit"]
-        if not targets:
-            # nothing of the target reached the MDT: record the deleted files, so that the data
-            # rollback has its deltacommit
+        done = {i.timestamp for i in md_tl.instants if i.is_completed}
+        added = {p: dict(f) for p, f in (added_log_files or {}).items() if f}
+        if rollback_ts in done and not targets:
+            return   # applied already (a resumed data rollback)
+
+        def files_deltacommit() -> None:
             files = [(p, posixpath.basename(f)) for p, fs in deleted_data_files.items() for f in fs]
-            recs = [P.files_record(p, {}, [n for q, n in files if q == p]) for p in deleted_data_files]
+            parts = set(deleted_data_files) | set(added)
+            recs = [P.files_record(p, {posixpath.basename(n): z for n, z in added.get(p, {}).items()},
+                                   [n for q, n in files if q == p]) for p in parts]
             deltas = {K.FILES: _records_delta(recs)}
             deltas.update(self._tombstones(files, rollback_ts))
             self.commit(rollback_ts, deltas)
+
+        if not targets:
+            # nothing of the target reached the MDT: record what the rollback changed, so that
+            # the data rollback has its deltacommit
+            files_deltacommit()
             return
+        if added and rollback_ts not in done:
+            files_deltacommit()
+        if added:
+            rollback_ts = rollback_ts + "006"
         target = targets[0]
         compactions = self._compaction_instants(md_tl)
         if target.is_completed and compactions:
@@ -1052,6 +1072,38 @@ def _rollback_deleted(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
     return out
 
 
+def _rollback_plan_logs(w: "MetadataWriter", rollback_ts: str) -> dict[str, dict[str, int]]:
+    """Log files of the rolled-back commit that a (v6) data rollback leaves in place."""
+    out: dict[str, dict[str, int]] = {}
+    try:
+        tl = w.data_timeline()
+        inst = next(i for i in tl.instants if i.timestamp == rollback_ts and i.action == "rollback")
+        plan = tl.plan(inst)
+    except (StopIteration, HudiError):
+        return out
+    for req in plan.get("RollbackRequests") or ():
+        logs = req.get("logBlocksToBeDeleted") or {}
+        if isinstance(logs, list):
+            logs = dict(logs)
+        for path, size in logs.items():
+            if w.storage.exists(path):
+                out.setdefault(req.get("partitionPath") or "", {})[posixpath.basename(path)] = \
+                    w.storage.size(path)
+    return out
+
+
+def _rollback_log_files(metadata: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Log files a (v6) data rollback wrote its command blocks into, by partition."""
+    out = {}
+    for part, pm in (metadata.get("partitionMetadata") or {}).items():
+        logs = pm.get("rollbackLogFiles") or {}
+        if isinstance(logs, list):
+            logs = dict(logs)
+        if logs:
+            out[part] = {posixpath.basename(p): int(z or 0) for p, z in logs.items()}
+    return out
+
+
 def before_complete(storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                     options: Mapping[str, Any] | None = None, clock: InstantClock | None = None) -> TableConfig:
     """Bring the metadata table along with the data instant ``inflight`` that is about to
@@ -1084,7 +1136,12 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
     elif action == "rollback":
         targets = meta.get("commitsRollback") or []
         if targets:
-            w.rollback(str(targets[0]), ts, _rollback_deleted(meta))
+            added = _rollback_log_files(meta)
+            # v6: the rolled-back commit's own log files stay (a command block undoes them);
+            # Hudi keeps them listed (logFilesFromFailedCommit) until the cleaner takes them
+            for part, logs in _rollback_plan_logs(w, ts).items():
+                added.setdefault(part, {}).update(logs)
+            w.rollback(str(targets[0]), ts, _rollback_deleted(meta), added)
     return w.config
 
 
