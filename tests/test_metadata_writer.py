@@ -711,3 +711,27 @@ def test_rollback_of_log_appends(tmp_path, version):
     _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
     model.apply("upsert", rows, 3)
     check_in_step(path, model, hudi_rs=version >= 8)
+
+
+def test_metadata_timeline_is_archived(tmp_path):
+    """With the data table's hoodie.keep.min/max.commits (+1, as Hudi configures its metadata
+    writer), the metadata timeline stays bounded: older instants move to its LSM history."""
+    path = tmp_path / "t"
+    opts = dict(ALL_INDEXES, **{"hoodie.metadata.compact.max.delta.commits": "3",
+                                "hoodie.keep.min.commits": "4", "hoodie.keep.max.commits": "6",
+                                "hoodie.cleaner.commits.retained": "3"})
+    model = Model(event_time=True)
+    for i in range(24):
+        rows = make_rows(range(i * 3, i * 3 + 6), ts=i, seed=i)
+        _write(path, rows, ttype="MERGE_ON_READ", options=opts)
+        model.apply("upsert", rows, i)
+    md = Storage(str(path)).sub(K.METADATA_TABLE_DIR)
+    tl = Timeline.load(md, TableConfig.load(md))
+    writes = [i for i in tl.completed if i.action in ("deltacommit", "commit")]
+    assert len(writes) <= 7 + 3     # max + 1, plus what a pending compaction window holds
+    archived = tl.archived().write_instants()
+    assert any(i.timestamp.startswith("0000000000000") for i in archived)
+    assert len(archived) + len(writes) >= 24
+    check_in_step(path, model)
+    st, cfg = _st(path)
+    assert set(MetadataTable(st, cfg).all_record_locations()) == set(model.rows)

@@ -1010,6 +1010,22 @@ class MetadataWriter:
         return clean(self.md, self.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
                                                "hoodie.cleaner.commits.retained": int(retained)})
 
+    def archive_if_due(self) -> list[Instant]:
+        """Archive the MDT's timeline as Hudi does (``archiveCommitsWith(min + 1, max + 1)`` of
+        the data table's ``hoodie.keep.min/max.commits``); only instants before its latest
+        compaction go, whose records live in base files."""
+        md_tl = self.md_timeline()
+        if not self._compaction_instants(md_tl):
+            return []
+        lo = int(self.options.get("hoodie.keep.min.commits", 20)) + 1
+        hi = int(self.options.get("hoodie.keep.max.commits", 30)) + 1
+        from ..services.archival import archive
+        return archive(self.md, self.md_config, {
+            "hoodie.keep.min.commits": lo, "hoodie.keep.max.commits": hi,
+            "hoodie.cleaner.commits.retained": max(1, lo - 1),
+            "hoodie.compact.inline.max.delta.commits":
+                int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))})
+
     def services(self) -> None:
         """The MDT's own table services, run before a new deltacommit (as Hudi 1.x's
         ``performTableServices``): cleaning, then compaction when due. The deltacommit about to
@@ -1020,6 +1036,7 @@ class MetadataWriter:
         try:
             self.clean_if_due()
             self.compact_if_due()
+            self.archive_if_due()
         except Exception as exc:  # noqa: BLE001
             log.warning("metadata table services of %s failed: %s", self.storage.url, exc)
 
