@@ -50,13 +50,31 @@ def install(point: str) -> None:
         log_writer._write_one = torn_log
     elif point == "after_data":
         tl_writer.TimelineWriter.complete = lambda self, *a, **k: die()
-    elif point == "after_commit":
+    elif point in ("after_commit", "after_metadata_commit"):
+        # The metadata table's deltacommit (same instant) completes just before the data one.
         real_complete = tl_writer.TimelineWriter.complete
+        wanted_metadata = point == "after_metadata_commit"
 
         def complete_then_die(self, *a, **k):
-            real_complete(self, *a, **k)
-            die()
+            out = real_complete(self, *a, **k)
+            if self.storage.url.rstrip("/").endswith(".hoodie/metadata") == wanted_metadata:
+                die()
+            return out
         tl_writer.TimelineWriter.complete = complete_then_die
+    elif point == "mid_metadata_write":
+        # die while writing the metadata table's log file, after the data files are written
+        real_wlf = log_writer.write_log_file
+
+        def torn_metadata_log(storage, *a, **k):
+            if storage.url.rstrip("/").endswith(".hoodie/metadata"):
+                partition, file_id, instant, blocks = a[0], a[1], a[2], a[3]
+                rel = f"{partition}/.{file_id}_{instant}.log.99_0-0-0"
+                with storage.open(rel, "wb") as f:
+                    f.write(blocks[0][: len(blocks[0]) // 2])
+                die()
+            return real_wlf(storage, *a, **k)
+        import hudi_format.metadata.writer as mdt_writer
+        mdt_writer.write_log_file = torn_metadata_log
     else:
         raise SystemExit(f"unknown point {point}")
 
