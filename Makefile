@@ -17,6 +17,11 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
+# PySpark (spark_adapter) tests: a local[2] Spark on Java 17, a few minutes; not part of `test`.
+test-spark: $(STAMP)
+	$(PY) -c 'import pyspark, pandas' 2>/dev/null || $(PY) -m pip install --quiet -e '.[dev,spark]'
+	HUDI_FORMAT_SPARK_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_spark_adapter.py $(PYTEST_ARGS)
+
 demo: $(STAMP)
 	$(PY) -m hudi_format.demo conformance/fixtures/tables/sample_table__mor__avro__v9_txns_simple_meta.zip
 

@@ -97,11 +97,13 @@ class HudiDataSource(DataSource):
 
 
 class SliceGroup(InputPartition):
-    """File slices read by one Spark task (paths relative to the table)."""
+    """File slices read by one Spark task (paths relative to the table); for an incremental
+    query, the instants whose records it keeps."""
 
-    def __init__(self, slices: list):
+    def __init__(self, slices: list, commit_times: list[str] | None = None):
         super().__init__(len(slices))
         self.slices = slices
+        self.commit_times = commit_times
 
     def __repr__(self) -> str:
         return f"SliceGroup({len(self.slices)} slices)"
@@ -127,7 +129,6 @@ class HudiReader(DataSourceReader):
         if self.query not in ("snapshot", "read_optimized", "incremental"):
             raise ValueError(f"option {QUERY_TYPE} must be snapshot, read_optimized or incremental, "
                              f"got {self.query!r}")
-        self.commit_times: list[str] | None = None
         self.with_meta = table.config.populate_meta_fields
         # Pin the query to the timeline as loaded now, so that every task reads the same commits
         # even if a writer completes another one while the job runs.
@@ -160,11 +161,13 @@ class HudiReader(DataSourceReader):
         table = self._table()
         state = self._state(table)
         parsed = parse_filters(self.filters)
+        commit_times = None
         if self.query == "incremental":
-            slices = self._incremental_slices(table, state, parsed)
+            slices, commit_times = self._incremental_slices(table, state, parsed)
         else:
             slices = table._slices(state, parsed, self.query == "read_optimized")
-        return [SliceGroup(group) for group in _pack(slices, self.max_bytes)]
+        # Spark pickled this reader before calling partitions(): what tasks need goes in them.
+        return [SliceGroup(group, commit_times) for group in _pack(slices, self.max_bytes)]
 
     def _table(self):
         import hudi_format as hudi
@@ -174,7 +177,7 @@ class HudiReader(DataSourceReader):
         from hudi_format.read.snapshot import ReadState
         return ReadState(table.config, table.timeline, self.as_of)
 
-    def _incremental_slices(self, table, state, parsed) -> list:
+    def _incremental_slices(self, table, state, parsed) -> tuple[list, list[str]]:
         """As ``Table.read_incremental``: the slices of file groups touched in (start, end];
         each task keeps the rows whose commit time is in range."""
         bound = state.bound
@@ -182,11 +185,10 @@ class HudiReader(DataSourceReader):
         if state.active_start and self.start < state.active_start:
             in_range += [i for i in state.archived_instants.values() if bound(i) > self.start]
         if not in_range:
-            return []
-        self.commit_times = sorted({i.timestamp for i in in_range})
+            return [], []
         touched = table._touched_file_ids(in_range)
-        return [s for s in table._slices(state, parsed, False)
-                if touched is None or s.file_id in touched]
+        return ([s for s in table._slices(state, parsed, False) if touched is None or s.file_id in touched],
+                sorted({i.timestamp for i in in_range}))
 
     # -- reading (on the executors) -----------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -204,7 +206,7 @@ class HudiReader(DataSourceReader):
         read_cols = list(self.columns)
         if incremental and self.with_meta and "_hoodie_commit_time" not in read_cols:
             read_cols.append("_hoodie_commit_time")
-        commit_times = pa.array(self.commit_times or [], pa.string())
+        commit_times = pa.array(partition.commit_times or [], pa.string())
 
         def batches():
             for s in slices:

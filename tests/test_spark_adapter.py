@@ -2,7 +2,8 @@
 operation to COW and MOR tables checked against hudi-rs and a model of the table, a
 multi-task 2M-row write, failed writes, save modes, types, filter push-down and column pruning.
 
-Needs pyspark (the ``spark`` extra) and Java 17: ``make test-spark``."""
+Needs pyspark (the ``spark`` extra) and Java 17, and about 3-4 minutes on 2 cores, so it is not
+part of ``make test``: ``make test-spark`` runs it (it sets ``HUDI_FORMAT_SPARK_TESTS=1``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import sys
 
 import pytest
 
+if os.environ.get("HUDI_FORMAT_SPARK_TESTS") != "1":
+    pytest.skip("Spark tests run with `make test-spark` (HUDI_FORMAT_SPARK_TESTS=1)", allow_module_level=True)
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("pandas")   # PySpark's mapInArrow insists on it
 
