@@ -57,9 +57,9 @@ def _fixture_mdt(fixture_tables) -> Storage:
 def _write(path, rows, op="upsert", ttype="COPY_ON_WRITE", version=8, options=None, **kw):
     opts = {"hoodie.parquet.small.file.limit": "0"}
     opts.update(options or {})
+    kw.setdefault("partition_by", "p")
     return hudi.write(str(path), rows, operation=op, record_key="id", ordering_field="ts",
-                      partition_by="p", table_type=ttype, table_version=version, table_name="t",
-                      options=opts, **kw)
+                      table_type=ttype, table_version=version, table_name="t", options=opts, **kw)
 
 
 def _st(path) -> tuple[Storage, TableConfig]:
@@ -735,3 +735,20 @@ def test_metadata_timeline_is_archived(tmp_path):
     check_in_step(path, model)
     st, cfg = _st(path)
     assert set(MetadataTable(st, cfg).all_record_locations()) == set(model.rows)
+
+
+@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_non_partitioned_table(tmp_path, ttype):
+    """The non-partitioned table is the partition "." in the metadata table."""
+    path = tmp_path / "t"
+    model = Model(event_time=True)
+    for i in range(4):
+        rows = make_rows(range(i * 5, i * 5 + 10), ts=i, seed=i)
+        _write(path, rows, ttype=ttype, options=ALL_INDEXES, partition_by=None)
+        model.apply("upsert", rows, i)
+        check_in_step(path, model)
+    st, cfg = _st(path)
+    mt = MetadataTable(st, cfg)
+    assert sorted(mt.read(K.FILES)) == [".", "__all_partitions__"]
+    assert {loc.partition for loc in mt.all_record_locations().values()} == {""}
+    assert set(mt.all_record_locations()) == set(model.rows)
