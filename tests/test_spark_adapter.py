@@ -442,3 +442,30 @@ def test_spark_hash_partitioning_is_inverted_exactly(spark):
     keys = partition_keys(7)
     df = spark.createDataFrame([(k,) for k in keys], "v int").repartition(7, "v")
     assert df.rdd.mapPartitionsWithIndex(lambda i, it: [(i, r.v) for r in it]).collect() == list(enumerate(keys))
+
+
+def test_global_index_moves_duplicates_and_empty_writes(spark, tmp_path):
+    """A key that changes partition under a global index is deleted there and inserted here;
+    duplicates of a key in one DataFrame are combined by the ordering field (in one task);
+    an empty DataFrame commits nothing but an empty instant."""
+    path = str(tmp_path / "global")
+    opts = _opts("MERGE_ON_READ", "upsert", **{"hoodie.index.type": "GLOBAL_SIMPLE"})
+    model = Model(event_time=True)
+    first = rs_rows(range(30), ts=1)
+    sdf(spark, first).write.format("hudi_format").options(**opts).save(path)
+    model.apply("upsert", first, 0)
+    moved = rs_rows(range(0, 6), ts=2, seed=1, partitions=("z",))               # a/b/c -> z
+    dupes = pa.concat_tables([rs_rows(range(40, 44), ts=5, seed=5), rs_rows(range(40, 44), ts=3, seed=3),
+                              rs_rows(range(10, 12), ts=1, seed=8), rs_rows(range(10, 12), ts=4, seed=4)])
+    batch = pa.concat_tables([moved, dupes])
+    sdf(spark, batch).repartition(3).write.format("hudi_format").options(**opts).mode("append").save(path)
+    model.apply("upsert", moved, 1)
+    model.apply("upsert", pa.concat_tables([dupes.slice(0, 4), dupes.slice(10, 2)]), 1)
+    model.history.pop(-2)
+    _check(spark, path, model)
+    assert {r["p"] for r in hudi.open_table(path).read(filters=[("id", "in", ["k000000", "k000005"])]).to_pylist()} == {"z"}
+    empty = sdf(spark, rs_rows([], ts=9))
+    empty.write.format("hudi_format").options(**opts).mode("append").save(path)
+    instants = hudi.open_table(path).timeline.write_instants()
+    assert len(instants) == 3
+    _check(spark, path, model)
