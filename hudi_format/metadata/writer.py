@@ -26,15 +26,18 @@ rollback            the MDT deltacommit of the rolled-back instant is rolled bac
 restore             the MDT is dropped (and bootstrapped again by the next write)
 ==================  =========================================================================
 
-Table services of the MDT itself run after the data instant completes: compaction once
+Table services of the MDT itself run before each new deltacommit (Hudi 1.x's
+``performTableServices``), so the latest deltacommit is never compacted yet and rolling back the
+latest data commit only undoes a deltacommit: cleaning with ``KEEP_LATEST_COMMITS``
+(``max(20, 1.2 * hoodie.cleaner.commits.retained)`` commits, as
+``HoodieMetadataWriteUtils.createMetadataWriteConfig``), compaction once
 ``hoodie.metadata.compact.max.delta.commits`` deltacommits followed the last one (all file
-groups, HFile base files, ``UnBoundedCompactionStrategy``), and cleaning with
-``KEEP_LATEST_COMMITS`` (``max(20, 1.2 * hoodie.cleaner.commits.retained)`` commits, as
-``HoodieMetadataWriteUtils.createMetadataWriteConfig``).
+groups, HFile base files, ``UnBoundedCompactionStrategy``), and archival of the MDT timeline.
 
 Entry points (the data write client and the table services call them):
 :func:`before_complete` (under the table lock, right before the data instant's completed file is
-written), :func:`after_complete` (MDT services) and :func:`abort` (the data instant failed).
+written), :func:`abort` (the data instant failed to complete after its MDT deltacommit), and
+:func:`complete_with_metadata` (both around ``TimelineWriter.complete``, for table services).
 """
 
 from __future__ import annotations
