@@ -222,6 +222,9 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
     with TableLock(storage, opts):
         done = resume_pending_rollbacks(storage, config)
         for inst in failed(Timeline.load(storage, config)):
+            if not any(i.timestamp == inst.timestamp for i in Timeline.load(storage, config).pending):
+                continue  # its writer removed it meanwhile (a write that lost a conflict aborts
+                # without the lock)
             log.warning("rolling back failed write %s", inst)
             done.append(rollback(storage, config, inst.timestamp, opts))
     return done
