@@ -2,17 +2,25 @@
 
 The driver does what only it can do: open the instant and plan it. Executors do the bytes.
 
-1. Keys: a ``mapInArrow`` stage computes every row's record key and partition path with the
-   core's key generator; the driver collects those two columns (not the data).
+1. Keys: a ``mapInArrow`` stage over the key columns computes every row's record key and
+   partition path with the core's key generator. Operations that tag records against the index
+   (upsert, delete, insert with ``insert.drop.duplicates``) bring those two columns to the
+   driver; the others only need how many records go to each partition.
 2. Plan: the core's planner (``WriteClient._plan``: index tagging, small-file top-up, file
-   sizing, replaced file groups, pending-clustering checks) runs on the keys and assigns every
-   record to a *bucket*: an existing file group to merge into (COW) or append to (MOR), or a new
-   file group.
-3. Shuffle: the DataFrame joins the (key, partition) -> bucket mapping and is repartitioned into
-   one Spark partition per bucket, so each task owns whole file groups.
+   sizing, replaced file groups, pending-clustering checks) turns them into *buckets*: an
+   existing file group to merge into (COW) or append to (MOR), or a new file group.
+3. Route and shuffle: a second ``mapInArrow`` gives every row its bucket (records the plan
+   placed by key are looked up; the other inserts of a partition are spread over its new file
+   groups by a hash of the key, in proportion to the plan, as Hudi's ``UpsertPartitioner``
+   does), and ``repartition(n_buckets, slot)`` makes bucket ``i`` Spark partition ``i``, so each
+   task owns exactly one file group.
 4. Write: each task writes its file group through the core's write handles (``create``,
    ``merge``, ``append``) with Hudi's write token ``<partition>-<stage>-<attempt>`` and returns
    the write stats; the driver commits them as one instant.
+
+The DataFrame is computed twice (keys, then rows): a source that can give different rows on a
+second computation must be ``persist()``-ed first; records of a partition the plan never saw
+fail the write instead of being dropped.
 
 Failures: files are written under a requested/inflight instant with write markers and a
 heartbeat, so a failed task or job leaves nothing visible. A failed job is cleaned up at once
