@@ -192,7 +192,7 @@ def init_instant_times(data_config: TableConfig, md_instants: Iterable[str],
 
 def file_group_count(partition: str, options: Mapping[str, Any], num_records: int = 0) -> int:
     """How many file groups a new metadata partition gets (Hudi's defaults and estimate)."""
-    from .writer import mdt_option
+    from .options import mdt_option
 
     if partition == K.FILES:
         return 1
@@ -212,7 +212,7 @@ def file_group_count(partition: str, options: Mapping[str, Any], num_records: in
 
 def enabled_partitions(options: Mapping[str, Any]) -> list[str]:
     """Metadata partitions the write options turn on (``files`` first)."""
-    from .writer import mdt_option
+    from .options import mdt_option
 
     out = [K.FILES]
     if mdt_option(options, "hoodie.metadata.index.column.stats.enable"):
@@ -228,6 +228,7 @@ def initialize_partitions(writer, partitions: list[str]) -> None:
     """Bootstrap ``partitions`` (not yet in the table config) of ``writer``'s metadata table
     from the data table as it is committed now. ``writer`` is a :class:`.writer.MetadataWriter`."""
     from . import writer as W
+    from .data_files import DataSnapshot
 
     if not partitions:
         return
@@ -245,7 +246,7 @@ def initialize_partitions(writer, partitions: list[str]) -> None:
     last = completed[-1] if completed else None
     md_instants = [i.timestamp for i in writer.md_timeline().instants]
     times = init_instant_times(writer.config, md_instants, last, len(ordered))
-    snapshot = W.DataSnapshot(writer)
+    snapshot = DataSnapshot(writer)
     done = list(writer.config.metadata_partitions)
     for partition, instant in zip(ordered, times):
         records = snapshot.records_for(partition)

@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base_file import write_base_file
-from ..config import META_FIELDS
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    next_log_version, write_log_file)
 from ..read.align import align_table

@@ -144,7 +144,7 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     Without a usable metadata partition the record index falls back to the global simple index
     and the metadata bloom index to footers.
     """
-    from ..metadata.writer import mdt_option
+    from ..metadata.options import mdt_option
     from .options import option
     index_type = option(options, "hoodie.index.type")
     timeline = state.timeline if state is not None else None

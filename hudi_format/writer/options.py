@@ -80,7 +80,7 @@ KNOWN: dict[str, tuple[str, Any]] = {
     "hoodie.cleaner.policy.failed.writes": ("choice:EAGER|LAZY|NEVER", "LAZY"),
 }
 # the metadata table's keys (hoodie.metadata.*), declared where the metadata writer reads them
-from ..metadata.writer import MDT_OPTIONS as _MDT_OPTIONS  # noqa: E402
+from ..metadata.options import MDT_OPTIONS as _MDT_OPTIONS  # noqa: E402
 
 KNOWN.update(_MDT_OPTIONS)
 KNOWN_PREFIXES = ("hoodie.keygen.timebased.",)
