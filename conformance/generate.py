@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

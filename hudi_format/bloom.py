@@ -32,7 +32,6 @@ import base64
 import binascii
 import math
 import struct
-from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -24,7 +24,7 @@ import io
 import json
 import posixpath
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import fastavro
 import pyarrow as pa
