@@ -300,7 +300,7 @@ def test_errors_and_exit_codes(mor_table, tmp_path):
 
 def test_console_script_is_declared_and_installed():
     text = (ROOT / "pyproject.toml").read_text()
-    assert 'hudi-format = "hudi_format.cli:main"' in text
+    assert 'hudi-format = "hudi_format.cli:console_main"' in text
     script = Path(sys.executable).with_name("hudi-format")
     if not script.exists():
         pytest.skip("the package was installed before the console script was declared (pip install -e .)")

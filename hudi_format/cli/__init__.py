@@ -8,4 +8,22 @@ def main(argv=None) -> int:
     return _main(argv)
 
 
-__all__ = ["main"]
+def console_main() -> None:
+    """The ``hudi-format`` executable: run, flush, and leave without interpreter teardown.
+
+    Once the command is done and its output flushed, nothing is left to do; skipping the
+    teardown avoids a rare abort ("terminate called without an active exception") when native
+    thread pools (Arrow's) are destroyed while the interpreter shuts down.
+    """
+    import os
+    import sys
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+    os._exit(code if isinstance(code, int) else 0)
+
+
+__all__ = ["main", "console_main"]
