@@ -34,3 +34,7 @@ if __name__ == "__main__":
             results.append({"ok": False, "error": str(exc), "proc": proc, "round": r})
     with open(out, "w") as f:
         json.dump(results, f, default=str)
+    # Done and flushed: skip interpreter teardown (native thread pools can abort it rarely).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
