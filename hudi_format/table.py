@@ -6,7 +6,7 @@ import logging
 import os
 import posixpath
 from functools import cached_property
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -449,7 +449,6 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
           table_name: str | None = None, options: dict[str, Any] | None = None,
           storage_options: dict[str, Any] | None = None):
     """Write ``data`` to the Hudi table at ``path``, creating the table on the first write."""
-    from .table_init import table_properties
     from .writer.client import WriteClient
     from .writer.options import validate_options
 
@@ -470,6 +469,24 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
         instant = WriteClient(storage, config, opts).write(data, operation)
         _post_commit(storage, config, opts)
         return instant
+    config = new_table_config(storage, opts, record_key=keys, ordering_field=ordering_field,
+                              partition_by=partition_by, table_type=table_type,
+                              table_version=requested_version, table_name=table_name)
+    instant = WriteClient(storage, config, opts, create=True).write(data, operation)
+    _post_commit(storage, TableConfig.load(storage), opts)
+    return instant
+
+
+def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key=None, ordering_field=None,
+                     partition_by=None, table_type: str | None = "COPY_ON_WRITE", table_version=None,
+                     table_name: str | None = None) -> TableConfig:
+    """The config of a table the first write creates, from the arguments and Hudi's options
+    (the options win over ``table_type``); nothing is written yet."""
+    from .table_init import table_properties
+
+    keys = _as_list(record_key or opts.get("hoodie.datasource.write.recordkey.field")
+                    or opts.get("hoodie.table.recordkey.fields"))
+    requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")
     if not keys:
         raise InvalidOptionError("creating a table needs record_key (or option "
                                  "hoodie.datasource.write.recordkey.field)")
@@ -501,7 +518,4 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
         url_encode=bool(opts.get("hoodie.datasource.write.partitionpath.urlencode", False)),
         populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
         table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
-    config = TableConfig(props, storage.uri(".hoodie/hoodie.properties"))
-    instant = WriteClient(storage, config, opts, create=True).write(data, operation)
-    _post_commit(storage, TableConfig.load(storage), opts)
-    return instant
+    return TableConfig(props, storage.uri(".hoodie/hoodie.properties"))

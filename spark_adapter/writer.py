@@ -393,38 +393,8 @@ def partition_keys(n: int) -> tuple[int, ...]:
 
 # -- a new table's config, as ``hudi_format.write`` derives it from the options -----------------------
 def new_table_config(storage: Storage, opts: Mapping[str, Any]) -> TableConfig:
-    import posixpath
-
-    from hudi_format.table import _as_list
-    from hudi_format.table_init import table_properties
-    keys = _as_list(opts.get("hoodie.datasource.write.recordkey.field") or opts.get("hoodie.table.recordkey.fields"))
-    if not keys:
-        raise InvalidOptionError("creating a table needs option hoodie.datasource.write.recordkey.field")
-    version = int(opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version") or 8)
-    ttype = str(opts.get("hoodie.datasource.write.table.type") or opts.get("hoodie.table.type")
-                or "COPY_ON_WRITE").upper()
-    ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
-    parts = _as_list(opts.get("hoodie.datasource.write.partitionpath.field") or opts.get("hoodie.table.partition.fields"))
-    ordering = _as_list(opts.get("hoodie.datasource.write.precombine.field")
-                        or opts.get("hoodie.table.ordering.fields") or opts.get("hoodie.table.precombine.field"))
-    keygen_class = opts.get("hoodie.datasource.write.keygenerator.class") or opts.get("hoodie.table.keygenerator.class")
-    keygen_type = opts.get("hoodie.datasource.write.keygenerator.type") or opts.get("hoodie.table.keygenerator.type")
-    if not keygen_class and not keygen_type:
-        keygen_type = ("NON_PARTITION" if not parts else
-                       "COMPLEX" if len(keys) > 1 or len(parts) > 1 else "SIMPLE")
-    name = opts.get("hoodie.table.name") or posixpath.basename(storage.root.rstrip("/")) or "hudi_table"
-    extra = {k: str(v) for k, v in opts.items() if k.startswith("hoodie.keygen.timebased.")}
-    for key in ("hoodie.record.merge.mode", "hoodie.table.timeline.timezone"):
-        if opts.get(key):
-            extra[key] = opts[key]
-    props = table_properties(
-        table_name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
-        ordering_fields=ordering, keygen_type=keygen_type, keygen_class=keygen_class,
-        hive_style=bool(opts.get("hoodie.datasource.write.hive_style_partitioning", False)),
-        url_encode=bool(opts.get("hoodie.datasource.write.partitionpath.urlencode", False)),
-        populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
-        table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
-    return TableConfig(props, storage.uri(".hoodie/hoodie.properties"))
+    from hudi_format.table import new_table_config as from_options
+    return from_options(storage, opts, table_type=None)
 
 
 __all__ = ["write_dataframe", "DistributedWrite", "STORAGE_OPTIONS", "partition_keys"]
