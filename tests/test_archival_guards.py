@@ -65,6 +65,10 @@ def test_compaction_keeps_updates_of_archived_deltacommits(tmp_path, version):
     _upserts(table, range(N))
     assert _archived(path), "the default options archive some of the delta commits"
     _check(path, set(range(N)), "before compaction")
+    # log files newer than every base file need no completion time: a snapshot stays active-only
+    fresh = hudi.open_table(str(path))
+    fresh.read()
+    assert not fresh.timeline.archive_loaded
     table.compact()
     _check(path, set(range(N)), "after compaction")
 

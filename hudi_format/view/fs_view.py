@@ -148,7 +148,8 @@ class FileSystemView:
                            read_optimized: bool = False) -> list[FileSlice]:
         out = []
         for partition in (self.partitions() if partitions is None else partitions):
-            for group in self.file_groups(partition, visible, key_time):
+            # read-optimized drops the logs, so where they would join does not matter
+            for group in self.file_groups(partition, visible, None if read_optimized else key_time):
                 if (partition, group.file_id) in replaced:
                     continue
                 latest = group.latest
