@@ -134,3 +134,39 @@ def test_archival_beyond_savepoint_keeps_updates_in_the_hole(tmp_path, version):
     assert canonical_rows(hudi.open_table(str(path)).read().select(SCHEMA.names)) == expected
     hudi.open_table(str(path)).compact()
     assert canonical_rows(hudi.open_table(str(path)).read().select(SCHEMA.names)) == expected
+
+
+@pytest.mark.parametrize("version", [8, 6])
+def test_metadata_table_bounds_archival_both_ways(tmp_path, version):
+    """The data table archives nothing its metadata table's latest compaction does not cover
+    (nothing before the first one); the metadata table archives nothing from the data table's
+    first active commit on."""
+    from hudi_format.metadata.init import metadata_storage
+    from hudi_format.services import archival
+    low = {"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5, "hoodie.cleaner.commits.retained": 1,
+           "hoodie.compact.inline.max.delta.commits": 1}
+    path, table = _table(tmp_path, version)
+    manual = {"hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}
+    for i in range(8):
+        table.write(_rows([i], 1, "new"), options=manual)
+    st = Storage(str(path))
+    cfg = TableConfig.load(st)
+    md = metadata_storage(st)
+    md_tl = Timeline.load(md, TableConfig.load(md))
+    assert not [i for i in md_tl.completed if i.action == "commit"], "no metadata compaction yet"
+    assert archival.archive(st, cfg, low) == []
+    for i in range(8, N):
+        table.write(_rows([i], 1, "new"), options={**low, "hoodie.clean.automatic": "false"})
+    md_tl = Timeline.load(md, TableConfig.load(md))
+    latest = max(i.timestamp for i in md_tl.completed if i.action == "commit")
+    tl = Timeline.load(st, cfg)
+    archived = tl.archived().write_instants()
+    assert archived
+    for inst in archived:
+        assert inst.timestamp < latest
+        if version >= 8:
+            assert inst.completion_time <= latest
+    first_active = min(i.timestamp for i in tl.instants if i.action in ("commit", "deltacommit", "replacecommit"))
+    md_archived = md_tl.archived().instants
+    assert md_archived and all(i.timestamp < first_active for i in md_archived)
+    _check(path, set(range(N)), "after archiving both timelines")
