@@ -130,20 +130,6 @@ class Timeline(TimelineView):
     def _before_start(self, timestamp: str) -> bool:
         return self._start is None or timestamp < self._start
 
-    def is_before_start(self, timestamp: Any) -> bool:
-        """Was ``timestamp`` requested before the active timeline starts (so, if it is a write
-        that is not pending, it completed and was archived: ``isBeforeTimelineStarts``)?"""
-        return self._start is not None and self._ts(timestamp) < self._start
-
-    def contains_or_before_start(self, timestamp: Any) -> bool:
-        """Hudi's ``containsOrBeforeTimelineStarts`` over completed instants: completed on the
-        active timeline, or older than it (archival only moves completed instants)."""
-        ts = self._ts(timestamp)
-        found = self._lookup(ts)
-        if found is not None:
-            return found.is_completed
-        return self.is_before_start(ts)
-
     # -- queries that may reach into the archive ---------------------------------------------
     def get(self, timestamp: Any, action: str | None = None) -> Instant | None:
         ts = self._ts(timestamp)
