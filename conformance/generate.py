@@ -352,7 +352,10 @@ GENERATED: dict[str, dict] = {
         "features": ["archived-timeline"],
         "table": {**_table_spec(COW, 8), "options": {**_NO_CLEAN, "hoodie.cleaner.commits.retained": "1",
                                                      "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
-                                                     "hoodie.archive.automatic": "false"}},
+                                                     "hoodie.archive.automatic": "false",
+                                                     # archival never passes the metadata table's
+                                                     # latest compaction
+                                                     "hoodie.metadata.compact.max.delta.commits": "1"}},
         "steps": [{"write": "insert", "rows": _ids(0, 10, 1)}]
         + [{"write": "upsert", "rows": _ids(i * 3, i * 3 + 5, i + 2, i + 1)} for i in range(6)]
         + [{"service": "archive", "options": {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
@@ -362,7 +365,10 @@ GENERATED: dict[str, dict] = {
         "features": ["archived-timeline"],
         "table": {**_table_spec(MOR, 6), "options": {**_NO_CLEAN, "hoodie.cleaner.commits.retained": "1",
                                                      "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
-                                                     "hoodie.archive.automatic": "false"}},
+                                                     "hoodie.archive.automatic": "false",
+                                                     # archival never passes the metadata table's
+                                                     # latest compaction
+                                                     "hoodie.metadata.compact.max.delta.commits": "1"}},
         "steps": [{"write": "insert", "rows": _ids(0, 10, 1)}]
         + [{"write": "upsert", "rows": _ids(i * 3, i * 3 + 5, i + 2, i + 1)} for i in range(6)]
         + [{"service": "archive", "options": {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",

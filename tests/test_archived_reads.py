@@ -41,9 +41,12 @@ def archived_deltacommits(fixture_tables, tmp_path):
 def test_snapshot_does_not_read_the_archive(archived_deltacommits):
     exp = expected(V9_TABLE)
     table = hudi.open_table(archived_deltacommits)
-    assert canonical_rows(table.read()) == sort_expected(exp["snapshot"])
     assert canonical_rows(table.read(read_optimized=True)) == sort_expected(exp["read_optimized"])
     assert not table.timeline.archive_loaded
+    # The archived deltacommits' log files lie beside newer base files (compaction, clustering):
+    # which slice each joins depends on its completion time, which only the archive has
+    # (Hudi's CompletionTimeQueryView loads it for this, lazily).
+    assert canonical_rows(table.read()) == sort_expected(exp["snapshot"])
     # A time travel into the archived range has to read it, and gets the committed rows.
     first = exp["completed_write_instants"][0]
     got = table.read(as_of=first["completion_time"])

@@ -734,7 +734,8 @@ class MetadataWriter:
             "hoodie.keep.min.commits": lo, "hoodie.keep.max.commits": hi,
             "hoodie.cleaner.commits.retained": max(1, lo - 1),
             "hoodie.compact.inline.max.delta.commits":
-                int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))})
+                int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))},
+            data_timeline=self.data_timeline())
 
     def services(self) -> None:
         """The MDT's own table services, run before a new deltacommit (as Hudi 1.x's

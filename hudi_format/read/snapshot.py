@@ -53,8 +53,9 @@ class ReadState:
 
     @cached_property
     def active_start(self) -> str | None:
-        all_instants = self.timeline.instants
-        return all_instants[0].timestamp if all_instants else None
+        """Where the active timeline starts: its first instant that is not a savepointed commit
+        (archival beyond a savepoint leaves that commit in front of a hole)."""
+        return self.timeline.start
 
     @cached_property
     def needs_archive(self) -> bool:
@@ -85,10 +86,38 @@ class ReadState:
         return instant_time in self.archived_instants
 
     def completion_time(self, instant_time: str) -> str | None:
+        """Completion time of a visible write instant; ``None`` if it is not visible.
+
+        An instant older than the active timeline was archived, and archived instants are
+        completed: their completion time comes from the archive, which is loaded only for such
+        an instant (as Hudi's ``CompletionTimeQueryView`` loads it lazily).
+        """
         inst = self._visible_times.get(instant_time)
         if inst is None and self.needs_archive:
             inst = self.archived_instants.get(instant_time)
-        return inst.completion_time if inst is not None else None
+        if inst is not None:
+            return inst.completion_time
+        if self.needs_archive or not self.visible(instant_time):
+            return None
+        return self.archived_completion_time(instant_time)
+
+    def archived_completion_time(self, instant_time: str) -> str:
+        """Completion time of an instant before the active timeline (loads the archive once).
+
+        An archived instant whose record is missing from the archive is still completed (only
+        completed instants are archived); its request time is then the best bound we have.
+        """
+        cache = self.__dict__.setdefault("_archived_done", {})
+        if instant_time not in cache:
+            found = self.timeline.archived().get(instant_time)
+            done = found.ordering_time if found is not None and found.is_completed else None
+            if done is None:
+                log.warning("instant %s is older than the active timeline but not in the archive of "
+                            "%s; taking its request time as its completion time",
+                            instant_time, self.timeline.storage.url)
+                done = instant_time
+            cache[instant_time] = done
+        return cache[instant_time]
 
     @cached_property
     def replaced_file_groups(self) -> frozenset[tuple[str, str]]:

@@ -17,7 +17,17 @@ Never archived (the *earliest instant to retain* is the earliest of these):
   the last clean's earliest commit to retain; without a clean, from the first replacecommit);
 - the last clean's earliest commit to retain itself and everything after it;
 - the first savepoint and everything after it (``hoodie.archive.beyond.savepoint`` archives past
-  savepoints but never a savepointed commit); savepoint instants themselves stay active.
+  savepoints but never a savepointed commit); savepoint instants themselves stay active;
+- a data table with a metadata table: everything the metadata table's latest compaction does
+  not cover (v8+: commits completed after it; v6: requested after it), and nothing at all
+  before its first compaction, because the metadata table's log blocks count only for instants
+  on the data table's active timeline;
+- a metadata table: everything from its data table's first active commit or first pending
+  instant on (rollbacks of those need their metadata-table deltacommits).
+
+MERGE_ON_READ log files of archived delta commits stay readable and compactable: readers and
+services treat an instant older than the active timeline as completed and take its completion
+time from the archive when they need it (see ``read.snapshot.ReadState``), as Hudi does.
 
 As in Hudi's ``ArchivalUtils``, min/max are raised when the cleaner's own retention
 (``hoodie.cleaner.*``) needs more commits than ``hoodie.keep.min.commits`` keeps.
@@ -142,14 +152,71 @@ def _earliest_for_clustering(timeline: Timeline, plan: Mapping[str, Any], clean:
     return next((r for r in replaces if r.timestamp >= bound), None)
 
 
-def instants_to_archive(timeline: Timeline, options: Mapping[str, Any] | None = None) -> list[Instant]:
-    """The instants an archival now would move out of the active timeline, by request time."""
+def _metadata_table_bound(timeline: Timeline, completed: list[Instant],
+                          options: Mapping[str, Any] | None) -> tuple[bool, str | None]:
+    """Data table with a metadata table: (blocked, bound). Nothing at or after ``bound`` may go
+    (``TimelineArchiverV2`` step 4): the metadata table's log blocks of later instants count
+    only while those instants are on the data table's active timeline; with no compaction on
+    the metadata table yet, nothing is archived."""
+    from ..metadata.init import metadata_storage, metadata_table_exists
+    from ..metadata.options import mdt_option
+    from ..metadata.writer import is_metadata_table
+    storage, config = timeline.storage, timeline.config
+    if is_metadata_table(storage, config) or not config.metadata_partitions \
+            or not mdt_option(options, "hoodie.metadata.enable") or not metadata_table_exists(storage):
+        return False, None
+    md = metadata_storage(storage)
+    md_timeline = Timeline.load(md, TableConfig.load(md))
+    compactions = [i.timestamp for i in md_timeline.completed if i.action == "commit"]
+    if not compactions:
+        log.info("not archiving %s: its metadata table has no compaction yet", storage.url)
+        return True, None
+    latest = max(compactions)
+    if config.version < 8:
+        return False, latest  # Hudi 0.x: only instants requested before it
+    after = [i for i in completed if i.completion_time and i.completion_time > latest and i.timestamp != latest]
+    return False, min((i.timestamp for i in after), default=None)
+
+
+def _data_table_bound(data_timeline: Timeline, beyond_savepoint: bool) -> str | None:
+    """``TimelineUtils.getEarliestInstantForMetadataArchival``: the metadata table keeps every
+    instant from the data table's first commit (first non-savepointed one when archiving beyond
+    savepoints) or its first pending instant, whichever is earlier (rollbacks of data instants
+    still on the data timeline need their metadata-table deltacommits)."""
+    commits = [i for i in data_timeline.instants if i.action in _WRITE_TIMELINE and i.action not in
+               ("compaction", "logcompaction")]
+    if beyond_savepoint:
+        savepointed = {i.timestamp for i in data_timeline.instants if i.action == "savepoint"}
+        commits = [i for i in commits if i.timestamp not in savepointed]
+    candidates = [commits[0].timestamp] if commits else []
+    pending = data_timeline.pending
+    if pending:
+        candidates.append(pending[0].timestamp)
+    return min(candidates, default=None)
+
+
+def instants_to_archive(timeline: Timeline, options: Mapping[str, Any] | None = None,
+                        data_timeline: Timeline | None = None) -> list[Instant]:
+    """The instants an archival now would move out of the active timeline, by request time.
+
+    ``data_timeline``: when archiving a metadata table, the active timeline of its data table.
+    """
     opts = read_options(options, SERVICE_OPTIONS)
     lo, hi = min_max_to_keep(timeline, opts)
     completed = completed_commits(timeline)
     if len(completed) <= hi:
         return []
     candidates: list[Instant] = []
+    bounds: list[str] = []
+    blocked, bound = _metadata_table_bound(timeline, completed, options)
+    if blocked:
+        return []
+    if bound is not None:
+        bounds.append(bound)
+    if data_timeline is not None:
+        bound = _data_table_bound(data_timeline, opts["hoodie.archive.beyond.savepoint"])
+        if bound is not None:
+            bounds.append(bound)
     pending = sorted((i for i in timeline.pending if i.action in _WRITE_TIMELINE), key=lambda i: i.timestamp)
     if pending:
         before = [i for i in completed if i.timestamp < pending[0].timestamp]
@@ -166,7 +233,7 @@ def instants_to_archive(timeline: Timeline, options: Mapping[str, Any] | None = 
     if ectr:
         keep = next((i for i in completed if i.timestamp >= ectr), None)
         candidates.append(keep if keep is not None else completed[-1])
-    retain_from = min((c.timestamp for c in candidates), default=None)
+    retain_from = min([c.timestamp for c in candidates] + bounds, default=None)
 
     savepoints = sorted(i.timestamp for i in timeline.completed if i.action == "savepoint")
     beyond = opts["hoodie.archive.beyond.savepoint"]
@@ -204,11 +271,15 @@ def _delete_active_files(storage: Storage, timeline: Timeline, actions: list[Act
             log.debug("could not delete markers of %s", a.timestamp)
 
 
-def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> list[Instant]:
-    """Archive what the active timeline no longer needs; the archived instants (oldest first)."""
+def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+            data_timeline: Timeline | None = None) -> list[Instant]:
+    """Archive what the active timeline no longer needs; the archived instants (oldest first).
+
+    ``data_timeline``: when archiving a metadata table, its data table's active timeline.
+    """
     opts = read_options(options, SERVICE_OPTIONS)
     timeline = Timeline.load(storage, config)
-    chosen = instants_to_archive(timeline, options)
+    chosen = instants_to_archive(timeline, options, data_timeline)
     if not chosen:
         return []
     actions = [ActiveAction.of(timeline, i) for i in chosen]

@@ -29,6 +29,14 @@ def _is_instant_candidate(name: str) -> bool:
     return not (name.startswith("hoodie.properties") or name.startswith("."))
 
 
+def _first_non_savepoint(instants: list[Instant]) -> str | None:
+    savepointed = {i.timestamp for i in instants if i.action == "savepoint" and i.is_completed}
+    first = next((i.timestamp for i in instants if i.timestamp not in savepointed), None)
+    if first is None and instants:
+        first = instants[0].timestamp
+    return first
+
+
 class Timeline(TimelineView):
     """The active timeline of a table.
 
@@ -45,7 +53,7 @@ class Timeline(TimelineView):
         self._files = {k: dict(v) for k, v in files.items()}
         self._payloads: dict[str, dict] = {}
         self._archived = None
-        self._start = self._instants[0].timestamp if self._instants else None
+        self._start = _first_non_savepoint(self._instants)
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
@@ -114,7 +122,9 @@ class Timeline(TimelineView):
 
     @property
     def start(self) -> str | None:
-        """Request time of the first active instant; older instants are archived."""
+        """Request time of the first active instant that is not a savepointed commit; older
+        instants are archived (Hudi's ``getFirstNonSavepointCommit``: archival beyond a
+        savepoint leaves the savepointed commit active, in front of a hole)."""
         return self._start
 
     def _before_start(self, timestamp: str) -> bool:

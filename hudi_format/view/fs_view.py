@@ -92,13 +92,9 @@ class FileSystemView:
                 lf = parse_log_file_name(name)
                 if lf is None or lf.is_cdc or lf.extension != "log":
                     continue
-                if v8:
-                    if not visible(lf.instant_time):
-                        continue
-                    key = (key_time(lf.instant_time) if key_time else None) or lf.instant_time
-                else:
-                    key = lf.instant_time
-                logs[lf.file_id].append((key, lf.sort_key(), f))
+                if v8 and not visible(lf.instant_time):
+                    continue
+                logs[lf.file_id].append((lf.instant_time, lf.sort_key(), f))
             else:
                 bf = parse_base_file_name(name)
                 if bf is None or bf.extension != ext or not visible(bf.instant_time):
@@ -114,7 +110,13 @@ class FileSystemView:
         for file_id in sorted(set(bases) | set(logs)):
             instants = sorted(bases.get(file_id, {}))
             slice_logs: dict[str | None, list[tuple]] = defaultdict(list)
-            for key, sort_key, f in logs.get(file_id, ()):
+            for instant_time, sort_key, f in logs.get(file_id, ()):
+                key = instant_time
+                if v8 and key_time is not None and instants and instant_time < instants[-1]:
+                    # Only a log older than the newest base file needs its completion time to
+                    # pick its slice (a later one lands in the newest slice either way), so
+                    # a log of an archived instant loads the archive only when it matters.
+                    key = key_time(instant_time) or instant_time
                 i = bisect.bisect_right(instants, key)
                 slice_logs[instants[i - 1] if i else None].append((sort_key, f))
             slices = []
@@ -146,7 +148,8 @@ class FileSystemView:
                            read_optimized: bool = False) -> list[FileSlice]:
         out = []
         for partition in (self.partitions() if partitions is None else partitions):
-            for group in self.file_groups(partition, visible, key_time):
+            # read-optimized drops the logs, so where they would join does not matter
+            for group in self.file_groups(partition, visible, None if read_optimized else key_time):
                 if (partition, group.file_id) in replaced:
                     continue
                 latest = group.latest
