@@ -47,6 +47,23 @@ def _join(*parts: str) -> str:
     return posixpath.join(*[p for p in parts if p])
 
 
+class UnsafePathError(StorageError):
+    """A path relative to the table would resolve outside the table's folder."""
+
+
+def check_relative(rel: str) -> str:
+    """``rel`` if it stays inside the table, else ``UnsafePathError``.
+
+    Defence in depth: partition values are validated where they are made (the key generator),
+    but every path built from data, plans or metadata records ends here, so a ``..`` segment,
+    an absolute path or a NUL byte never reaches the filesystem whatever produced it.
+    """
+    if rel.startswith("/") or "\x00" in rel or ".." in rel.split("/"):
+        raise UnsafePathError(f"path {rel!r} escapes the table folder (absolute, '..' segment "
+                              f"or NUL byte); refusing to touch it")
+    return rel
+
+
 class Storage:
     """A table location: base URL + fsspec filesystem + helpers for relative paths."""
 
@@ -75,11 +92,11 @@ class Storage:
 
     def sub(self, rel: str) -> "Storage":
         """A storage rooted at a sub-folder (the metadata table lives at ``.hoodie/metadata``)."""
-        url = self.url.rstrip("/") + "/" + rel.strip("/")
+        url = self.url.rstrip("/") + "/" + check_relative(rel.strip("/"))
         return Storage(url, self.storage_options, fs=self.fs)
 
     def full(self, rel: str) -> str:
-        return _join(self.root, rel) if rel else self.root
+        return _join(self.root, check_relative(rel)) if rel else self.root
 
     def uri(self, rel: str) -> str:
         """A URL the user (or another engine) can open."""

@@ -358,8 +358,9 @@ def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None =
 # -- writing -------------------------------------------------------------------------------------
 def _write(table: "Table", data, operation: str, options) -> "Instant":
     from .writer.client import WriteClient
-    from .writer.options import validate_options
+    from .writer.options import check_against_table, validate_options
     opts = validate_options(options)
+    check_against_table(table.config, opts, table.storage.url)
     _recover(table.storage, table.config, opts)
     instant = WriteClient(table.storage, table.config, opts).write(data, operation)
     _post_commit(table.storage, table.config, opts)
@@ -445,12 +446,14 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
           record_key: str | Sequence[str] | None = None,
           ordering_field: str | Sequence[str] | None = None,
           partition_by: str | Sequence[str] | None = None,
-          table_type: str = "COPY_ON_WRITE", table_version: int | None = None,
+          table_type: str | None = None, table_version: int | None = None,
           table_name: str | None = None, options: dict[str, Any] | None = None,
           storage_options: dict[str, Any] | None = None):
-    """Write ``data`` to the Hudi table at ``path``, creating the table on the first write."""
+    """Write ``data`` to the Hudi table at ``path``, creating the table on the first write
+    (``table_type`` defaults to COPY_ON_WRITE). On an existing table every argument must agree
+    with the table's properties: a differing one is refused, not ignored."""
     from .writer.client import WriteClient
-    from .writer.options import validate_options
+    from .writer.options import check_against_table, validate_options
 
     opts = validate_options(options)
     storage = Storage(path, storage_options)
@@ -459,12 +462,9 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
                     or opts.get("hoodie.table.recordkey.fields"))
     if storage.exists(".hoodie/hoodie.properties"):
         config = TableConfig.load(storage)
-        if requested_version is not None and int(requested_version) != config.version:
-            raise InvalidOptionError(f"the table at {storage.url} is version {config.version}; "
-                                     f"it cannot be written as version {requested_version}")
-        if keys and keys != config.record_key_fields:
-            raise InvalidOptionError(f"record key {keys} does not match the table's "
-                                     f"{config.record_key_fields}")
+        check_against_table(config, opts, storage.url, record_key=record_key, partition_by=partition_by,
+                            ordering_field=ordering_field, table_type=table_type,
+                            table_version=table_version, table_name=table_name)
         _recover(storage, config, opts)
         instant = WriteClient(storage, config, opts).write(data, operation)
         _post_commit(storage, config, opts)
