@@ -78,8 +78,10 @@ class Storage:
                 opts.setdefault("use_listings_cache", False)
             try:
                 fs, root = url_to_fs(url, **opts)
-            except (ImportError, ValueError) as exc:
-                raise StorageError(f"cannot open storage for {url!r}: {exc}") from exc
+            except (ImportError, ValueError, TypeError, AttributeError) as exc:
+                # a storage option of the wrong shape (a string where fsspec wants a mapping...)
+                raise StorageError(f"cannot open storage for {url!r} with storage options "
+                                   f"{sorted(opts)}: {type(exc).__name__}: {exc}") from exc
         else:
             root = fs._strip_protocol(url)
         self.url = url

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .config import META_FIELDS, TableConfig
-from .errors import HudiError, InvalidOptionError, SchemaError
+from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError
 from .read.align import align_table
 from .read.bounds import normalize_instant
 from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
@@ -142,7 +142,11 @@ class Table:
         for s in state.file_slices(self._view):
             if s.base_file:
                 with self.storage.open(s.base_file) as f:
-                    return pq.ParquetFile(f).schema_arrow
+                    try:
+                        return pq.ParquetFile(f).schema_arrow
+                    except (pa.ArrowException, OSError, ValueError) as exc:
+                        raise CorruptFileError(f"cannot read the schema of base file "
+                                               f"{self.storage.uri(s.base_file)}: {exc}") from exc
         return pa.schema([])
 
     # -- planning ----------------------------------------------------------------------------
@@ -210,14 +214,31 @@ class Table:
             if s.log_files or not s.base_file:
                 yield from self._read_slice(s, state, cols, parsed).to_batches(batch_size)
                 continue
-            schema = self._read_schema(cols, parsed, False)
-            with self.storage.open(s.base_file) as f:
+            yield from self._scan_base_file(s.base_file, cols, parsed, batch_size)
+
+    def _scan_base_file(self, path: str, cols: list[str], parsed, batch_size: int | None
+                        ) -> Iterator[pa.RecordBatch]:
+        """One base file in batches; a truncated or corrupt file is a CorruptFileError naming
+        it (at open or at the batch where the damage is), not Arrow's nameless ArrowInvalid."""
+        schema = self._read_schema(cols, parsed, False)
+        where = self.storage.uri(path)
+        with self.storage.open(path) as f:
+            try:
                 pf = pq.ParquetFile(f)
                 present = [c for c in schema.names if c in pf.schema_arrow.names]
-                for batch in pf.iter_batches(batch_size=batch_size or 65536, columns=present):
-                    t = align_table(pa.Table.from_batches([batch]), schema, self.storage.uri(s.base_file))
-                    t = apply_filters(t, parsed, schema).select(cols)
-                    yield from t.to_batches()
+                batches = pf.iter_batches(batch_size=batch_size or 65536, columns=present)
+            except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled name
+                raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+            while True:
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                except (pa.ArrowException, OSError, ValueError) as exc:
+                    raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+                t = align_table(pa.Table.from_batches([batch]), schema, where)
+                t = apply_filters(t, parsed, schema).select(cols)
+                yield from t.to_batches()
 
     def read(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
              read_optimized: bool = False) -> pa.Table:

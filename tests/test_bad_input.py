@@ -235,3 +235,86 @@ def test_table_write_refuses_another_table_version(tmp_path):
     assert _files(path) == before
     table.write(pa.table({"id": ["b"], "ts": [2]}), options={"hoodie.write.table.version": 6})
     assert table.read().num_rows == 2
+
+
+# -- defect 8: damaged files give a HudiError naming the file ------------------------------------
+def _cow(tmp_path, **options):
+    path = str(tmp_path / "t")
+    hudi.write(path, pa.table({"id": ["a", "b", "c"], "ts": [1, 2, 3], "p": ["x", "y", "x"]}),
+               record_key="id", ordering_field="ts", partition_by="p", options=options or None)
+    return path
+
+
+def test_truncated_base_file_is_a_corrupt_file_error_naming_it(tmp_path):
+    path = _cow(tmp_path)
+    victim = next(s.base_file for s in hudi.open_table(path).file_slices() if s.partition_path == "x")
+    full = os.path.join(path, victim)
+    with open(full, "rb") as f:
+        data = f.read()
+    with open(full, "wb") as f:
+        f.write(data[:len(data) // 2])
+    for read in (lambda t: t.read(), lambda t: list(t.scan()), lambda t: list(t.scan(columns=["id"]))):
+        with pytest.raises(hudi.CorruptFileError, match=os.path.basename(victim)):
+            read(hudi.open_table(path))
+    problems = validate(path)
+    assert any(p.path == victim and p.severity == "error" for p in problems)
+    # validate went on past the broken file: the snapshot check ran and reported it too
+    assert any(p.check == "snapshot" and os.path.basename(victim) in p.message for p in problems)
+
+
+# -- defect 11: validate reports bloom filters that do not decode --------------------------------
+def validate(path):
+    from hudi_format.cli.validate import validate_table
+    return validate_table(str(path))
+
+
+def test_validate_reports_a_base_file_bloom_filter_that_does_not_decode(tmp_path):
+    import pyarrow.parquet as pq
+    path = _cow(tmp_path)
+    assert not [p for p in validate(path) if p.severity == "error"]
+    victim = next(s.base_file for s in hudi.open_table(path).file_slices())
+    full = os.path.join(path, victim)
+    t = pq.read_table(full)
+    meta = dict(pq.read_metadata(full).metadata)
+    meta[b"org.apache.hudi.bloomfilter"] = b"this is not a bloom filter"
+    pq.write_table(t.replace_schema_metadata(meta), full)
+    assert hudi.open_table(path).read().num_rows == 3    # readers do not need it: only validate sees it
+    bad = [p for p in validate(path) if p.check == "bloom-filter"]
+    assert [(p.severity, p.path) for p in bad] == [("error", victim)]
+    assert "org.apache.hudi.bloomfilter" in bad[0].message
+
+
+def test_validate_reports_a_metadata_table_bloom_filter_that_does_not_decode(tmp_path, monkeypatch):
+    from hudi_format.metadata import payloads
+    real = payloads.bloom_filter_record
+
+    def broken(partition, file_name, instant_time, type_code, serialized, deleted=False):
+        return real(partition, file_name, instant_time, type_code, b"AAAA" if file_name.startswith(tuple("0123456789abcdef")) else serialized, deleted)
+
+    opts = {"hoodie.metadata.index.bloom.filter.enable": "true"}
+    good = _cow(tmp_path / "good", **opts)
+    assert not [p for p in validate(good) if p.severity == "error"]
+    monkeypatch.setattr(payloads, "bloom_filter_record", broken)
+    path = _cow(tmp_path, **opts)
+    monkeypatch.undo()
+    bad = [p for p in validate(path) if p.check == "metadata-table/bloom-filter"]
+    files = {s.base_file for s in hudi.open_table(path).file_slices()}
+    assert bad and {p.path for p in bad} == files and all(p.severity == "error" for p in bad)
+
+
+# -- defect 8: the CLI's storage options ---------------------------------------------------------
+def test_cli_parses_json_storage_options(tmp_path):
+    import subprocess
+    import sys
+    path = _cow(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "hudi_format.cli", *args], capture_output=True,
+                              text=True, env=env, timeout=120)
+    ok = cli("info", path, "--storage-option", 'client_kwargs={"region_name": "x"}', "--json")
+    assert ok.returncode == 0, ok.stderr
+    bad = cli("info", path, "--storage-option", "client_kwargs={not json")
+    assert bad.returncode == 2 and "client_kwargs" in bad.stderr and "Traceback" not in bad.stderr
+    bad = cli("info", path, "--storage-option", "client_kwargs=plain")
+    assert bad.returncode == 2 and "client_kwargs" in bad.stderr and "JSON object" in bad.stderr
