@@ -199,8 +199,11 @@ class KeyGenerator:
                 if unit is None:
                     raise InvalidOptionError(f"hoodie.keygen.timebased.timestamp.scalar.time.unit "
                                              f"{scalar_unit!r} is not supported")
-            ints = pc.cast(col, pa.int64()) if not pa.types.is_integer(col.type) else pc.cast(col, pa.int64())
-            ts = pc.cast(ints, pa.timestamp(unit, tz="UTC"))
+            try:
+                ts = pc.cast(pc.cast(col, pa.int64()), pa.timestamp(unit, tz="UTC"))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise KeyGenerationError(f"partition field {field!r} of type {col.type} is not a "
+                                         f"{ts_type} number for the timestamp key generator: {exc}") from None
         elif ts_type == "DATE_STRING":
             ts = self._parse_date_strings(_to_string(col, field, "partition"), field)
         elif pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):

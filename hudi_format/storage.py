@@ -12,7 +12,7 @@ import os
 import posixpath
 import threading
 import uuid
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import attrs
 import fsspec
@@ -69,7 +69,13 @@ class Storage:
 
     def __init__(self, url: str | os.PathLike, storage_options: dict[str, Any] | None = None,
                  fs: fsspec.AbstractFileSystem | None = None):
-        url = os.fspath(url)
+        try:
+            url = os.fspath(url)
+        except TypeError:
+            raise StorageError(f"a table location is a path or URL string, got {url!r}") from None
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise StorageError(f"storage_options for {url!r} must be a mapping of fsspec options, "
+                               f"got {storage_options!r}")
         if fs is None:
             opts = dict(storage_options or {})
             if url.split("://", 1)[0].lower() in _OBJECT_STORES:

@@ -162,7 +162,13 @@ class Table:
         else:
             if isinstance(columns, str):
                 raise InvalidOptionError("columns must be a list of column names, not a string")
-            cols = list(columns)
+            try:
+                cols = list(columns)
+            except TypeError:
+                raise InvalidOptionError(f"columns must be a list of column names, got {columns!r}") from None
+            odd = [c for c in cols if not isinstance(c, str)]
+            if odd:
+                raise InvalidOptionError(f"columns must be column names (strings), got {odd}")
             missing = [c for c in cols if schema.get_field_index(c) < 0]
             if missing:
                 raise SchemaError(f"unknown column(s) {missing}; the table has {', '.join(schema.names)}")
@@ -208,6 +214,9 @@ class Table:
     def scan(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
              read_optimized: bool = False, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
         """Stream the snapshot one file slice at a time (memory bounded by the largest slice)."""
+        if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
+                                       or batch_size < 0):
+            raise InvalidOptionError(f"batch_size must be a positive number of rows, got {batch_size!r}")
         cols, parsed = self._prepare(columns, filters)
         state = ReadState(self.config, self.timeline, self._instant(as_of, "as_of"))
         for s in self._slices(state, parsed, read_optimized):
@@ -283,6 +292,8 @@ class Table:
             keys = [keys]
         elif isinstance(keys, (pa.Array, pa.ChunkedArray)):
             keys = keys.to_pylist()
+        elif not hasattr(keys, "__iter__"):
+            raise InvalidOptionError(f"keys must be a record key or a list of them, got {keys!r}")
         wanted = list(dict.fromkeys(k.decode() if isinstance(k, bytes) else str(k)
                                     for k in keys if k is not None))
         cols, _ = self._prepare(columns, None)
@@ -474,8 +485,11 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
     (``table_type`` defaults to COPY_ON_WRITE). On an existing table every argument must agree
     with the table's properties: a differing one is refused, not ignored."""
     from .writer.client import WriteClient
-    from .writer.options import check_against_table, validate_options
+    from .writer.options import check_against_table, check_write_arguments, validate_options
 
+    check_write_arguments(record_key=record_key, ordering_field=ordering_field, partition_by=partition_by,
+                          table_type=table_type, table_version=table_version, table_name=table_name,
+                          operation=operation)
     opts = validate_options(options)
     storage = Storage(path, storage_options)
     requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")

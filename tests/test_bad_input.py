@@ -318,3 +318,36 @@ def test_cli_parses_json_storage_options(tmp_path):
     assert bad.returncode == 2 and "client_kwargs" in bad.stderr and "Traceback" not in bad.stderr
     bad = cli("info", path, "--storage-option", "client_kwargs=plain")
     assert bad.returncode == 2 and "client_kwargs" in bad.stderr and "JSON object" in bad.stderr
+
+
+# -- arguments of the wrong type: a named InvalidOptionError/StorageError, not a TypeError -------
+@pytest.mark.parametrize("kwargs,match", [
+    ({"record_key": 5}, "record_key"), ({"record_key": "id", "partition_by": 5}, "partition_by"),
+    ({"record_key": "id", "table_type": 5}, "table_type"), ({"record_key": "id", "table_version": "x"}, "table_version"),
+    ({"record_key": "id", "options": "x"}, "options"), ({"record_key": "id", "options": {5: 1}}, "option keys"),
+    ({"record_key": "id", "operation": 3}, "operation"), ({"record_key": "id", "storage_options": "x"}, "storage_options"),
+    ({"record_key": "id", "partition_by": "p", "options": {
+        "hoodie.datasource.write.keygenerator.type": "TIMESTAMP",
+        "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS"}}, "'p'"),
+])
+def test_write_arguments_of_the_wrong_type(tmp_path, kwargs, match):
+    with pytest.raises(hudi.HudiError, match=match):
+        hudi.write(str(tmp_path / "t"), pa.table({"id": ["a"], "ts": [1], "p": ["x"]}), **kwargs)
+    assert not (tmp_path / "t" / ".hoodie" / "hoodie.properties").exists()
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda t: t.read(columns=[1]), "columns"), (lambda t: t.read(columns=5), "columns"),
+    (lambda t: t.read(filters="id=a"), "filters"), (lambda t: t.read(filters=("id", "=", "a")), "filters"),
+    (lambda t: t.lookup(5), "keys"), (lambda t: list(t.scan(batch_size=-1)), "batch_size"),
+    (lambda t: t.write(pa.table({"id": ["a"]}), options={5: 1}), "option keys"),
+])
+def test_read_arguments_of_the_wrong_type(tmp_path, call, match):
+    with pytest.raises(hudi.InvalidOptionError, match=match):
+        call(hudi.open_table(_cow(tmp_path)))
+
+
+@pytest.mark.parametrize("where", [None, 5])
+def test_open_table_with_a_non_path(where):
+    with pytest.raises(hudi.StorageError, match="path or URL"):
+        hudi.open_table(where)

@@ -127,8 +127,12 @@ def _coerce(key: str, kind: str, value: Any) -> Any:
 
 def validate_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """Check every key and coerce every value; unknown keys are errors with a suggestion."""
+    if options is not None and not isinstance(options, Mapping):
+        raise InvalidOptionError(f"options must be a mapping of hoodie.* keys to values, got {options!r}")
     out: dict[str, Any] = {}
     for key, value in (options or {}).items():
+        if not isinstance(key, str):
+            raise InvalidOptionError(f"option keys are hoodie.* strings, got {key!r}")
         if key in KNOWN:
             out[key] = _coerce(key, KNOWN[key][0], value)
         elif key.startswith(KNOWN_PREFIXES) or key in IGNORED:
@@ -224,3 +228,24 @@ def check_against_table(config: TableConfig, opts: Mapping[str, Any], where: str
                 raise InvalidOptionError(f"{name}={value!r} does not match the table: {where} has {label} "
                                          f"{current!r} (hoodie.properties), which a write cannot change; "
                                          f"omit {name} or pass the table's value")
+
+
+def check_write_arguments(**arguments: Any) -> None:
+    """``InvalidOptionError`` naming an argument of ``write`` whose type makes no sense (an int
+    as a column name, a list as the table type), before it surfaces as a TypeError deep down."""
+    for name, value in arguments.items():
+        if value is None:
+            continue
+        if name in ("record_key", "ordering_field", "partition_by"):
+            ok = isinstance(value, str) or (isinstance(value, (list, tuple))
+                                            and all(isinstance(v, str) for v in value))
+            what = "a column name or a list of column names"
+        elif name == "table_version":
+            ok = isinstance(value, int) and not isinstance(value, bool) or \
+                isinstance(value, str) and value.strip().isdigit()
+            what = "a table version number (6 or 8)"
+        else:
+            ok = isinstance(value, str)
+            what = "a string"
+        if not ok:
+            raise InvalidOptionError(f"argument {name} must be {what}, got {value!r}")
