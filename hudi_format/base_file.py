@@ -410,7 +410,7 @@ def read_footer(storage: Storage, rel_path: str) -> BaseFileFooter:
     try:
         md = pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
         arrow_schema = md.schema.to_arrow_schema()
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # a garbled column name
         raise CorruptFileError(f"{where}: unreadable Parquet footer: {exc}") from exc
     kv = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
           for k, v in (md.metadata or {}).items()}

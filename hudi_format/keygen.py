@@ -69,12 +69,38 @@ def _java_url_encode(value: str) -> str:
     return quote(value, safe="*-._ ").replace(" ", "+").replace("~", "%7E")
 
 
-def _to_string(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+def _to_string(col: pa.ChunkedArray | pa.Array, field: str, role: str) -> pa.ChunkedArray | pa.Array:
+    """``col`` as strings, as Hudi formats key and partition values; a type without a string
+    form (struct, list, binary that is not UTF-8) is the caller's error, named."""
     if pa.types.is_string(col.type):
         return col
-    if pa.types.is_large_string(col.type):
+    try:
         return pc.cast(col, pa.string())
-    return pc.cast(col, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise KeyGenerationError(f"{role} field {field!r} of type {col.type} has no string form "
+                                 f"Hudi can use as a {role}: {exc}") from None
+
+
+# A partition path segment that is '.' or '..', a leading or trailing '/', an empty segment
+# ('//') or a NUL byte: such a path resolves outside its partition folder (or the table).
+# Backslashes count as separators, as in Hudi's PartitionPathEncodeUtils.hasPathTraversal.
+_UNSAFE_SEGMENT = r"(^|/)\.{1,2}(/|$)|^/|/$|//"
+
+
+def _check_partition_segment(raw, segment, field: str) -> None:
+    """Reject partition values that would make the path leave the table folder, before any
+    byte is written (Hudi rejects '..' segments with a HoodieKeyException)."""
+    normalized = pc.replace_substring(segment, "\\", "/")
+    bad = pc.or_(pc.match_substring_regex(normalized, _UNSAFE_SEGMENT),
+                 pc.match_substring(segment, "\x00"))
+    if not pc.any(bad).as_py():
+        return
+    values = pc.unique(pc.filter(raw, bad)).to_pylist()
+    shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
+    raise KeyGenerationError(
+        f"partition field {field!r} has unsafe value(s) {shown} in {pc.sum(bad).as_py()} record(s): "
+        f"a partition path must not have '.' or '..' segments, empty segments, a leading or "
+        f"trailing '/' or a NUL byte (it would write outside the table folder)")
 
 
 @attrs.frozen
@@ -106,7 +132,7 @@ class KeyGenerator:
             raise KeyGenerationError(f"record key field(s) {missing} are not in the data "
                                      f"(columns: {', '.join(table.column_names)})")
         if len(fields) == 1 and self.keygen_type != "COMPLEX":
-            keys = _to_string(table.column(fields[0]))
+            keys = _to_string(table.column(fields[0]), fields[0], "record key")
             bad = pc.or_kleene(pc.is_null(keys), pc.equal(keys, ""))
             if table.num_rows and pc.any(bad).as_py():
                 raise KeyGenerationError(f"record key field {fields[0]!r} is null or empty in "
@@ -114,7 +140,7 @@ class KeyGenerator:
             return keys
         parts, all_missing = [], None
         for i, f in enumerate(fields):
-            val = _to_string(table.column(f))
+            val = _to_string(table.column(f), f, "record key")
             missing_here = pc.or_kleene(pc.is_null(val), pc.equal(val, ""))
             all_missing = missing_here if all_missing is None else pc.and_kleene(all_missing, missing_here)
             val = pc.if_else(pc.is_null(val), NULL_KEY, pc.if_else(pc.equal(val, ""), EMPTY_KEY, val))
@@ -131,18 +157,20 @@ class KeyGenerator:
             return pa.repeat(pa.scalar(""), n)
         missing = [f for f in self.partition_fields if f not in table.column_names]
         if missing:
-            raise KeyGenerationError(f"partition field(s) {missing} are not in the data")
+            raise KeyGenerationError(f"partition field(s) {missing} are not in the data "
+                                     f"(columns: {', '.join(table.column_names)})")
         segments = []
         for f in self.partition_fields:
             if self.keygen_type == "TIMESTAMP":
-                val = self._timestamp_partition(table.column(f), f)
+                raw = val = self._timestamp_partition(table.column(f), f)
             else:
-                val = _to_string(table.column(f))
+                raw = val = _to_string(table.column(f), f, "partition")
             val = pc.if_else(pc.or_kleene(pc.is_null(val), pc.equal(val, "")), DEFAULT_PARTITION, val)
             if self.url_encode:
                 val = self._url_encode(val)
             if self.hive_style:
                 val = pc.binary_join_element_wise(pa.scalar(f + "="), val, "")
+            _check_partition_segment(raw, val, f)
             segments.append(val)
         if len(segments) == 1:
             return segments[0]
@@ -171,10 +199,13 @@ class KeyGenerator:
                 if unit is None:
                     raise InvalidOptionError(f"hoodie.keygen.timebased.timestamp.scalar.time.unit "
                                              f"{scalar_unit!r} is not supported")
-            ints = pc.cast(col, pa.int64()) if not pa.types.is_integer(col.type) else pc.cast(col, pa.int64())
-            ts = pc.cast(ints, pa.timestamp(unit, tz="UTC"))
+            try:
+                ts = pc.cast(pc.cast(col, pa.int64()), pa.timestamp(unit, tz="UTC"))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise KeyGenerationError(f"partition field {field!r} of type {col.type} is not a "
+                                         f"{ts_type} number for the timestamp key generator: {exc}") from None
         elif ts_type == "DATE_STRING":
-            ts = self._parse_date_strings(_to_string(col), field)
+            ts = self._parse_date_strings(_to_string(col, field, "partition"), field)
         elif pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
             ts = col if pa.types.is_timestamp(col.type) else pc.cast(col, pa.timestamp("s"))
         else:

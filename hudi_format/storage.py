@@ -12,7 +12,7 @@ import os
 import posixpath
 import threading
 import uuid
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import attrs
 import fsspec
@@ -47,12 +47,35 @@ def _join(*parts: str) -> str:
     return posixpath.join(*[p for p in parts if p])
 
 
+class UnsafePathError(StorageError):
+    """A path relative to the table would resolve outside the table's folder."""
+
+
+def check_relative(rel: str) -> str:
+    """``rel`` if it stays inside the table, else ``UnsafePathError``.
+
+    Defence in depth: partition values are validated where they are made (the key generator),
+    but every path built from data, plans or metadata records ends here, so a ``..`` segment,
+    an absolute path or a NUL byte never reaches the filesystem whatever produced it.
+    """
+    if rel.startswith("/") or "\x00" in rel or ".." in rel.split("/"):
+        raise UnsafePathError(f"path {rel!r} escapes the table folder (absolute, '..' segment "
+                              f"or NUL byte); refusing to touch it")
+    return rel
+
+
 class Storage:
     """A table location: base URL + fsspec filesystem + helpers for relative paths."""
 
     def __init__(self, url: str | os.PathLike, storage_options: dict[str, Any] | None = None,
                  fs: fsspec.AbstractFileSystem | None = None):
-        url = os.fspath(url)
+        try:
+            url = os.fspath(url)
+        except TypeError:
+            raise StorageError(f"a table location is a path or URL string, got {url!r}") from None
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise StorageError(f"storage_options for {url!r} must be a mapping of fsspec options, "
+                               f"got {storage_options!r}")
         if fs is None:
             opts = dict(storage_options or {})
             if url.split("://", 1)[0].lower() in _OBJECT_STORES:
@@ -61,8 +84,10 @@ class Storage:
                 opts.setdefault("use_listings_cache", False)
             try:
                 fs, root = url_to_fs(url, **opts)
-            except (ImportError, ValueError) as exc:
-                raise StorageError(f"cannot open storage for {url!r}: {exc}") from exc
+            except (ImportError, ValueError, TypeError, AttributeError) as exc:
+                # a storage option of the wrong shape (a string where fsspec wants a mapping...)
+                raise StorageError(f"cannot open storage for {url!r} with storage options "
+                                   f"{sorted(opts)}: {type(exc).__name__}: {exc}") from exc
         else:
             root = fs._strip_protocol(url)
         self.url = url
@@ -75,11 +100,11 @@ class Storage:
 
     def sub(self, rel: str) -> "Storage":
         """A storage rooted at a sub-folder (the metadata table lives at ``.hoodie/metadata``)."""
-        url = self.url.rstrip("/") + "/" + rel.strip("/")
+        url = self.url.rstrip("/") + "/" + check_relative(rel.strip("/"))
         return Storage(url, self.storage_options, fs=self.fs)
 
     def full(self, rel: str) -> str:
-        return _join(self.root, rel) if rel else self.root
+        return _join(self.root, check_relative(rel)) if rel else self.root
 
     def uri(self, rel: str) -> str:
         """A URL the user (or another engine) can open."""

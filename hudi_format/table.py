@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .config import META_FIELDS, TableConfig
-from .errors import HudiError, InvalidOptionError, SchemaError
+from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError
 from .read.align import align_table
 from .read.bounds import normalize_instant
 from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
@@ -142,7 +142,11 @@ class Table:
         for s in state.file_slices(self._view):
             if s.base_file:
                 with self.storage.open(s.base_file) as f:
-                    return pq.ParquetFile(f).schema_arrow
+                    try:
+                        return pq.ParquetFile(f).schema_arrow
+                    except (pa.ArrowException, OSError, ValueError) as exc:
+                        raise CorruptFileError(f"cannot read the schema of base file "
+                                               f"{self.storage.uri(s.base_file)}: {exc}") from exc
         return pa.schema([])
 
     # -- planning ----------------------------------------------------------------------------
@@ -158,7 +162,13 @@ class Table:
         else:
             if isinstance(columns, str):
                 raise InvalidOptionError("columns must be a list of column names, not a string")
-            cols = list(columns)
+            try:
+                cols = list(columns)
+            except TypeError:
+                raise InvalidOptionError(f"columns must be a list of column names, got {columns!r}") from None
+            odd = [c for c in cols if not isinstance(c, str)]
+            if odd:
+                raise InvalidOptionError(f"columns must be column names (strings), got {odd}")
             missing = [c for c in cols if schema.get_field_index(c) < 0]
             if missing:
                 raise SchemaError(f"unknown column(s) {missing}; the table has {', '.join(schema.names)}")
@@ -204,20 +214,40 @@ class Table:
     def scan(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
              read_optimized: bool = False, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
         """Stream the snapshot one file slice at a time (memory bounded by the largest slice)."""
+        if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
+                                       or batch_size < 0):
+            raise InvalidOptionError(f"batch_size must be a positive number of rows, got {batch_size!r}")
         cols, parsed = self._prepare(columns, filters)
         state = ReadState(self.config, self.timeline, self._instant(as_of, "as_of"))
         for s in self._slices(state, parsed, read_optimized):
             if s.log_files or not s.base_file:
                 yield from self._read_slice(s, state, cols, parsed).to_batches(batch_size)
                 continue
-            schema = self._read_schema(cols, parsed, False)
-            with self.storage.open(s.base_file) as f:
+            yield from self._scan_base_file(s.base_file, cols, parsed, batch_size)
+
+    def _scan_base_file(self, path: str, cols: list[str], parsed, batch_size: int | None
+                        ) -> Iterator[pa.RecordBatch]:
+        """One base file in batches; a truncated or corrupt file is a CorruptFileError naming
+        it (at open or at the batch where the damage is), not Arrow's nameless ArrowInvalid."""
+        schema = self._read_schema(cols, parsed, False)
+        where = self.storage.uri(path)
+        with self.storage.open(path) as f:
+            try:
                 pf = pq.ParquetFile(f)
                 present = [c for c in schema.names if c in pf.schema_arrow.names]
-                for batch in pf.iter_batches(batch_size=batch_size or 65536, columns=present):
-                    t = align_table(pa.Table.from_batches([batch]), schema, self.storage.uri(s.base_file))
-                    t = apply_filters(t, parsed, schema).select(cols)
-                    yield from t.to_batches()
+                batches = pf.iter_batches(batch_size=batch_size or 65536, columns=present)
+            except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled name
+                raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+            while True:
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                except (pa.ArrowException, OSError, ValueError) as exc:
+                    raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+                t = align_table(pa.Table.from_batches([batch]), schema, where)
+                t = apply_filters(t, parsed, schema).select(cols)
+                yield from t.to_batches()
 
     def read(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
              read_optimized: bool = False) -> pa.Table:
@@ -262,6 +292,8 @@ class Table:
             keys = [keys]
         elif isinstance(keys, (pa.Array, pa.ChunkedArray)):
             keys = keys.to_pylist()
+        elif not hasattr(keys, "__iter__"):
+            raise InvalidOptionError(f"keys must be a record key or a list of them, got {keys!r}")
         wanted = list(dict.fromkeys(k.decode() if isinstance(k, bytes) else str(k)
                                     for k in keys if k is not None))
         cols, _ = self._prepare(columns, None)
@@ -358,8 +390,9 @@ def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None =
 # -- writing -------------------------------------------------------------------------------------
 def _write(table: "Table", data, operation: str, options) -> "Instant":
     from .writer.client import WriteClient
-    from .writer.options import validate_options
+    from .writer.options import check_against_table, validate_options
     opts = validate_options(options)
+    check_against_table(table.config, opts, table.storage.url)
     _recover(table.storage, table.config, opts)
     instant = WriteClient(table.storage, table.config, opts).write(data, operation)
     _post_commit(table.storage, table.config, opts)
@@ -445,13 +478,18 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
           record_key: str | Sequence[str] | None = None,
           ordering_field: str | Sequence[str] | None = None,
           partition_by: str | Sequence[str] | None = None,
-          table_type: str = "COPY_ON_WRITE", table_version: int | None = None,
+          table_type: str | None = None, table_version: int | None = None,
           table_name: str | None = None, options: dict[str, Any] | None = None,
           storage_options: dict[str, Any] | None = None):
-    """Write ``data`` to the Hudi table at ``path``, creating the table on the first write."""
+    """Write ``data`` to the Hudi table at ``path``, creating the table on the first write
+    (``table_type`` defaults to COPY_ON_WRITE). On an existing table every argument must agree
+    with the table's properties: a differing one is refused, not ignored."""
     from .writer.client import WriteClient
-    from .writer.options import validate_options
+    from .writer.options import check_against_table, check_write_arguments, validate_options
 
+    check_write_arguments(record_key=record_key, ordering_field=ordering_field, partition_by=partition_by,
+                          table_type=table_type, table_version=table_version, table_name=table_name,
+                          operation=operation)
     opts = validate_options(options)
     storage = Storage(path, storage_options)
     requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")
@@ -459,12 +497,9 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
                     or opts.get("hoodie.table.recordkey.fields"))
     if storage.exists(".hoodie/hoodie.properties"):
         config = TableConfig.load(storage)
-        if requested_version is not None and int(requested_version) != config.version:
-            raise InvalidOptionError(f"the table at {storage.url} is version {config.version}; "
-                                     f"it cannot be written as version {requested_version}")
-        if keys and keys != config.record_key_fields:
-            raise InvalidOptionError(f"record key {keys} does not match the table's "
-                                     f"{config.record_key_fields}")
+        check_against_table(config, opts, storage.url, record_key=record_key, partition_by=partition_by,
+                            ordering_field=ordering_field, table_type=table_type,
+                            table_version=table_version, table_name=table_name)
         _recover(storage, config, opts)
         instant = WriteClient(storage, config, opts).write(data, operation)
         _post_commit(storage, config, opts)

@@ -103,14 +103,9 @@ class DistributedWrite:
             self.config = new_table_config(storage, self.options)
 
     def _check_existing(self) -> None:
-        from hudi_format.table import _as_list
-        version = self.options.get("hoodie.write.table.version") or self.options.get("hoodie.table.version")
-        if version is not None and int(version) != self.config.version:
-            raise InvalidOptionError(f"the table at {self.storage.url} is version {self.config.version}; "
-                                     f"it cannot be written as version {version}")
-        keys = _as_list(self.options.get("hoodie.datasource.write.recordkey.field"))
-        if keys and keys != self.config.record_key_fields:
-            raise InvalidOptionError(f"record key {keys} does not match the table's {self.config.record_key_fields}")
+        """Options that contradict the table are refused, as ``hudi_format.write`` does."""
+        from hudi_format.writer.options import check_against_table
+        check_against_table(self.config, self.options, self.storage.url)
 
     # -- driver ------------------------------------------------------------------------------
     def run(self):
@@ -120,6 +115,7 @@ class DistributedWrite:
         from hudi_format.table import _post_commit, _recover
         from hudi_format.timeline import Timeline
         from hudi_format.view import FileSystemView
+        from hudi_format.writer.input import check_fields
         from hudi_format.writer.schema_evolution import evolve, incoming_schema
 
         if self.exists:
@@ -132,6 +128,7 @@ class DistributedWrite:
 
         in_spark = spark_arrow_schema(self.df.schema)
         in_hudi = hudi_schema(in_spark)
+        check_fields(in_hudi.empty_table(), self.config, self.op)   # never fill key fields with nulls
         deleting = self.op in ("delete", "delete_partition")
         if deleting:
             schema = existing or incoming_schema(in_hudi.empty_table())

@@ -29,7 +29,7 @@ def table_path(tmp_path):
 
 
 @pytest.mark.parametrize("data,kwargs,error,match", [
-    (pa.table({"ts": [1], "n": [1], "p": ["x"]}), {}, KeyGenerationError, "record key field"),
+    (pa.table({"ts": [1], "n": [1], "p": ["x"]}), {}, hudi.SchemaError, "record key field 'id'"),
     (pa.table({"id": ["c", None], "ts": [1, 1], "n": [1, 1], "p": ["x", "x"]}), {}, KeyGenerationError, "null or empty"),
     (pa.table({"id": ["c"], "ts": [1], "n": ["not a number"], "p": ["x"]}), {}, hudi.SchemaError, "'n'"),
     (pa.table({"id": ["c"], "ts": [1], "n": [1], "p": ["x"]}), {"operation": "merge"}, hudi.InvalidOptionError, "unknown write operation"),

@@ -12,6 +12,7 @@ Exit codes: 0 done; 1 the work failed (a Hudi error, or ``validate`` found probl
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from typing import Any
@@ -41,9 +42,28 @@ def _storage_options(args) -> dict | None:
     for k, v in opts.items():
         if k == "endpoint_url":  # s3fs wants it under client_kwargs
             out.setdefault("client_kwargs", {})["endpoint_url"] = v
-        else:
-            out[k] = {"true": True, "false": False}.get(v.lower(), v)
+            continue
+        value = _option_value(k, v)
+        if k in ("client_kwargs", "config_kwargs", "s3_additional_kwargs") and not isinstance(value, dict):
+            raise UsageError(f"--storage-option {k} must be a JSON object, e.g. {k}='{{\"region_name\": \"x\"}}'")
+        if isinstance(value, dict) and isinstance(out.get(k), dict):
+            value = {**value, **out[k]}
+        out[k] = value
     return out
+
+
+def _option_value(key: str, text: str) -> Any:
+    """true/false as booleans, JSON objects and lists (``client_kwargs={...}``) parsed; fsspec
+    options such as ``client_kwargs`` are nested mappings, which KEY=VALUE can only spell as JSON."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if text.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"--storage-option {key}: {text!r} is not valid JSON: {exc}") from None
+    return text
 
 
 def parse_filter(text: str) -> tuple[str, str, Any]:
@@ -378,8 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record-key", help="record key field(s), comma-separated (needed to create a table)")
     s.add_argument("--ordering-field", help="ordering (precombine) field(s)")
     s.add_argument("--partition-by", help="partition field(s)")
-    s.add_argument("--table-type", default="COPY_ON_WRITE", type=str.upper,
-                   choices=["COPY_ON_WRITE", "MERGE_ON_READ", "COW", "MOR"])
+    s.add_argument("--table-type", default=None, type=str.upper,
+                   choices=["COPY_ON_WRITE", "MERGE_ON_READ", "COW", "MOR"],
+                   help="type of a new table (default COPY_ON_WRITE); an existing table keeps its own")
     s.add_argument("--table-version", type=int, choices=[6, 8])
     s.add_argument("--table-name")
     s = add("compact", cmd_compact, "schedule and run a compaction (MOR)", [table, options])

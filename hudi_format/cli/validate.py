@@ -80,6 +80,15 @@ class _Checker:
     def add(self, severity: str, check: str, path: str, message: str) -> None:
         self.problems.append(Problem(severity, check, path, message))
 
+    def guarded(self, check: str, fn: Callable, *args):
+        """Run one check; whatever it trips over is reported as a problem and the next check
+        still runs (a validator that stops at the first broken file hides the others)."""
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - a damaged table can make anything raise
+            self.add(ERROR, check, "", f"the check stopped on {type(exc).__name__}: {exc}")
+            return None
+
     # -- 1 -------------------------------------------------------------------------------------
     def properties(self):
         from ..config import PROPS_PATH, TableConfig
@@ -234,11 +243,7 @@ class _Checker:
                 if not storage.exists(s.base_file):
                     self.add(ERROR, "file-slices", s.base_file, "base file of the latest slice is missing")
                 elif self.check_data and s.base_file.endswith(".parquet"):
-                    try:
-                        with storage.open(s.base_file) as f:
-                            pq.ParquetFile(f).metadata
-                    except Exception as exc:  # noqa: BLE001
-                        self.add(ERROR, "file-slices", s.base_file, f"Parquet footer unreadable: {exc}")
+                    self._base_file_footer(storage, s.base_file)
             for lf in s.log_files:
                 if not storage.exists(lf):
                     self.add(ERROR, "file-slices", lf, "log file of the latest slice is missing")
@@ -264,6 +269,50 @@ class _Checker:
             except HudiError as exc:
                 self.add(ERROR, "timeline", latest.file_name or latest.timestamp, f"metadata unusable: {exc}")
         return slices
+
+    def _base_file_footer(self, storage, rel: str) -> None:
+        """The Parquet footer reads and the bloom filter in it decodes: Hudi's bloom index
+        (and ours) reads that filter on every upsert, so a bad one breaks writes, not reads."""
+        from ..base_file import BLOOM_FILTER_KEY, BLOOM_TYPE_CODE_KEY, OLD_BLOOM_FILTER_KEY
+        from ..bloom import SIMPLE, BloomFilter
+        try:
+            with storage.open(rel) as f:
+                kv = pq.ParquetFile(f).metadata.metadata or {}
+        except Exception as exc:  # noqa: BLE001 - pyarrow and fsspec raise many kinds
+            self.add(ERROR, "file-slices", rel, f"Parquet footer unreadable: {exc}")
+            return
+        text = kv.get(BLOOM_FILTER_KEY.encode()) or kv.get(OLD_BLOOM_FILTER_KEY.encode())
+        if not text:
+            return
+        code = kv.get(BLOOM_TYPE_CODE_KEY.encode())
+        try:
+            BloomFilter.deserialize(text, code.decode("utf-8", "replace") if code else SIMPLE)
+        except Exception as exc:  # noqa: BLE001
+            self.add(ERROR, "bloom-filter", rel, f"the footer's {BLOOM_FILTER_KEY} does not decode: {exc}")
+
+    def metadata_bloom_filters(self, table, slices) -> None:
+        """Every live entry of the metadata table's ``bloom_filters`` partition decodes."""
+        from ..metadata import keys as K
+        from ..metadata.records import bloom_filter_of
+        mdt = table.metadata_table
+        if mdt is None or not mdt.has_partition(K.BLOOM_FILTERS):
+            return
+        names = {K.bloom_filter_key(s.partition_path, posixpath.basename(s.base_file)): s.base_file
+                 for s in slices if s.base_file}
+        try:
+            records = mdt.read(K.BLOOM_FILTERS)
+        except HudiError as exc:
+            self.add(ERROR, "metadata-table", ".hoodie/metadata/bloom_filters", f"unreadable: {exc}")
+            return
+        for key, rec in records.items():
+            where = names.get(key, f".hoodie/metadata/bloom_filters (key {key})")
+            try:
+                entry = bloom_filter_of(rec)
+                if entry is not None and not entry.is_deleted:
+                    entry.filter()
+            except Exception as exc:  # noqa: BLE001
+                self.add(ERROR, "metadata-table/bloom-filter", where,
+                         f"the metadata table's bloom filter for this file does not decode: {exc}")
 
     # -- 5 -------------------------------------------------------------------------------------
     def metadata_table(self, table, slices) -> None:
@@ -377,11 +426,12 @@ def validate_table(path: str, storage_options: dict | None = None, check_data: b
     except HudiError as exc:
         c.add(ERROR, "open", "", f"the table does not open: {exc}")
         return c.problems
-    c.data_files(table, storage)
-    slices = c.slices(table, storage)
-    c.metadata_table(table, slices)
+    c.guarded("file-names", c.data_files, table, storage)
+    slices = c.guarded("file-slices", c.slices, table, storage) or []
+    c.guarded("metadata-table", c.metadata_table, table, slices)
     if check_data:
-        c.duplicates(table)
+        c.guarded("metadata-table/bloom-filter", c.metadata_bloom_filters, table, slices)
+        c.guarded("snapshot", c.duplicates, table)
     if storage.exists(".hoodie/metadata/.hoodie/hoodie.properties"):
         # the metadata table is a Hudi table too: its properties, timeline and slices
         inner = validate_table(storage.uri(".hoodie/metadata"), storage_options, check_data=False,

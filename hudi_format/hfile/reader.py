@@ -180,7 +180,13 @@ class HFileReader:
     def avro_schema(self) -> str | None:
         """The Avro schema Hudi stores in the file info (``schema``), if any."""
         raw = self.file_info.get(b"schema")
-        return raw.decode("utf-8") if raw is not None else None
+        if raw is None:
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptFileError(f"{self._where}: the Avro schema in the file info is not UTF-8 "
+                                   f"({exc})") from None
 
     @property
     def first_key(self) -> bytes | None:

@@ -62,6 +62,8 @@ def _split_in_values(text: str) -> list[str]:
 
 def parse_filters(filters: Iterable[Sequence] | None) -> list[Filter]:
     """Validate filter tuples; an unknown operator or an empty IN list is an error up front."""
+    if isinstance(filters, (str, bytes, tuple)) and filters and not isinstance(filters[0], (tuple, list, Filter)):
+        raise InvalidOptionError(f"filters must be a list of (column, op, value) tuples, got {filters!r}")
     out = []
     for item in filters or ():
         if isinstance(item, Filter):

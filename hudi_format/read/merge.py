@@ -74,7 +74,7 @@ def read_base_file(storage: Storage, path: str, columns: list[str] | None = None
             return pf.read(columns=cols)
     except StorageError:
         raise
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled footer string
         raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
 
 

@@ -38,6 +38,7 @@ from .heartbeat import Heartbeat
 from .locks import TableLock
 from .markers import delete_markers
 from .index import is_global, known_locations, tag
+from .input import read_input
 from .options import OPERATIONS, option, sizing_config, validate_options
 from .schema_evolution import conform, evolve, incoming_schema
 
@@ -48,20 +49,6 @@ _OPERATION_TYPES = {"insert": "INSERT", "upsert": "UPSERT", "bulk_insert": "BULK
                     "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
                     "delete_partition": "DELETE_PARTITION"}
 _REPLACE_OPS = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
-
-
-def to_arrow(data: Any) -> pa.Table:
-    """Accept anything ``pyarrow.table()`` does, plus record batch readers and batches."""
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
-    try:
-        return pa.table(data)
-    except (TypeError, pa.ArrowInvalid) as exc:
-        raise InvalidOptionError(f"cannot turn {type(data).__name__} into an Arrow table: {exc}") from None
 
 
 @attrs.define
@@ -111,7 +98,7 @@ class WriteClient:
             from ..schema import avro_to_arrow_schema
             existing = avro_to_arrow_schema(self.config.create_schema)
 
-        table = to_arrow(data) if data is not None else None
+        table = read_input(data, op, self.config) if data is not None else None
         if table is None and op != "delete_partition":
             raise InvalidOptionError(f"operation {op!r} needs data")
         if table is not None:
