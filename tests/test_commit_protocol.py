@@ -211,8 +211,7 @@ def test_concurrent_writers_with_inline_clean(tmp_path, ttype):
     from concurrentchild import batch
 
     path = str(tmp_path / "t")
-    opts = {"hoodie.cleaner.commits.retained": 1, "hoodie.keep.min.commits": 3,
-            "hoodie.keep.max.commits": 4}
+    opts = {"hoodie.cleaner.commits.retained": 1}
     initial = make_rows(range(0, 40), ts=0)
     hudi.write(path, initial, table_type=ttype, options=opts, **KW)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
