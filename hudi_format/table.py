@@ -389,39 +389,23 @@ def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None =
 
 # -- writing -------------------------------------------------------------------------------------
 def _write(table: "Table", data, operation: str, options) -> "Instant":
+    from .transaction import WriteResult
     from .writer.client import WriteClient
     from .writer.options import check_against_table, validate_options
     opts = validate_options(options)
     check_against_table(table.config, opts, table.storage.url)
     _recover(table.storage, table.config, opts)
     instant = WriteClient(table.storage, table.config, opts).write(data, operation)
-    _post_commit(table.storage, table.config, opts)
+    errors = _post_commit(table.storage, table.config, opts)
     table.refresh()
-    return instant
+    return WriteResult.of(instant, errors)
 
 
-def _post_commit(storage: Storage, config: TableConfig, opts) -> None:
-    """Inline table services after a commit, in Hudi's order: compaction and clustering when
-    enabled, then cleaning and archival (on by default, as in Hudi)."""
-    from .services import archival, cleaning, clustering, compaction, log_compaction
-    from .services.common import opt
-    from .writer.options import option
-
-    if config.is_mor and (opt(opts, "hoodie.compact.inline") or opt(opts, "hoodie.compact.schedule.inline")):
-        if opt(opts, "hoodie.compact.inline"):
-            compaction.compact(storage, config, opts)
-        else:
-            compaction.schedule_compaction(storage, config, opts)
-    if config.is_mor and opt(opts, "hoodie.log.compaction.inline"):
-        log_compaction.log_compact(storage, config, opts)
-    if opt(opts, "hoodie.clustering.inline"):
-        clustering.cluster(storage, config, options=opts)
-    elif opt(opts, "hoodie.clustering.schedule.inline"):
-        clustering.schedule_clustering(storage, config, options=opts)
-    if option(opts, "hoodie.clean.automatic"):
-        cleaning.clean(storage, config, opts)
-    if option(opts, "hoodie.archive.automatic"):
-        archival.archive(storage, config, opts)
+def _post_commit(storage: Storage, config: TableConfig, opts) -> tuple[Exception, ...]:
+    """Inline table services after a commit; their failures are returned, never raised (the
+    write is durable)."""
+    from .services.inline import run_inline_services
+    return run_inline_services(storage, config, opts)
 
 
 def _recover(storage: Storage, config: TableConfig, opts) -> None:
@@ -463,7 +447,8 @@ _install_services()
 
 
 Table.write = lambda self, data, operation="upsert", options=None: _write(self, data, operation, options)
-Table.write.__doc__ = """Write ``data`` to this table as one commit; returns the completed instant."""
+Table.write.__doc__ = """Write ``data`` to this table as one commit; returns the completed instant
+(its ``service_errors``: inline services that failed after the commit, logged, never raised)."""
 
 
 def _as_list(value) -> list[str]:
@@ -483,7 +468,11 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
           storage_options: dict[str, Any] | None = None):
     """Write ``data`` to the Hudi table at ``path``, creating the table on the first write
     (``table_type`` defaults to COPY_ON_WRITE). On an existing table every argument must agree
-    with the table's properties: a differing one is refused, not ignored."""
+    with the table's properties: a differing one is refused, not ignored.
+
+    Returns the completed instant; its ``service_errors`` lists inline table services that
+    failed after the commit was durable (logged, never raised)."""
+    from .transaction import WriteResult
     from .writer.client import WriteClient
     from .writer.options import check_against_table, check_write_arguments, validate_options
 
@@ -502,14 +491,12 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
                             table_version=table_version, table_name=table_name)
         _recover(storage, config, opts)
         instant = WriteClient(storage, config, opts).write(data, operation)
-        _post_commit(storage, config, opts)
-        return instant
+        return WriteResult.of(instant, _post_commit(storage, config, opts))
     config = new_table_config(storage, opts, record_key=keys, ordering_field=ordering_field,
                               partition_by=partition_by, table_type=table_type,
                               table_version=requested_version, table_name=table_name)
     instant = WriteClient(storage, config, opts, create=True).write(data, operation)
-    _post_commit(storage, TableConfig.load(storage), opts)
-    return instant
+    return WriteResult.of(instant, _post_commit(storage, TableConfig.load(storage), opts))
 
 
 def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key=None, ordering_field=None,

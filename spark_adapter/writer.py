@@ -179,53 +179,37 @@ class DistributedWrite:
 
     def _execute(self, job, keyer, assignment, plan, state, client, data_avro, post_commit):
         from hudi_format.table_init import ensure_table, write_partition_metadata
-        from hudi_format.timeline.clock import InstantClock
-        from hudi_format.timeline.writer import TimelineWriter
+        from hudi_format.transaction import Transaction, WriteResult
         from hudi_format.writer.client import _OPERATION_TYPES, _REPLACE_OPS, _json
-        from hudi_format.writer.heartbeat import Heartbeat
-        from hudi_format.writer.markers import delete_markers
-        from hudi_format.writer.options import option
 
         ensure_table(self.storage, self.config, create=not self.exists)
         self.config = TableConfig.load(self.storage)
-        instant_time = InstantClock(self.storage, self.config).new_instant_time()
-        job.instant = instant_time
         job.config = self.config
-        writer = TimelineWriter(self.storage, self.config)
         action = ("replacecommit" if self.op in _REPLACE_OPS
                   else "deltacommit" if self.config.is_mor else "commit")
         requested_meta = ({"operationType": _OPERATION_TYPES[self.op], "clusteringPlan": None,
                            "extraMetadata": {}, "version": 1} if action == "replacecommit" else None)
-        heartbeat = Heartbeat(self.storage, instant_time,
-                              option(self.options, "hoodie.client.heartbeat.interval_in_ms")).start()
-        try:
-            inflight = writer.transition_to_inflight(
-                writer.create_requested(action, instant_time, plan=requested_meta))
-            try:
-                for part in sorted({b.partition for b in job.buckets if b.kind == "create"}):
-                    write_partition_metadata(self.storage, part, instant_time, part.count("/") + 1 if part else 0)
-                results = self._run_tasks(job, keyer, assignment)
-                stats: dict[str, list[dict]] = defaultdict(list)
-                written: set[str] = set()
-                for part, stat, files in zip(*(results.column(c).to_pylist() for c in ("partition", "stat", "files"))):
-                    stats[part].append(json.loads(stat))
-                    written.update(json.loads(files))
-                _reconcile_markers(self.storage, instant_time, written)
-                metadata = {"partitionToWriteStats": dict(stats), "compacted": False,
-                            "extraMetadata": {"schema": _json(data_avro)},
-                            "operationType": _OPERATION_TYPES[self.op]}
-                if self.op in _REPLACE_OPS:
-                    metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in plan.replaced.items()}
-                client.config = self.config
-                done = client._commit(writer, inflight, metadata, plan, state)
-            except BaseException:
-                _abort(self.storage, writer, inflight)
-                raise
-        finally:
-            heartbeat.stop()
-        delete_markers(self.storage, instant_time)
-        post_commit(self.storage, TableConfig.load(self.storage), self.options)
-        return done
+        # the core's one commit path: its abort removes every file the markers name
+        with Transaction.begin(self.storage, self.config, action, self.options, plan=requested_meta) as txn:
+            instant_time = job.instant = txn.instant_time
+            for part in sorted({b.partition for b in job.buckets if b.kind == "create"}):
+                write_partition_metadata(self.storage, part, instant_time, part.count("/") + 1 if part else 0)
+            results = self._run_tasks(job, keyer, assignment)
+            stats: dict[str, list[dict]] = defaultdict(list)
+            written: set[str] = set()
+            for part, stat, files in zip(*(results.column(c).to_pylist() for c in ("partition", "stat", "files"))):
+                stats[part].append(json.loads(stat))
+                written.update(json.loads(files))
+            _reconcile_markers(self.storage, instant_time, written)
+            metadata = {"partitionToWriteStats": dict(stats), "compacted": False,
+                        "extraMetadata": {"schema": _json(data_avro)},
+                        "operationType": _OPERATION_TYPES[self.op]}
+            if self.op in _REPLACE_OPS:
+                metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in plan.replaced.items()}
+            client.config = self.config
+            done = client._commit(txn, metadata, plan, state)
+        errors = post_commit(self.storage, TableConfig.load(self.storage), self.options)
+        return WriteResult.of(done, errors or ())
 
     def _run_tasks(self, job, keyer, assignment) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
@@ -343,19 +327,6 @@ def _reconcile_markers(storage: Storage, instant: str, written: set[str]) -> Non
         if path not in written and storage.exists(path):
             log.info("removing %s, written by a discarded task attempt of %s", path, instant)
             storage.delete(path)
-
-
-def _abort(storage: Storage, writer, inflight) -> None:
-    """Remove every file the failed write created (from its markers), then its instant."""
-    from hudi_format.writer.markers import delete_markers, read_markers
-    try:
-        for path, _ in read_markers(storage, inflight.timestamp):
-            if storage.exists(path):
-                storage.delete(path)
-        delete_markers(storage, inflight.timestamp)
-        writer.delete_instant_files(inflight)
-    except Exception:  # noqa: BLE001 - the next write rolls the instant back
-        log.warning("could not clean up the failed write %s; the next write rolls it back", inflight.timestamp)
 
 
 # -- Spark's hash partitioning, inverted --------------------------------------------------------------

@@ -30,7 +30,6 @@ from hudi_format.hfile import HFileReader
 from hudi_format.log import BlockType, read_log_file
 from hudi_format.metadata import keys as K
 from hudi_format.metadata import payloads as P
-from hudi_format.metadata import writer as W
 from hudi_format.metadata.init import metadata_table_properties
 from hudi_format.metadata.reader import MetadataTable
 from hudi_format.read.snapshot import ReadState
@@ -368,7 +367,7 @@ def test_crash_between_metadata_and_data_commit(tmp_path, monkeypatch):
     """The MDT deltacommit is completed, the data instant is not: readers ignore the MDT entry
     (ours and hudi-rs see the last commit); the rollback of the failed write undoes both."""
     from hudi_format.timeline.writer import TimelineWriter
-    from hudi_format.writer.client import WriteClient
+    from hudi_format.transaction import Transaction
 
     path = tmp_path / "t"
     _write(path, make_rows(range(20), ts=0), ttype="MERGE_ON_READ")
@@ -385,8 +384,8 @@ def test_crash_between_metadata_and_data_commit(tmp_path, monkeypatch):
         return real_complete(self, instant, metadata, completion_time)
 
     monkeypatch.setattr(TimelineWriter, "complete", crashing)
-    monkeypatch.setattr(WriteClient, "_abort", lambda *a, **k: None)   # a killed process cleans nothing
-    monkeypatch.setattr(W, "abort", lambda *a, **k: None)
+    # a killed process cleans nothing (its heartbeat only stops)
+    monkeypatch.setattr(Transaction, "abort", lambda self, *a, **k: self.heartbeat and self.heartbeat.stop())
     with pytest.raises(Crash):
         _write(path, make_rows(range(10, 30), ts=1, seed=1), ttype="MERGE_ON_READ")
     monkeypatch.undo()

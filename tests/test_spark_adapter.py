@@ -406,8 +406,8 @@ def test_crashed_driver_is_rolled_back_by_the_next_write(spark, tmp_path, monkey
     model.apply("upsert", rows, 0)
     before_files = _data_files(path)
     # the driver "dies" after the job failed: nothing cleans up
-    import spark_adapter.writer as w
-    monkeypatch.setattr(w, "_abort", lambda *a, **k: None)
+    from hudi_format.transaction import Transaction
+    monkeypatch.setattr(Transaction, "abort", lambda self, *a, **k: self.heartbeat and self.heartbeat.stop())
     with pytest.raises(Exception):
         sdf(spark, rs_rows(range(50, 150), ts=2, seed=1, partitions=("a", "z"))).write.format("hudi_format") \
             .options(**{**opts, "hoodie.parquet.compression.codec": "no-such-codec"}).mode("append").save(path)

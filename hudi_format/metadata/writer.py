@@ -34,10 +34,8 @@ latest data commit only undoes a deltacommit: cleaning with ``KEEP_LATEST_COMMIT
 ``hoodie.metadata.compact.max.delta.commits`` deltacommits followed the last one (all file
 groups, HFile base files, ``UnBoundedCompactionStrategy``), and archival of the MDT timeline.
 
-Entry points (the data write client and the table services call them):
-:func:`before_complete` (under the table lock, right before the data instant's completed file is
-written), :func:`abort` (the data instant failed to complete after its MDT deltacommit), and
-:func:`complete_with_metadata` (both around ``TimelineWriter.complete``, for table services).
+The transaction layer reaches this through :mod:`hudi_format.metadata.commit` (the metadata
+hook of every data commit).
 """
 
 from __future__ import annotations
@@ -76,7 +74,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "MDT_OPTIONS", "mdt_option", "MetadataTableError", "MetadataWriter", "Delta",
-    "before_complete", "after_complete", "abort", "is_metadata_table", "metadata_enabled",
+    "is_metadata_table", "metadata_enabled",
 ]
 
 
@@ -232,13 +230,24 @@ class MetadataWriter:
             raise
 
     # -- deltacommits ----------------------------------------------------------------------------
-    def commit(self, instant: str, deltas: Mapping[str, Delta], operation: str = "UPSERT_PREPPED") -> Instant:
+    def commit(self, instant: str, deltas: Mapping[str, Delta], operation: str = "UPSERT_PREPPED") -> Instant | None:
         """One deltacommit on the MDT at ``instant`` with these partitions' deltas."""
         md_tl = self.md_timeline()
         same = [i for i in md_tl.instants if i.timestamp == instant]
         if any(i.is_completed for i in same):
-            raise MetadataTableError(f"the metadata table of {self.storage.url} already has a "
-                                     f"completed instant {instant}")
+            if self.data_timeline().is_completed(instant):
+                raise MetadataTableError(f"the metadata table of {self.storage.url} already has a "
+                                         f"completed instant {instant}")
+            # A run of this data instant died after its MDT deltacommit (readers ignore that
+            # deltacommit while the data instant is pending): roll it back, then apply again,
+            # as Hudi does for a re-attempted commit.
+            log.warning("metadata table of %s: rolling back deltacommit %s of an unfinished data "
+                        "instant before applying it again", self.storage.url, instant)
+            self.rollback(instant, self.clock.new_instant_time(), {})
+            if not self.exists() or K.FILES not in self.config.metadata_partitions:
+                return None   # dropped (it reached behind a compaction); the next write rebuilds it
+            md_tl = self.md_timeline()
+            same = [i for i in md_tl.instants if i.timestamp == instant]
         for i in same:   # a pending leftover of a failed attempt
             self._rollback_files(i)
             TimelineWriter(self.md, self.md_config).delete_instant_files(i)
@@ -790,131 +799,3 @@ def _stat(fid: str, path: str, partition: str, *, prev: str | None = None, num_w
             "numWrites": num_writes, "numDeletes": num_deletes, "numUpdateWrites": num_updates,
             "numInserts": num_inserts, "totalWriteBytes": size, "totalWriteErrors": 0,
             "partitionPath": partition, "fileSizeInBytes": size}
-
-
-# -- hooks for the data-table writers ------------------------------------------------------------------
-def _rollback_deleted(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
-    out = {}
-    for part, pm in (metadata.get("partitionMetadata") or {}).items():
-        out[part] = [posixpath.basename(p) for p in (pm.get("successDeleteFiles") or ())]
-    return out
-
-
-def _rollback_plan_logs(w: "MetadataWriter", rollback_ts: str) -> dict[str, dict[str, int]]:
-    """Log files of the rolled-back commit that a (v6) data rollback leaves in place."""
-    out: dict[str, dict[str, int]] = {}
-    try:
-        tl = w.data_timeline()
-        inst = next(i for i in tl.instants if i.timestamp == rollback_ts and i.action == "rollback")
-        plan = tl.plan(inst)
-    except (StopIteration, HudiError):
-        return out
-    for req in plan.get("RollbackRequests") or ():
-        logs = req.get("logBlocksToBeDeleted") or {}
-        if isinstance(logs, list):
-            logs = dict(logs)
-        for path, size in logs.items():
-            if w.storage.exists(path):
-                out.setdefault(req.get("partitionPath") or "", {})[posixpath.basename(path)] = \
-                    w.storage.size(path)
-    return out
-
-
-def _rollback_log_files(metadata: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """Log files a (v6) data rollback wrote its command blocks into, by partition."""
-    out = {}
-    for part, pm in (metadata.get("partitionMetadata") or {}).items():
-        logs = pm.get("rollbackLogFiles") or {}
-        if isinstance(logs, list):
-            logs = dict(logs)
-        if logs:
-            out[part] = {posixpath.basename(p): int(z or 0) for p, z in logs.items()}
-    return out
-
-
-def before_complete(storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
-                    options: Mapping[str, Any] | None = None, clock: InstantClock | None = None) -> TableConfig:
-    """Bring the metadata table along with the data instant ``inflight`` that is about to
-    complete with ``metadata``; call right before the data instant's completed file is
-    written (under the table lock). Returns the data table's config (its metadata partitions
-    may have changed)."""
-    if is_metadata_table(storage, config):
-        return config
-    if not metadata_enabled(storage, config, options):
-        if I.metadata_table_exists(storage) or config.metadata_partitions:
-            log.info("metadata table disabled for %s: deleting it", storage.url)
-            return I.delete_metadata_table(storage, config)
-        return config
-    action = inflight.action
-    w = MetadataWriter(storage, config, options, clock, inflight.timestamp)
-    meta = getattr(metadata, "raw", metadata) or {}
-    if action == "restore":
-        if w.exists() or config.metadata_partitions:
-            w.drop()
-        return w.config
-    if not w.ensure():
-        return w.config
-    ts = inflight.timestamp
-    if action in _WRITE_ACTIONS:
-        w.services()
-        w.commit(ts, w.commit_deltas(ts, meta))
-    elif action == "clean":
-        w.services()
-        w.commit(ts, w.clean_deltas(ts, meta))
-    elif action == "rollback":
-        targets = meta.get("commitsRollback") or []
-        if targets:
-            added = _rollback_log_files(meta)
-            # v6: the rolled-back commit's own log files stay (a command block undoes them);
-            # Hudi keeps them listed (logFilesFromFailedCommit) until the cleaner takes them
-            for part, logs in _rollback_plan_logs(w, ts).items():
-                added.setdefault(part, {}).update(logs)
-            w.rollback(str(targets[0]), ts, _rollback_deleted(meta), added)
-    return w.config
-
-
-def after_complete(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-                   clock: InstantClock | None = None) -> None:
-    """After a data instant completed. The MDT's services run before each deltacommit instead
-    (see :meth:`MetadataWriter.services`), so there is nothing to do; kept as the hook's
-    second half for writers that call it."""
-    return None
-
-
-def abort(storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any] | None = None,
-          clock: InstantClock | None = None) -> None:
-    """The data instant ``instant`` failed after its MDT deltacommit: roll that back."""
-    if is_metadata_table(storage, config) or not I.metadata_table_exists(storage):
-        return
-    try:
-        cfg = TableConfig.load(storage)
-        w = MetadataWriter(storage, cfg, options, clock)
-        md_tl = w.md_timeline()
-        same = [i for i in md_tl.instants if i.timestamp == instant and i.action == "deltacommit"]
-        if not same:
-            return
-        target = same[0]
-        if not target.is_completed:
-            w._rollback_files(target)
-            TimelineWriter(w.md, w.md_config).delete_instant_files(target)
-            return
-        w.rollback(instant, w.clock.new_instant_time(), {})
-    except Exception as exc:  # noqa: BLE001
-        log.warning("could not undo metadata instant %s of %s: %s (readers ignore it while the "
-                    "data instant is not completed)", instant, storage.url, exc)
-
-
-
-def complete_with_metadata(writer: TimelineWriter, storage: Storage, config: TableConfig,
-                           inflight: Instant, metadata: Any,
-                           options: Mapping[str, Any] | None = None) -> Instant:
-    """``writer.complete(inflight, metadata)`` with the metadata table brought along: its
-    deltacommit first, the data instant, then its services (or its undo if completing fails)."""
-    config = before_complete(storage, config, inflight, metadata, options, writer.clock)
-    try:
-        done = writer.complete(inflight, metadata)
-    except BaseException:
-        abort(storage, config, inflight.timestamp, options, writer.clock)
-        raise
-    after_complete(storage, config, options, writer.clock)
-    return done

@@ -44,6 +44,8 @@ from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..timeline.clock import format_epoch_millis
 from ..timeline.writer import TimelineWriter
+from ..transaction import Transaction
+from .common import run_pending_then_new
 from ..view import FileSlice, FileSystemView
 
 log = logging.getLogger(__name__)
@@ -404,38 +406,41 @@ def run_clean(storage: Storage, config: TableConfig, instant: Instant | str | No
             raise InvalidOptionError(f"{ts} is not a pending clean on the timeline of {storage.url}")
     start = time.time()
     plan = timeline.plan(target)
-    writer = TimelineWriter(storage, config)
-    if target.state is State.REQUESTED:
-        # 0.x writes the plan again into the inflight file; 1.x leaves it empty
-        data = storage.read_bytes(timeline.file_path(target, State.REQUESTED)) if config.version < 8 else None
-        target = writer.transition_to_inflight(target, data)
-    partitions, deleted = _execute(storage, plan)
-    ectr = plan.get("earliestInstantToRetain") or {}
-    extra = dict(plan.get("extraMetadata") or {})
-    metadata = {"startCleanTime": target.timestamp,
-                "timeTakenInMillis": int((time.time() - start) * 1000),
-                "totalFilesDeleted": deleted,
-                "earliestCommitToRetain": ectr.get("timestamp") or "",
-                "lastCompletedCommitTimestamp": plan.get("lastCompletedCommitTimestamp") or "",
-                "partitionMetadata": partitions, "version": CLEAN_METADATA_VERSION,
-                "bootstrapPartitionMetadata": {}, "extraMetadata": extra or None}
-    from ..metadata.writer import complete_with_metadata
-    done = complete_with_metadata(writer, storage, config, target, metadata, options)
+    # 0.x writes the plan again into the inflight file; 1.x leaves it empty
+    data = storage.read_bytes(timeline.file_path(target, State.REQUESTED)) \
+        if config.version < 8 and target.state is State.REQUESTED else None
+    with Transaction.resume(storage, config, target, options, inflight_data=data) as txn:
+        partitions, deleted = _execute(storage, plan)
+        ectr = plan.get("earliestInstantToRetain") or {}
+        extra = dict(plan.get("extraMetadata") or {})
+        metadata = {"startCleanTime": target.timestamp,
+                    "timeTakenInMillis": int((time.time() - start) * 1000),
+                    "totalFilesDeleted": deleted,
+                    "earliestCommitToRetain": ectr.get("timestamp") or "",
+                    "lastCompletedCommitTimestamp": plan.get("lastCompletedCommitTimestamp") or "",
+                    "partitionMetadata": partitions, "version": CLEAN_METADATA_VERSION,
+                    "bootstrapPartitionMetadata": {}, "extraMetadata": extra or None}
+        done = txn.commit(metadata)
     log.info("clean %s deleted %d files", done, deleted)
     return done
 
 
 def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
     """Finish any pending clean, then schedule and run a new one; the last completed clean
-    instant, or ``None`` when there was nothing to do."""
-    done = None
+    instant, or ``None`` when there was nothing to do.
+
+    One clean at a time, as Hudi: a clean another live process runs is skipped, and no new
+    clean is planned (under the table lock) while one is pending."""
     timeline = Timeline.load(storage, config)
-    for inst in sorted((i for i in timeline.pending if i.action == "clean"), key=lambda i: i.timestamp):
-        done = run_clean(storage, config, inst, options)
-    requested = schedule_clean(storage, config, options)
-    if requested is not None:
-        done = run_clean(storage, config, requested, options)
-    return done
+    pending = sorted((i for i in timeline.pending if i.action == "clean"), key=lambda i: i.timestamp)
+
+    def schedule() -> Instant | None:
+        if any(i.action == "clean" for i in Timeline.load(storage, config).pending):
+            return None
+        return schedule_clean(storage, config, options)
+
+    return run_pending_then_new(storage, options or {}, pending, lambda i: run_clean(storage, config, i, options),
+                                schedule, "clean")
 
 
 __all__ = ["SERVICE_OPTIONS", "schedule_clean", "run_clean", "clean", "build_clean_plan",

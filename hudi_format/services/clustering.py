@@ -47,14 +47,15 @@ from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_key
 from ..storage import Storage
 from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import CLUSTERING, COMMIT, DELTA_COMMIT, REPLACE_COMMIT
+from ..transaction import Transaction
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_base_file_name
 from ..writer.handles import new_file_id
 from . import space_curves
 from .common import (EXECUTION_STRATEGIES, PLAN_STRATEGIES, ServiceConflictError, TableState,
-                     abort, begin, encode_with_schema, full_uri, is_clustering, new_instant_time,
+                     encode_with_schema, full_uri, is_clustering, new_instant_time,
                      opt, pending_instants, pending_service_file_groups, pick_pending,
-                     rel_in_partition, requested_replace_schema, runtime, schema_extra,
+                     rel_in_partition, requested_replace_schema, run_pending_then_new, runtime, schema_extra,
                      slice_metrics, split_partitions, validate_service_options)
 
 log = logging.getLogger(__name__)
@@ -362,50 +363,48 @@ def run_clustering(storage: Storage, config: TableConfig, instant: "Instant | st
     preserve = plan.get("preserveHoodieMetadata")
     preserve = True if preserve is None else bool(preserve)
     planned = [s for g in groups for s in _planned_slices(g)]
-    writer = TimelineWriter(storage, config)
-    try:
-        _check_unchanged(ts, planned, inst.timestamp)
-    except ServiceConflictError:
-        writer.delete_instant_files(inst)
-        raise
     schema, avro, data_avro = ts.schemas()
     spec = MergeSpec.from_config(config)
-    leftovers = []
-    for part in {s.partition_path for s in planned}:
-        leftovers += [f.path for f in storage.list(part) if not f.is_dir
-                      and f.name.endswith(f"_{inst.timestamp}{config.base_file_extension}")]
-    inflight = begin(writer, ts.timeline, inst, storage, leftovers)
-    written: list[str] = []
-    try:
-        firsts, task = [], 0
-        for g in groups:
-            firsts.append(task)
-            task += 10_000
-        jobs = list(zip(groups, firsts))
-        run = lambda j: _cluster_group(ts, spec, schema, avro, inst.timestamp, j[0], j[1], params,  # noqa: E731
-                                       opts, preserve, written)
-        workers = min(len(jobs), os.cpu_count() or 1)
-        if workers > 1:
-            with ThreadPoolExecutor(workers) as pool:
-                results = list(pool.map(run, jobs))
-        else:
-            results = [run(j) for j in jobs]
-        stats = [s for r in results for s in r]
-        replaced: dict[str, list[str]] = {}
-        for s in planned:
-            replaced.setdefault(s.partition_path, []).append(s.file_id)
-        # a write that completed while we rewrote the groups wins: abort rather than drop it
-        _check_unchanged(TableState(storage, config), planned, inst.timestamp)
-        metadata = commit_metadata(stats, operation_type="CLUSTER", extra_metadata=schema_extra(data_avro),
-                                   replaced_file_ids=replaced)
-        from ..metadata.writer import complete_with_metadata
-        done = complete_with_metadata(writer, storage, config, inflight, metadata, opts)
-    except ServiceConflictError:
-        abort(storage, writer, inflight, written, drop_plan=True)
-        raise
-    except BaseException:
-        abort(storage, writer, inflight, written)
-        raise
+
+    def leftovers() -> list[str]:
+        out = []
+        for part in {s.partition_path for s in planned}:
+            out += [f.path for f in storage.list(part) if not f.is_dir
+                    and f.name.endswith(f"_{inst.timestamp}{config.base_file_extension}")]
+        return out
+
+    def unchanged(now: Timeline) -> None:
+        _check_unchanged(TableState(storage, config, now), planned, inst.timestamp)
+
+    with Transaction.resume(storage, config, inst, opts, leftovers=leftovers) as txn:
+        try:
+            _check_unchanged(ts, planned, inst.timestamp)
+            written = txn.written
+            firsts, task = [], 0
+            for g in groups:
+                firsts.append(task)
+                task += 10_000
+            jobs = list(zip(groups, firsts))
+            run = lambda j: _cluster_group(ts, spec, schema, avro, inst.timestamp, j[0], j[1], params,  # noqa: E731
+                                           opts, preserve, written)
+            workers = min(len(jobs), os.cpu_count() or 1)
+            if workers > 1:
+                with ThreadPoolExecutor(workers) as pool:
+                    results = list(pool.map(run, jobs))
+            else:
+                results = [run(j) for j in jobs]
+            stats = [s for r in results for s in r]
+            replaced: dict[str, list[str]] = {}
+            for s in planned:
+                replaced.setdefault(s.partition_path, []).append(s.file_id)
+            metadata = commit_metadata(stats, operation_type="CLUSTER", extra_metadata=schema_extra(data_avro),
+                                       replaced_file_ids=replaced)
+            # Under the table lock: a write that completed on an input file group since the
+            # plan wins; the clustering is dropped rather than drop that write.
+            done = txn.commit(metadata, unchanged)
+        except ServiceConflictError:
+            txn.abort(drop_plan=True)
+            raise
     log.info("completed clustering %s: %d file groups -> %d", done.timestamp, len(planned), len(stats))
     return done
 
@@ -415,10 +414,6 @@ def cluster(storage: Storage, config: TableConfig, sort_by: str | Sequence[str] 
     """Schedule a clustering and run it; ``None`` when there was nothing to cluster.
     Clusterings scheduled earlier and still pending run first."""
     opts = validate_service_options(options)
-    done = None
-    for inst in pending_instants(Timeline.load(storage, config), CLUSTERING):
-        done = run_clustering(storage, config, inst, opts)
-    inst = schedule_clustering(storage, config, sort_by, opts)
-    if inst is not None:
-        done = run_clustering(storage, config, inst, opts)
-    return done
+    return run_pending_then_new(storage, opts, pending_instants(Timeline.load(storage, config), CLUSTERING),
+                                lambda i: run_clustering(storage, config, i, opts),
+                                lambda: schedule_clustering(storage, config, sort_by, opts), "clustering")

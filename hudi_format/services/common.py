@@ -19,7 +19,7 @@ import io
 import json
 import logging
 import posixpath
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import fastavro
 import pyarrow as pa
@@ -33,6 +33,7 @@ from ..storage import Storage
 from ..timeline import Instant, State, Timeline, TimelineWriter, schema_json
 from ..timeline.instant import CLUSTERING, COMPACTION, LOG_COMPACTION, REPLACE_COMMIT
 from ..timeline.writer import _avro_maps_in_java_order
+from ..transaction import ServiceBusyError, table_lock
 from ..view import FileSlice, FileSystemView
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 
@@ -388,43 +389,30 @@ def sizes_of(storage: Storage, paths: Iterable[str]) -> list[int]:
 
 
 # -- running a service instant ----------------------------------------------------------------
+# Every service instant commits through ``hudi_format.transaction.Transaction`` (claim with
+# ``resume``, commit under the table lock with the metadata hook, or abort).
 
 
-def begin(writer: TimelineWriter, timeline: Timeline, inst: Instant, storage: Storage,
-          leftovers: Iterable[str] = ()) -> Instant:
-    """Move a pending service instant to inflight. An inflight one (a run that died) is taken
-    over: files it may have left (``leftovers``, by this instant's naming) are removed first."""
-    if inst.state is State.REQUESTED:
-        return writer.transition_to_inflight(inst)
-    for path in leftovers:
+def run_pending_then_new(storage: Storage, opts: Mapping[str, Any], pending: Iterable[Instant],
+                         run: Callable[[Instant], Instant], schedule: Callable[[], Instant | None],
+                         what: str) -> Instant | None:
+    """Run each pending instant of a service, then schedule a new one and run it; returns the
+    last instant completed. Scheduling happens under the table lock (as Hudi's), so concurrent
+    processes never plan the same work; an instant another live process runs is skipped."""
+    done = None
+    for inst in pending:
         try:
-            if storage.exists(path):
-                storage.delete(path)
-                log.info("removed %s left by an earlier attempt of %s", path, inst)
-        except StorageError:
-            log.warning("could not remove %s of the earlier attempt of %s", path, inst)
-    name = timeline.files_of(inst).get(State.INFLIGHT)
-    return Instant(inst.timestamp, inst.action, State.INFLIGHT, None, name)
-
-
-def abort(storage: Storage, writer: TimelineWriter, inflight: Instant, written: Iterable[str],
-          drop_plan: bool = False) -> None:
-    """Undo a failed run: delete its files, then its inflight file (the plan stays requested and
-    can be run again) or, with ``drop_plan``, the whole instant."""
-    for path in written:
+            done = run(inst)
+        except ServiceBusyError as exc:
+            log.info("skipping %s: %s", what, exc)
+    with table_lock(storage, opts):
+        inst = schedule()
+    if inst is not None:
         try:
-            storage.delete(path)
-        except Exception:  # noqa: BLE001 - best effort; the instant never completed
-            log.warning("could not remove %s of the failed %s", path, inflight)
-    try:
-        if drop_plan:
-            writer.delete_instant_files(inflight)
-        else:
-            rel = writer.path_of(Instant(inflight.timestamp, inflight.action, State.INFLIGHT))
-            if storage.exists(rel):
-                storage.delete(rel)
-    except Exception:  # noqa: BLE001
-        log.warning("could not revert the pending instant %s", inflight)
+            done = run(inst)
+        except ServiceBusyError as exc:
+            log.info("skipping %s: %s", what, exc)
+    return done
 
 
 def service_files(storage: Storage, partition: str, file_ids: Iterable[str], instant_time: str) -> list[str]:

@@ -41,7 +41,8 @@ from ..timeline import Instant, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_log_file_name
-from .common import (ServiceConflictError, TableState, abort, begin, compaction_plan_schema,
+from ..transaction import Transaction
+from .common import (ServiceConflictError, TableState, run_pending_then_new, compaction_plan_schema,
                      compaction_strategy, encode_with_schema, new_instant_time, opt,
                      parse_instant_seconds, pending_instants, pending_service_file_groups,
                      pick_pending, rel_in_partition, runtime, schema_extra, service_files,
@@ -335,7 +336,6 @@ def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | st
         _check_unplanned_logs(ts, ops)
     schema, avro, data_avro = ts.schemas()
     spec = MergeSpec.from_config(config)
-    writer = TimelineWriter(storage, config)
     leftovers = []
     by_partition: dict[str, list[str]] = {}
     for o in ops:
@@ -343,9 +343,8 @@ def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | st
     for part, fids in by_partition.items():
         leftovers += [p for p in service_files(storage, part, fids, inst.timestamp)
                       if not posixpath.basename(p).startswith(".")]   # base files only
-    inflight = begin(writer, ts.timeline, inst, storage, leftovers)
-    written: list[str] = []
-    try:
+    with Transaction.resume(storage, config, inst, opts, leftovers=leftovers) as txn:
+        written = txn.written
         workers = min(len(ops), os.cpu_count() or 1)
         tasks = [(o, i) for i, o in enumerate(ops)]
         if workers > 1:
@@ -357,11 +356,11 @@ def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | st
                      for o, i in tasks]
         metadata = commit_metadata(stats, operation_type="COMPACT", compacted=True,
                                    extra_metadata=schema_extra(data_avro))
-        from ..metadata.writer import complete_with_metadata
-        done = complete_with_metadata(writer, storage, config, inflight, metadata, opts)
-    except BaseException:
-        abort(storage, writer, inflight, written)
-        raise
+        # v6: a log file added to a planned slice after planning would vanish behind the new
+        # base file; checked again under the table lock, against what completed meanwhile
+        check = (lambda now: _check_unplanned_logs(TableState(storage, config, now), ops)) \
+            if config.version < 8 else None
+        done = txn.commit(metadata, check)
     log.info("completed compaction %s: %d new base files", done.timestamp, len(stats))
     return done
 
@@ -373,15 +372,10 @@ def compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
     compaction does; the instant returned is the last one completed.
     """
     opts = validate_service_options(options)
-    done = None
-    if config.is_mor:
-        from ..timeline import Timeline
-        for inst in pending_instants(Timeline.load(storage, config), COMPACTION):
-            done = run_compaction(storage, config, inst, opts)
-    inst = schedule_compaction(storage, config, opts)
-    if inst is not None:
-        done = run_compaction(storage, config, inst, opts)
-    return done
+    from ..timeline import Timeline
+    pending = pending_instants(Timeline.load(storage, config), COMPACTION) if config.is_mor else []
+    return run_pending_then_new(storage, opts, pending, lambda i: run_compaction(storage, config, i, opts),
+                                lambda: schedule_compaction(storage, config, opts), "compaction")
 
 
 def pending_compaction_base_instants(storage: Storage, config: TableConfig,

@@ -37,7 +37,8 @@ from ..read.merge import (_HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete
 from ..storage import Storage
 from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
-from .common import (TableState, abort, begin, compaction_plan_schema, encode_with_schema,
+from ..transaction import Transaction
+from .common import (TableState, run_pending_then_new, compaction_plan_schema, encode_with_schema,
                      new_instant_time, opt, pending_instants, pick_pending, rel_in_partition,
                      schema_extra, service_files, validate_service_options)
 from .compaction import (COMPACTION_PLAN_VERSION, _log_order, build_compaction_operations,
@@ -236,7 +237,6 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
     ops = list(ts.timeline.plan(inst).get("operations") or ())
     schema, avro, data_avro = ts.schemas()
     spec = MergeSpec.from_config(config)
-    writer = TimelineWriter(storage, config)
     leftovers = []
     if config.version >= 8:       # v6 log files carry the base instant: nothing named by ours
         by_partition: dict[str, list[str]] = {}
@@ -244,9 +244,8 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
             by_partition.setdefault(o.get("partitionPath") or "", []).append(o["fileId"])
         for part, fids in by_partition.items():
             leftovers += service_files(storage, part, fids, inst.timestamp)
-    inflight = begin(writer, ts.timeline, inst, storage, leftovers)
-    written: list[str] = []
-    try:
+    with Transaction.resume(storage, config, inst, opts, leftovers=leftovers) as txn:
+        written = txn.written
         tasks = [(o, i) for i, o in enumerate(ops)]
         workers = min(len(tasks), os.cpu_count() or 1)
         run = lambda t: _log_compact_one(ts, spec, schema, avro, inst.timestamp, t[0], t[1], opts, written)  # noqa: E731
@@ -257,11 +256,7 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
             stats = [run(t) for t in tasks]
         metadata = commit_metadata([s for s in stats if s is not None], operation_type="LOG_COMPACT",
                                    compacted=True, extra_metadata=schema_extra(data_avro))
-        from ..metadata.writer import complete_with_metadata
-        done = complete_with_metadata(writer, storage, config, inflight, metadata, opts)
-    except BaseException:
-        abort(storage, writer, inflight, written)
-        raise
+        done = txn.commit(metadata)
     log.info("completed log compaction %s", done.timestamp)
     return done
 
@@ -269,11 +264,6 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
 def log_compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
     """Run pending log compactions, schedule a new one and run it; ``None`` if nothing ran."""
     opts = validate_service_options(options)
-    done = None
-    if config.is_mor:
-        for inst in pending_instants(Timeline.load(storage, config), LOG_COMPACTION):
-            done = run_log_compaction(storage, config, inst, opts)
-    inst = schedule_log_compaction(storage, config, opts)
-    if inst is not None:
-        done = run_log_compaction(storage, config, inst, opts)
-    return done
+    pending = pending_instants(Timeline.load(storage, config), LOG_COMPACTION) if config.is_mor else []
+    return run_pending_then_new(storage, opts, pending, lambda i: run_log_compaction(storage, config, i, opts),
+                                lambda: schedule_log_compaction(storage, config, opts), "log compaction")

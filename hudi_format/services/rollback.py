@@ -22,11 +22,11 @@ from ..errors import InvalidOptionError, TimelineError
 from ..log import encode_rollback_block, read_log_file, write_log_file
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
-from ..timeline.writer import TimelineWriter
 from ..view.file_names import parse_base_file_name, parse_log_file_name
-from ..writer.heartbeat import heartbeat_expired, heartbeat_path
-from ..writer.locks import TableLock
-from ..writer.markers import delete_markers, read_markers
+from ..transaction import ServiceBusyError, Transaction
+from ..transaction.heartbeat import heartbeat_expired, heartbeat_path
+from ..transaction.locks import TableLock
+from ..transaction.markers import delete_markers, read_markers
 
 log = logging.getLogger(__name__)
 
@@ -160,29 +160,30 @@ def rollback(storage: Storage, config: TableConfig, instant: str | Instant,
                                      f"use restore to go back further")
         if any(s.timestamp == ts and s.action == "savepoint" for s in timeline.completed):
             raise InvalidOptionError(f"{ts} is savepointed; delete the savepoint first")
-    writer = TimelineWriter(storage, config)
     plan = build_plan(storage, config, timeline, target)
-    requested = writer.create_requested("rollback", plan=plan)
-    inflight = writer.transition_to_inflight(requested)
-    return _finish(storage, config, timeline, writer, inflight, plan, target)
+    with Transaction.begin(storage, config, "rollback", options, plan=plan, undo_on_abort=False) as txn:
+        return _finish(storage, timeline, txn, plan, target)
 
 
-def _finish(storage, config, timeline, writer, inflight, plan, target) -> Instant:
+def _finish(storage: Storage, timeline: Timeline, txn: Transaction, plan: Mapping[str, Any],
+            target: Instant | None) -> Instant:
+    """Carry out a rollback instant (new or resumed) and commit it; on failure it stays
+    pending and is finished from its plan by the next writer."""
     if target is not None and target.state is State.COMPLETED:
         _hide(storage, timeline, target)
-    metadata = execute_plan(storage, config, plan, inflight.timestamp)
-    from ..metadata.writer import complete_with_metadata
-    done = complete_with_metadata(writer, storage, config, inflight, metadata)
+    metadata = execute_plan(storage, txn.config, plan, txn.instant_time)
+    done = txn.commit(metadata)
     if target is not None:
         _drop_instant_files(storage, timeline, target)
     log.info("rolled back %s with %s", plan["instantToRollback"], done)
     return done
 
 
-def resume_pending_rollbacks(storage: Storage, config: TableConfig) -> list[Instant]:
-    """Finish rollbacks that a crashed process planned but did not complete."""
+def resume_pending_rollbacks(storage: Storage, config: TableConfig,
+                             options: Mapping[str, Any] | None = None) -> list[Instant]:
+    """Finish rollbacks that a crashed process planned but did not complete (one that a live
+    process is running is left to it)."""
     timeline = Timeline.load(storage, config)
-    writer = TimelineWriter(storage, config)
     out = []
     for inst in timeline.pending:
         if inst.action != "rollback":
@@ -190,12 +191,16 @@ def resume_pending_rollbacks(storage: Storage, config: TableConfig) -> list[Inst
         plan = timeline.plan(inst)
         if not plan:
             continue
-        if inst.state is State.REQUESTED:
-            inst = writer.transition_to_inflight(inst)
         target_ts = plan["instantToRollback"]["commitTime"]
         target = next((i for i in timeline.instants if i.timestamp == target_ts
                        and i.action not in ("rollback", "clean", "restore")), None)
-        out.append(_finish(storage, config, timeline, writer, inst, plan, target))
+        try:
+            txn = Transaction.resume(storage, config, inst, options, undo_on_abort=False)
+        except ServiceBusyError as exc:
+            log.info("not resuming rollback %s: %s", inst.timestamp, exc)
+            continue
+        with txn:
+            out.append(_finish(storage, timeline, txn, plan, target))
     return out
 
 
@@ -220,7 +225,7 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
     # Under the table lock, so that two writers never undo the same instant, and re-checked
     # there: the instant may have completed, or its writer may have beaten in the meantime.
     with TableLock(storage, opts):
-        done = resume_pending_rollbacks(storage, config)
+        done = resume_pending_rollbacks(storage, config, opts)
         for inst in failed(Timeline.load(storage, config)):
             if not any(i.timestamp == inst.timestamp for i in Timeline.load(storage, config).pending):
                 continue  # its writer removed it meanwhile (a write that lost a conflict aborts

@@ -18,7 +18,7 @@ from ..errors import InvalidOptionError
 from ..read.snapshot import ReadState
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
-from ..timeline.writer import TimelineWriter
+from ..transaction import Transaction
 from ..view import FileSystemView
 from .rollback import _drop_instant_files, _hide, build_plan, execute_plan
 
@@ -44,9 +44,8 @@ def savepoint(storage: Storage, config: TableConfig, instant: str, user: str | N
         entry["savepointDataFile"].extend(files)
     metadata = {"savepointedBy": user or _user(), "savepointedAt": int(time.time()),
                 "comments": comment, "partitionMetadata": partitions, "version": 1}
-    writer = TimelineWriter(storage, config)
-    inflight = writer.create_requested("savepoint", target.timestamp)
-    return writer.complete(inflight, metadata)
+    with Transaction.begin(storage, config, "savepoint", instant_time=target.timestamp) as txn:
+        return txn.commit(metadata)
 
 
 def delete_savepoint(storage: Storage, config: TableConfig, instant: str) -> None:
@@ -68,24 +67,22 @@ def restore(storage: Storage, config: TableConfig, instant: str,
     targets = sorted((i for i in timeline.instants
                       if i.timestamp > str(instant) and i.action not in _NOT_ROLLED_BACK),
                      key=lambda i: i.timestamp, reverse=True)
-    writer = TimelineWriter(storage, config)
     start = time.time()
     plan = {"instantsToRollback": [{"commitTime": t.timestamp, "action": t.action} for t in targets],
             "version": 2, "savepointToRestoreTimestamp": str(instant)}
-    requested = writer.create_requested("restore", plan=plan)
-    inflight = writer.transition_to_inflight(requested)
-    per_instant = {}
-    for target in targets:
-        rb_plan = build_plan(storage, config, timeline, target)
-        if target.state is State.COMPLETED:
-            _hide(storage, timeline, target)
-        per_instant[target.timestamp] = [execute_plan(storage, config, rb_plan, inflight.timestamp)]
-        _drop_requested_too(storage, timeline, target)
-    metadata = {"startRestoreTime": inflight.timestamp, "timeTakenInMillis": int((time.time() - start) * 1000),
-                "instantsToRollback": [t.timestamp for t in targets], "hoodieRestoreMetadata": per_instant,
-                "version": 1, "restoreInstantInfo": plan["instantsToRollback"], "extraMetadata": None}
-    from ..metadata.writer import complete_with_metadata
-    return complete_with_metadata(writer, storage, config, inflight, metadata, options)
+    with Transaction.begin(storage, config, "restore", options, plan=plan, undo_on_abort=False) as txn:
+        per_instant = {}
+        for target in targets:
+            rb_plan = build_plan(storage, config, timeline, target)
+            if target.state is State.COMPLETED:
+                _hide(storage, timeline, target)
+            per_instant[target.timestamp] = [execute_plan(storage, config, rb_plan, txn.instant_time)]
+            _drop_requested_too(storage, timeline, target)
+        metadata = {"startRestoreTime": txn.instant_time,
+                    "timeTakenInMillis": int((time.time() - start) * 1000),
+                    "instantsToRollback": [t.timestamp for t in targets], "hoodieRestoreMetadata": per_instant,
+                    "version": 1, "restoreInstantInfo": plan["instantsToRollback"], "extraMetadata": None}
+        return txn.commit(metadata)
 
 
 def _drop_requested_too(storage: Storage, timeline: Timeline, target: Instant) -> None:

@@ -28,15 +28,10 @@ from ..schema import arrow_to_avro_schema
 from ..storage import Storage
 from ..table_init import ensure_table, write_partition_metadata
 from ..timeline import Instant, Timeline
-from ..timeline.clock import InstantClock
-from ..timeline.writer import TimelineWriter
+from ..transaction import Transaction, check_write_conflicts, new_file_groups, started_with, touched_file_groups
 from ..view import FileSystemView
 from . import handles
-from .concurrency import check_conflicts, touched_file_groups
 from .file_sizing import assign_inserts, average_record_size, small_files
-from .heartbeat import Heartbeat
-from .locks import TableLock
-from .markers import delete_markers
 from .index import is_global, known_locations, tag
 from .input import read_input
 from .options import OPERATIONS, option, sizing_config, validate_options
@@ -322,81 +317,34 @@ class WriteClient:
     # -- execution ---------------------------------------------------------------------------
     def _execute(self, op, table, keys, plan, state, view, full_schema, avro, data_avro) -> Instant:
         ensure_table(self.storage, self.config, create=self.create)
-        clock = InstantClock(self.storage, self.config)
-        instant_time = clock.new_instant_time()
-        writer = TimelineWriter(self.storage, self.config)
         action = ("replacecommit" if op in _REPLACE_OPS
                   else "deltacommit" if self.config.is_mor else "commit")
         # Hudi records the operation of a replacecommit in its requested file.
         requested_meta = ({"operationType": _OPERATION_TYPES[op], "clusteringPlan": None,
                            "extraMetadata": {}, "version": 1} if action == "replacecommit" else None)
-        # The heartbeat starts before the instant exists: a pending instant without a live
-        # heartbeat is what other writers roll back.
-        heartbeat = Heartbeat(self.storage, instant_time,
-                              option(self.options, "hoodie.client.heartbeat.interval_in_ms")).start()
-        try:
-            requested = writer.create_requested(action, instant_time, plan=requested_meta)
-            inflight = writer.transition_to_inflight(requested)
+        with Transaction.begin(self.storage, self.config, action, self.options, plan=requested_meta) as txn:
             ctx = handles.WriteContext(
-                storage=self.storage, instant=instant_time, schema=full_schema, avro_schema=avro,
+                storage=self.storage, instant=txn.instant_time, schema=full_schema, avro_schema=avro,
                 spec=self.spec, meta_fields=self.config.populate_meta_fields,
                 table_version=self.config.version,
                 log_block_format=option(self.options, "hoodie.logfile.data.block.format"),
                 compression=option(self.options, "hoodie.parquet.compression.codec"),
                 max_log_file_size=option(self.options, "hoodie.logfile.max.size"),
-                bloom={k: v for k, v in self.options.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))})
-            try:
-                metadata = self._write_files(op, table, keys, plan, state, view, full_schema, ctx, data_avro)
-                done = self._commit(writer, inflight, metadata, plan, state)
-            except BaseException:
-                # Nothing of this commit may stay behind: its files are invisible anyway (the
-                # instant never completed), but we remove them and the pending instant now.
-                self._abort(writer, inflight, ctx)
-                raise
-        finally:
-            heartbeat.stop()
-        delete_markers(self.storage, instant_time)
+                bloom={k: v for k, v in self.options.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
+                written=txn.written)
+            metadata = self._write_files(op, table, keys, plan, state, view, full_schema, ctx, data_avro)
+            return self._commit(txn, metadata, plan, state)
+
+    def _commit(self, txn: Transaction, metadata: dict, plan: Plan, state) -> Instant:
+        """Commit through the one commit path; the conflict check under the table lock makes
+        exactly one of two overlapping writers commit."""
+        stats = metadata["partitionToWriteStats"]
+        mine = touched_file_groups(stats, metadata.get("partitionToReplaceFileIds"))
+        new_groups = new_file_groups(stats)
+        seen = started_with(state.timeline if state is not None else None)
+        done = txn.commit(metadata, lambda now: check_write_conflicts(now, txn.instant_time, seen, mine, new_groups))
+        self.config = txn.config
         return done
-
-    def _commit(self, writer, inflight, metadata, plan, state) -> Instant:
-        """Complete the instant; under optimistic concurrency, first check for conflicts under
-        the table lock so that of two overlapping writers exactly one commits."""
-        if option(self.options, "hoodie.write.concurrency.mode") == "SINGLE_WRITER":
-            return self._complete(writer, inflight, metadata)
-        mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
-        new_groups = {(p, st["fileId"]) for p, stats in metadata["partitionToWriteStats"].items()
-                      for st in stats if st.get("prevCommit") in (None, "null")}
-        started = {i.timestamp for i in state.timeline.write_instants()} if state is not None else set()
-        with TableLock(self.storage, self.options):
-            now = Timeline.load(self.storage, self.config)
-            check_conflicts(now, inflight.timestamp, started, mine, new_groups)
-            return self._complete(writer, inflight, metadata)
-
-    def _complete(self, writer, inflight, metadata) -> Instant:
-        """Complete the instant, the metadata table first: its deltacommit with the same instant
-        time lands before the data instant completes (as Hudi does), its services after."""
-        from ..metadata import writer as mdt
-        self.config = mdt.before_complete(self.storage, self.config, inflight, metadata,
-                                          self.options, writer.clock)
-        try:
-            done = writer.complete(inflight, metadata)
-        except BaseException:
-            mdt.abort(self.storage, self.config, inflight.timestamp, self.options, writer.clock)
-            raise
-        mdt.after_complete(self.storage, self.config, self.options, writer.clock)
-        return done
-
-    def _abort(self, writer, inflight, ctx) -> None:
-        for path in ctx.written:
-            try:
-                self.storage.delete(path)
-            except Exception:  # noqa: BLE001 - best effort; rollback handles what is left
-                log.warning("could not remove %s of the failed commit %s", path, inflight.timestamp)
-        try:
-            delete_markers(self.storage, inflight.timestamp)
-            writer.delete_instant_files(inflight)
-        except Exception:  # noqa: BLE001
-            log.warning("could not remove the pending instant %s", inflight.timestamp)
 
     def _write_files(self, op, table, keys, plan, state, view, full_schema, ctx, data_avro) -> dict:
         instant_time = ctx.instant

@@ -23,7 +23,7 @@ from ..read.align import align_table
 from ..read.merge import MergeSpec, _merge_pieces, read_base_file, record_keys
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
-from .markers import create_marker
+from ..transaction.markers import create_marker
 
 
 _TOKEN_LOCK = threading.Lock()

@@ -1,51 +1,8 @@
-"""Write markers: which files an instant created, so a failed write can be undone exactly.
+"""Moved to :mod:`hudi_format.transaction.markers` (the commit protocol's layer): this name is an
+alias of that module, kept for existing imports."""
 
-Before a writer creates or appends to a data file it leaves a marker
-``.hoodie/.temp/<instant>/<partition>/<file name>.marker.<IOType>`` (Hudi's direct markers;
-IOType CREATE, MERGE or APPEND). A rollback reads them instead of guessing from names, which
-matters for table version 6 where a log file's name carries the slice's base instant, not the
-writer's. The folder goes away once the instant completes.
-"""
+import sys
 
-from __future__ import annotations
+from ..transaction import markers as _moved
 
-import posixpath
-
-from ..storage import Storage
-
-TEMP_DIR = ".hoodie/.temp"
-IO_TYPES = ("CREATE", "MERGE", "APPEND")
-
-
-def marker_dir(instant: str) -> str:
-    return f"{TEMP_DIR}/{instant}"
-
-
-def create_marker(storage: Storage, instant: str, data_path: str, io_type: str) -> None:
-    partition, name = posixpath.split(data_path)
-    rel = posixpath.join(marker_dir(instant), partition, f"{name}.marker.{io_type}") if partition \
-        else posixpath.join(marker_dir(instant), f"{name}.marker.{io_type}")
-    storage.create_if_absent(rel, b"")
-
-
-def read_markers(storage: Storage, instant: str) -> list[tuple[str, str]]:
-    """``(data file path relative to the table, io type)`` of every marker of ``instant``."""
-    root = marker_dir(instant)
-    out = []
-    for info in storage.walk_files(root):
-        rel = info.path[len(root) + 1:] if info.path.startswith(root + "/") else info.name
-        if ".marker." not in rel:
-            continue
-        data, io_type = rel.rsplit(".marker.", 1)
-        if io_type in IO_TYPES:
-            out.append((data, io_type))
-    return sorted(out)
-
-
-def delete_markers(storage: Storage, instant: str) -> None:
-    for info in list(storage.walk_files(marker_dir(instant))):
-        storage.delete(info.path)
-    try:
-        storage.fs.rm(storage.full(marker_dir(instant)), recursive=True)
-    except (FileNotFoundError, OSError):
-        pass
+sys.modules[__name__] = _moved
