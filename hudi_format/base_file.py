@@ -44,7 +44,7 @@ from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError
 from .schema import avro_to_arrow_schema, parse_avro_schema
 from .storage import Storage
 
-__all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_footer",
+__all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_footer", "read_parquet_bytes",
            "BaseFileFooter", "bloom_filter_from_options", "parquet_options_from_hoodie",
            "BLOOM_FILTER_KEY", "BLOOM_TYPE_CODE_KEY", "MIN_RECORD_KEY", "MAX_RECORD_KEY",
            "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE"]
@@ -376,6 +376,22 @@ def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | 
 
 
 # -- footer -----------------------------------------------------------------------------------
+def read_parquet_bytes(data: bytes, columns: list[str] | None = None) -> pa.Table:
+    """Read a Parquet file held in memory, synchronously, from Arrow-owned memory.
+
+    Not ``pq.read_table(io.BytesIO(data))``: that scans through a dataset whose asynchronous
+    reader (pre-buffered ranges holding the Python bytes) can be released by an Arrow worker
+    thread after the call returned; when that happens while the interpreter shuts down, the
+    worker's ``PyGILState_Ensure`` ends the thread with ``pthread_exit`` and the C++ runtime
+    aborts the process ("terminate called without an active exception"). Here the bytes are
+    copied into an Arrow buffer (no Python object behind any Arrow reference) and read by
+    ``ParquetFile.read``, which finishes and drops its work before it returns.
+    """
+    sink = pa.BufferOutputStream()
+    sink.write(data)
+    return pq.ParquetFile(pa.BufferReader(sink.getvalue())).read(columns=columns)
+
+
 @attrs.frozen
 class BaseFileFooter:
     """A base file's footer: Hudi's index metadata plus the Parquet schema and row count."""

@@ -320,6 +320,10 @@ class _Checker:
         mdt = table.metadata_table
         if mdt is None:
             return
+        failure = mdt.read_failure()
+        if failure is not None:  # readers fall back to storage, but the table is damaged
+            self.add(ERROR, "metadata-table", ".hoodie/metadata", failure)
+            return
         try:
             reason = mdt.staleness()
         except HudiError as exc:

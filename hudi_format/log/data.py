@@ -305,10 +305,10 @@ def decode_hfile_block(block: "LogBlock") -> pa.Table:
 
 
 def decode_parquet_block(block: "LogBlock") -> pa.Table:
-    import pyarrow.parquet as pq
+    from ..base_file import read_parquet_bytes
 
     try:
-        table = pq.read_table(pa.BufferReader(block.content()))
+        table = read_parquet_bytes(block.content())
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise LogFormatError(f"{block.describe()}: content is not a readable Parquet file: {exc}") from exc
     return table.replace_schema_metadata(None)

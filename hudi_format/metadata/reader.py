@@ -23,6 +23,7 @@ its initialization, or archived).
 from __future__ import annotations
 
 import logging
+import struct
 from functools import cached_property
 from typing import Callable, Iterable, Iterator
 
@@ -34,6 +35,7 @@ from ..storage import FileInfo, Storage
 from ..timeline import Timeline
 from ..view import FileSlice, FileSystemView
 from . import keys as K
+from .options import MetadataTableError
 from .records import (BloomFilterEntry, ColumnStats, bloom_filter_of, column_stats_of, combine,
                       decode_entries, files_of, record_location_of)
 
@@ -65,6 +67,7 @@ class MetadataTable:
         self._timeline = timeline
         self.mdt_storage = storage.sub(K.METADATA_TABLE_DIR)
         self._slices: dict[str, list[FileSlice]] = {}
+        self._failure: str | None = None  # why a read failed: the table is then not used
 
     def __repr__(self) -> str:
         return f"MetadataTable({self.mdt_storage.url!r})"
@@ -122,6 +125,8 @@ class MetadataTable:
 
     def staleness(self) -> str | None:
         """Why the metadata table cannot serve the ``files`` listing (``None``: it can)."""
+        if self._failure is not None:
+            return self._failure
         if "_staleness" not in self.__dict__:
             self.__dict__["_staleness"] = self._find_staleness()
         return self.__dict__["_staleness"]
@@ -168,6 +173,17 @@ class MetadataTable:
             return inst.completion_time <= init.completion_time
         return False
 
+    def read_failure(self) -> str | None:
+        """Why the metadata table cannot be read whole (``None``: every declared partition
+        reads without damage). Reads each partition fully: a deep check, for ``validate``."""
+        if self._failure is None and self.exists:
+            for partition in self.enabled_partitions:
+                try:
+                    self.read(partition)
+                except HudiError:
+                    break
+        return self._failure
+
     def is_up_to_date(self) -> bool:
         return self.staleness() is None
 
@@ -186,10 +202,51 @@ class MetadataTable:
         return self._slices[partition]
 
     # -- reading -------------------------------------------------------------------------------
+    def _log_blocks(self, log_files: tuple[str, ...]) -> list:
+        """Data and delete blocks of valid instants, in log order, minus rolled-back ones.
+
+        Unlike a data slice, a metadata slice must be read whole: a skipped block would leave
+        an older listing or index entry in force, so a corrupt block raises instead."""
+        from ..log import CommandType, read_log_file
+
+        blocks = []
+        for path in log_files:
+            for block in read_log_file(self.mdt_storage, path):
+                bt = block.block_type
+                if bt == BlockType.CORRUPTED:
+                    raise MetadataTableError(f"corrupt log block in {self.mdt_storage.uri(path)} at "
+                                             f"offset {block.offset}: {block.reason}")
+                if bt == BlockType.COMMAND:
+                    if block.command_type == CommandType.ROLLBACK_BLOCK:
+                        target = block.target_instant_time
+                        blocks = [b for b in blocks if b.instant_time != target]
+                    continue
+                if bt == BlockType.CDC:
+                    continue
+                if block.instant_time is None or not self._block_visible(block.instant_time):
+                    continue
+                blocks.append(block)
+        return blocks
+
     def _read_slice(self, s: FileSlice, select: Select,
                     wanted: Callable[[str], bool]) -> dict[str, dict | None]:
-        from ..read.merge import collect_log_blocks
+        """The merged records of one metadata file slice; any damage raises
+        :class:`MetadataTableError` naming the file, so callers fall back to storage."""
+        where = self.mdt_storage.uri(s.base_file or (s.log_files[0] if s.log_files else s.file_id))
+        try:
+            return self._merge_slice(s, select, wanted)
+        except MetadataTableError:
+            raise
+        except HudiError as exc:
+            raise MetadataTableError(f"metadata file slice {s.partition_path}/{s.file_id} is "
+                                     f"unreadable: {exc}") from exc
+        except (ValueError, KeyError, IndexError, TypeError, EOFError, OverflowError,
+                struct.error, UnicodeDecodeError) as exc:  # garbage that decoded partway
+            raise MetadataTableError(f"metadata file slice {s.partition_path}/{s.file_id} "
+                                     f"({where}) does not decode: {exc!r}") from exc
 
+    def _merge_slice(self, s: FileSlice, select: Select,
+                     wanted: Callable[[str], bool]) -> dict[str, dict | None]:
         out: dict[str, dict | None] = {}
         if s.base_file:
             reader = HFileReader(self.mdt_storage, s.base_file, verify_checksums=False)
@@ -201,7 +258,7 @@ class MetadataTable:
                                                self.mdt_storage.uri(s.base_file)):
                     out[key] = rec
         if s.log_files:
-            for block in collect_log_blocks(self.mdt_storage, s.log_files, self._block_visible):
+            for block in self._log_blocks(s.log_files):
                 where = block.describe()
                 if block.block_type == BlockType.DELETE:
                     for key in block.deleted_keys().column("record_key").to_pylist():
@@ -215,13 +272,31 @@ class MetadataTable:
                     for key, rec in decode_entries(select(reader), schema, where):
                         out[key] = combine(out.get(key), rec)
                 else:
-                    log.warning("skipping %s: the metadata table only holds HFile data blocks", where)
+                    raise MetadataTableError(f"{where}: a {block.block_type.name} block, but the "
+                                             "metadata table only holds HFile data and delete blocks")
         return out
 
     def read(self, partition: str, keys: Iterable[str] | None = None,
              prefixes: Iterable[str] | None = None) -> dict[str, dict]:
         """Merged records of a metadata partition: all, or those with the given ``keys`` or
-        key ``prefixes``; deleted keys are left out."""
+        key ``prefixes``; deleted keys are left out.
+
+        Raises :class:`MetadataTableError` (naming the file) when the partition cannot be read
+        whole; from then on :meth:`staleness` gives that reason, so every user of this object
+        (listing, pruning, indexes) falls back to the path without the metadata table."""
+        if self._failure is not None:
+            raise MetadataTableError(self._failure)
+        try:
+            return self._read(partition, keys, prefixes)
+        except HudiError as exc:
+            self._failure = f"it cannot be read whole: {exc}"
+            log.warning("not using the metadata table of %s: %s", self.storage.url, self._failure)
+            if isinstance(exc, MetadataTableError):
+                raise
+            raise MetadataTableError(str(exc)) from exc
+
+    def _read(self, partition: str, keys: Iterable[str] | None,
+              prefixes: Iterable[str] | None) -> dict[str, dict]:
         if keys is not None:
             want = sorted(set(keys))
             if not want:

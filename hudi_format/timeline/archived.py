@@ -19,15 +19,14 @@ or incremental reads that reach before the active timeline) and is small per ins
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ..base_file import read_parquet_bytes
 from ..config import TableConfig
 from ..errors import HudiError, StorageError, TimelineError
 from ..storage import Storage
@@ -171,7 +170,7 @@ def _read_lsm(storage: Storage, history_dir: str) -> list[tuple[Instant, dict[St
         rel = f"{history_dir}/{name}"
         source = storage.uri(rel)
         try:
-            table = pq.read_table(io.BytesIO(storage.read_bytes(rel)))
+            table = read_parquet_bytes(storage.read_bytes(rel))
         except (StorageError, pa.ArrowException, OSError) as exc:
             raise TimelineError(f"cannot read LSM timeline file {source}: {exc}") from exc
         cols = {c: table.column(c).to_pylist() if c in table.column_names else [None] * table.num_rows

@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import attrs
 import fastavro
 
+from ..base_file import read_parquet_bytes
 from ..config import TableConfig
 from ..errors import StorageError, TimelineError
 from ..storage import Storage
@@ -141,8 +142,7 @@ def _write_lsm_file(storage: Storage, rel: str, rows: Sequence[dict]) -> int:
 
 
 def _read_lsm_rows(storage: Storage, rel: str) -> list[dict]:
-    import pyarrow.parquet as pq
-    return pq.read_table(io.BytesIO(storage.read_bytes(rel))).to_pylist()
+    return read_parquet_bytes(storage.read_bytes(rel)).to_pylist()
 
 
 class LSMTimelineWriter:

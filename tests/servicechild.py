@@ -1,0 +1,131 @@
+"""Child processes of the concurrency-with-services test (``test_concurrency_services.py``).
+
+usage: python servicechild.py writer  <table url> <proc> <seconds> <ledger.jsonl> [storage options json]
+       python servicechild.py service <table url> <seconds> <out.json> [storage options json]
+
+A *writer* inserts, upserts and deletes keys of its own range (``w<proc>_<n>``) until the
+deadline and appends each outcome to its ledger, one JSON line flushed and fsynced *after*
+``write()`` returned or raised: ``{"op", "keys", "value", "ok", "error"}``. Keys a failed write
+touched are retired (never written again), so the ledger alone fixes every key's final state.
+The *service* process loops compact (MOR) / clean / cluster / archive with aggressive options.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import pyarrow as pa  # noqa: E402
+
+import hudi_format as hudi  # noqa: E402
+
+#: What Hudi users set to keep a busy table small; the issue's run used these.
+AGGRESSIVE = {
+    "hoodie.cleaner.commits.retained": "3",
+    "hoodie.keep.min.commits": "5",
+    "hoodie.keep.max.commits": "8",
+}
+#: Every file is "small", groups are tiny: clustering really rewrites file groups each round.
+SERVICE_OPTIONS = dict(AGGRESSIVE, **{
+    "hoodie.compact.inline.max.delta.commits": "1",
+    "hoodie.clustering.plan.strategy.small.file.limit": str(100 * 1024 * 1024),
+    "hoodie.clustering.plan.strategy.target.file.max.bytes": str(1024 * 1024),
+    "hoodie.clustering.plan.strategy.max.num.groups": "4",
+    "hoodie.clustering.inline.max.commits": "1",
+})
+SCHEMA = pa.schema([("id", pa.string()), ("p", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
+PARTITIONS = ("a", "b", "c")
+
+
+def rows(keys: list[str], value: int) -> pa.Table:
+    parts = [PARTITIONS[int(k.rsplit("_", 1)[1]) % len(PARTITIONS)] for k in keys]
+    return pa.table({"id": keys, "p": parts, "ts": [value] * len(keys), "v": [value] * len(keys)},
+                    schema=SCHEMA)
+
+
+def _append(ledger, entry: dict) -> None:
+    ledger.write(json.dumps(entry) + "\n")
+    ledger.flush()
+    os.fsync(ledger.fileno())
+
+
+def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_options) -> None:
+    rng = random.Random(proc)
+    deadline = time.monotonic() + seconds
+    live: list[str] = []        # keys present after the last acknowledged writes
+    next_key = 0
+    seq = 0
+    with open(ledger_path, "a") as ledger:
+        while time.monotonic() < deadline:
+            seq += 1
+            value = proc * 1_000_000 + seq  # unique, and increasing per writer (event time)
+            roll = rng.random()
+            if roll < 0.4 or len(live) < 6:
+                op = "insert"
+                keys = [f"w{proc}_{next_key + i}" for i in range(rng.randint(1, 4))]
+                next_key += len(keys)
+            elif roll < 0.8:
+                op = "upsert"
+                keys = rng.sample(live, min(len(live), rng.randint(1, 4)))
+            else:
+                op = "delete"
+                keys = rng.sample(live, min(len(live), rng.randint(1, 2)))
+            data = rows(keys, value)
+            if op == "delete":
+                data = data.select(["id", "p"])
+            entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None}
+            try:
+                hudi.write(url, data, operation=op, record_key="id", ordering_field="ts",
+                           partition_by="p", options=AGGRESSIVE, storage_options=storage_options)
+            except Exception as exc:  # noqa: BLE001 - every failure is an outcome to check
+                entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+                live = [k for k in live if k not in keys]  # retired: never touched again
+            else:
+                if op == "insert":
+                    live += keys
+                elif op == "delete":
+                    live = [k for k in live if k not in keys]
+            _append(ledger, entry)
+
+
+def service(url: str, seconds: float, out: str, storage_options) -> None:
+    deadline = time.monotonic() + seconds
+    counts: dict[str, dict[str, int]] = {}
+    errors: list[str] = []
+    while time.monotonic() < deadline:
+        table = hudi.open_table(url, storage_options=storage_options)
+        names = (["compact"] if table.table_type == "MERGE_ON_READ" else []) + ["cluster", "clean", "archive"]
+        for name in names:
+            c = counts.setdefault(name, {"ok": 0, "noop": 0, "failed": 0})
+            try:
+                if name == "cluster":
+                    done = table.cluster(options=SERVICE_OPTIONS)
+                else:
+                    done = getattr(table, name)(SERVICE_OPTIONS)
+                c["ok" if done else "noop"] += 1
+            except Exception as exc:  # noqa: BLE001
+                c["failed"] += 1
+                if len(errors) < 20:
+                    errors.append(f"{name}: {type(exc).__name__}: {exc}"[:500])
+                    if os.environ.get("SERVICECHILD_TRACE"):
+                        traceback.print_exc()
+    with open(out, "w") as f:
+        json.dump({"counts": counts, "errors": errors}, f)
+
+
+if __name__ == "__main__":
+    role = sys.argv[1]
+    if role == "writer":
+        opts = json.loads(sys.argv[6]) if len(sys.argv) > 6 else None
+        writer(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], opts)
+    elif role == "service":
+        opts = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
+        service(sys.argv[2], float(sys.argv[3]), sys.argv[4], opts)
+    else:
+        raise SystemExit(f"unknown role {role!r}")

@@ -1,0 +1,237 @@
+"""Concurrency with table services: N writer processes and one service process, then every
+acknowledged write is checked against the writers' ledgers by our reader and by hudi-rs.
+
+Each writer owns its keys, so its ledger alone fixes each key's final state: the value of its
+last acknowledged insert/upsert, or absent after an acknowledged delete. The outcome counts:
+
+* ``lost``: an acknowledged key (or value) missing from the table;
+* ``stale``: the key shows an older acknowledged value (or is back after an acknowledged delete);
+* ``failed_visible``: a write that raised shows (its value, its insert or its delete);
+* ``duplicates``: a key on more than one row;
+* ``unreadable_slices``: latest file slices whose files are gone (the rest is still counted).
+
+``ours_storage_listing`` (our reader without the metadata table) is reported for diagnosis only.
+
+Bounded runs are in ``test_concurrency_services.py``; a long run:
+``python -m tests.soak_concurrency --seconds 300 [--table-type MERGE_ON_READ] [--version 6]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import hudi_format as hudi  # noqa: E402
+from servicechild import AGGRESSIVE, rows  # noqa: E402
+
+CHILD = HERE / "servicechild.py"
+SEED_KEYS = [f"seed_{i}" for i in range(12)]
+
+
+def create(url: str, table_type: str, version: int, storage_options=None) -> None:
+    hudi.write(url, rows(SEED_KEYS, 0), operation="insert", record_key="id", ordering_field="ts",
+               partition_by="p", table_type=table_type, table_version=version, options=AGGRESSIVE,
+               storage_options=storage_options)
+
+
+def run(url: str, workdir: Path, seconds: float, writers: int = 3, storage_options=None,
+        service: bool = True) -> dict:
+    """Run the writers (and the service process) for ``seconds``; the ledgers and service log."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    extra = [json.dumps(storage_options)] if storage_options else []
+    procs = []
+    for p in range(writers):
+        ledger = workdir / f"ledger{p}.jsonl"
+        args = [sys.executable, str(CHILD), "writer", url, str(p), str(seconds), str(ledger)] + extra
+        procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
+    service_out = workdir / "service.json"
+    if service:
+        args = [sys.executable, str(CHILD), "service", url, str(seconds), str(service_out)] + extra
+        procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
+    exits = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=seconds + 600)
+        exits.append((proc.returncode, err[-2000:]))
+    ledgers = [[json.loads(line) for line in (workdir / f"ledger{p}.jsonl").read_text().splitlines()]
+               for p in range(writers) if (workdir / f"ledger{p}.jsonl").exists()]
+    services = json.loads(service_out.read_text()) if service and service_out.exists() else None
+    return {"ledgers": ledgers, "service": services, "exits": exits}
+
+
+def expected_state(ledgers: list[list[dict]]) -> tuple[dict, dict]:
+    """``key -> value`` (``None``: absent) by the acknowledged writes, and ``key -> (op, value)``
+    of the write that failed on a key (keys are retired after one)."""
+    want: dict[str, int | None] = {k: 0 for k in SEED_KEYS}
+    failed: dict[str, tuple[str, int]] = {}
+    for ledger in ledgers:
+        for e in ledger:
+            for k in e["keys"]:
+                if not e["ok"]:
+                    failed[k] = (e["op"], e["value"])
+                    want.setdefault(k, None)
+                elif e["op"] == "delete":
+                    want[k] = None
+                else:
+                    want[k] = e["value"]
+    return want, failed
+
+
+def outcome(table: pa.Table, ledgers: list[list[dict]]) -> dict:
+    """Counts of lost / stale / failed-but-visible / duplicate keys in ``table`` (id, v)."""
+    want, failed = expected_state(ledgers)
+    ids = table.column("id").to_pylist()
+    vals = table.column("v").to_pylist()
+    got = dict(zip(ids, vals))
+    dup = sum(1 for _, n in Counter(ids).items() if n > 1)
+    lost = stale = failed_visible = 0
+    examples: list[str] = []
+
+    def note(kind: str, key: str, detail: str) -> None:
+        if len(examples) < 10:
+            examples.append(f"{kind} {key}: {detail}")
+
+    for key, value in want.items():
+        have = got.get(key, None) if key in got else None
+        present = key in got
+        if key in failed:
+            op, fval = failed[key]
+            shows_failed = (present and have == fval) or (op == "delete" and not present and value is not None)
+            if shows_failed:
+                failed_visible += 1
+                note("failed_visible", key, f"failed {op} of {fval} shows (table {have}, acked {value})")
+                continue
+        if value is None:
+            if present:
+                stale += 1
+                note("stale", key, f"acknowledged absent but has {have}")
+        elif not present:
+            lost += 1
+            note("lost", key, f"acknowledged {value}, absent")
+        elif have != value:
+            stale += 1
+            note("stale", key, f"acknowledged {value}, table has {have}")
+    unknown = sum(1 for k in got if k not in want)
+    return {"keys": len(want), "lost": lost, "stale": stale, "failed_visible": failed_visible,
+            "duplicates": dup, "unknown": unknown, "examples": examples}
+
+
+def summary(ledgers: list[list[dict]]) -> dict:
+    ops = Counter((e["op"], e["ok"]) for ledger in ledgers for e in ledger)
+    errors = Counter(e["error"].split(":", 1)[0] for ledger in ledgers for e in ledger if not e["ok"])
+    return {"acknowledged": sum(n for (_, ok), n in ops.items() if ok),
+            "failed": sum(n for (_, ok), n in ops.items() if not ok),
+            "by_op": {f"{op}/{'ok' if ok else 'failed'}": n for (op, ok), n in sorted(ops.items())},
+            "errors": dict(errors)}
+
+
+def read_ours(url: str, storage_options=None) -> tuple[pa.Table, list[str]]:
+    """The table's (id, v); when a whole read fails (a file of a latest slice is gone), the
+    slices that still read, and why the others did not: the figures are still wanted."""
+    from hudi_format.read.snapshot import ReadState
+    table = hudi.open_table(url, storage_options=storage_options)
+    try:
+        return table.read(columns=["id", "v"]), []
+    except hudi.HudiError:
+        pass
+    state = ReadState(table.config, table.timeline)
+    pieces, problems = [], []
+    for s in state.file_slices(table._view):
+        try:
+            pieces.append(table._read_slice(s, state, ["id", "v"], []).select(["id", "v"]))
+        except hudi.HudiError as exc:
+            problems.append(f"{s.partition_path}/{s.file_id}: {exc}"[:300])
+    return pa.concat_tables(pieces) if pieces else pa.table({"id": pa.array([], pa.string()),
+                                                               "v": pa.array([], pa.int64())}), problems
+
+
+def read_hudi_rs(url: str, storage_options=None) -> tuple[pa.Table, list[str]]:
+    from hudi import HudiTableBuilder
+    builder = HudiTableBuilder.from_base_uri(url)
+    for k, v in _rs_storage_options(storage_options).items():
+        builder = builder.with_storage_option(k, v)
+    t = builder.build()
+    batches = t.read()
+    if not batches:
+        return pa.table({"id": pa.array([], pa.string()), "v": pa.array([], pa.int64())}), []
+    return pa.Table.from_batches(batches).select(["id", "v"]), []
+
+
+def _rs_storage_options(storage_options) -> dict:
+    """s3fs options as hudi-rs (object_store) names them."""
+    if not storage_options:
+        return {}
+    endpoint = (storage_options.get("client_kwargs") or {}).get("endpoint_url")
+    out = {"aws_access_key_id": storage_options.get("key", ""),
+           "aws_secret_access_key": storage_options.get("secret", ""),
+           "aws_region": "us-east-1"}
+    if endpoint:
+        out.update(aws_endpoint=endpoint, aws_allow_http="true")
+    return out
+
+
+def soak(url: str, workdir: Path, seconds: float, table_type: str, version: int, writers: int = 3,
+         storage_options=None) -> dict:
+    """Create the table, run, and check with both readers."""
+    create(url, table_type, version, storage_options)
+    started = time.monotonic()
+    result = run(url, workdir, seconds, writers, storage_options)
+    report = {"table_type": table_type, "version": version, "seconds": round(time.monotonic() - started, 1),
+              "writes": summary(result["ledgers"]), "service": result["service"],
+              "child_exits": [code for code, _ in result["exits"]]}
+    report["child_errors"] = [err for code, err in result["exits"] if code != 0][:2]
+    def ours_storage_listing(url, storage_options):  # diagnosis: is it the metadata table?
+        table = hudi.open_table(url, storage_options=storage_options, options={"hoodie.metadata.enable": "false"})
+        return table.read(columns=["id", "v"]), []
+
+    for name, reader in (("ours", read_ours), ("hudi_rs", read_hudi_rs),
+                         ("ours_storage_listing", ours_storage_listing)):
+        try:
+            rows, unreadable = reader(url, storage_options)
+            report[name] = outcome(rows, result["ledgers"])
+            report[name]["unreadable_slices"] = unreadable
+        except Exception as exc:  # noqa: BLE001 - a reader that cannot read is a finding too
+            report[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    return report
+
+
+def clean(report: dict) -> bool:
+    return all(isinstance(report.get(r), dict) and "error" not in report[r]
+               and not report[r]["unreadable_slices"] and report[r]["lost"] == report[r]["stale"] == report[r]["failed_visible"]
+               == report[r]["duplicates"] == 0 for r in ("ours", "hudi_rs"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--writers", type=int, default=3)
+    ap.add_argument("--table-type", action="append", choices=["COPY_ON_WRITE", "MERGE_ON_READ"])
+    ap.add_argument("--version", action="append", type=int, choices=[6, 8])
+    ap.add_argument("--dir", help="where to put the tables (default: a temporary folder)")
+    args = ap.parse_args(argv)
+    base = Path(args.dir or tempfile.mkdtemp(prefix="hudi-soak-"))
+    ok = True
+    for version in args.version or [8, 6]:
+        for table_type in args.table_type or ["COPY_ON_WRITE", "MERGE_ON_READ"]:
+            work = base / f"{table_type}-v{version}"
+            work.mkdir(parents=True, exist_ok=True)
+            report = soak(str(work / "t"), work, args.seconds, table_type, version, args.writers)
+            print(json.dumps(report, indent=1), flush=True)
+            ok &= clean(report)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
