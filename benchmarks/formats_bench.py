@@ -16,6 +16,7 @@ same data in the same run, so the ratio stays meaningful on a busy machine:
 from __future__ import annotations
 
 import io
+import json
 import time
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 from hudi_format.bloom import new_bloom_filter
 from hudi_format.log.block import BlockType, HeaderKey, LogBlock
 from hudi_format.log.encode import encode_avro_content
-from hudi_format.schema import AvroArrowConverter, arrow_to_avro_schema
+from hudi_format.schema import AvroArrowConverter, arrow_to_avro_schema, arrow_to_avro_storage
 
 
 def _best(fn, repeat: int) -> float:
@@ -96,10 +97,8 @@ def run(bloom_rows: int = 1_000_000, avro_rows_n: int = 100_000, repeat: int = 3
 
     table = avro_rows(avro_rows_n)
     schema = arrow_to_avro_schema(table.schema, "trip_record", "hoodie.trip")
-    import json
     schema_json = json.dumps(schema)
     raw = fastavro.parse_schema(AvroArrowConverter(schema).raw_schema)
-    from hudi_format.schema import arrow_to_avro_storage
 
     def peer_write():
         buf = io.BytesIO()
