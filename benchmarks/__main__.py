@@ -1,16 +1,16 @@
-"""``python -m benchmarks [write|streaming|index|spark] [--rows N]``: run the benchmarks and print their ratio tables."""
+"""``python -m benchmarks [write|streaming|index|spark|formats] [--rows N]``: run the benchmarks and print their ratio tables."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import index_bench, streaming_bench, write_bench
+from . import formats_bench, index_bench, streaming_bench, write_bench
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("suite", nargs="?", default="write", choices=["write", "streaming", "index", "spark"])
+    parser.add_argument("suite", nargs="?", default="write", choices=["write", "streaming", "index", "spark", "formats"])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--updates", type=int, default=100_000, help="index: upserts to tag")
@@ -24,6 +24,9 @@ def main(argv: list[str]) -> int:
         # the index benchmark's table defaults to 5M rows (the write benchmark's to 1M)
         rows = args.rows if "--rows" in " ".join(argv) else 5_000_000
         index_bench.run(rows, args.updates, args.lookups)
+    elif args.suite == "formats":
+        # bloom filters of --rows keys (default 1M), Avro blocks of a tenth of that
+        formats_bench.run(args.rows, max(1, args.rows // 10))
     elif args.suite == "spark":
         from . import spark_bench   # needs the spark extra (pyspark, Java 17)
         spark_bench.run(args.rows)

@@ -300,3 +300,22 @@ def test_older_pyarrow_fallbacks_agree(monkeypatch):
     old.add_all(keys)
     assert old.serialize() == ref.serialize()
     assert pc.all(old.might_contain_all(keys)).as_py()
+
+
+@pytest.mark.parametrize("count", [201, 250, 300])
+def test_batched_adds_match_one_by_one(monkeypatch, count):
+    # batches of 100 keys: a last batch of one key, rows set row by row and in one scatter
+    from hudi_format.bloom import filters
+
+    keys = random_keys(count, seed=7) + ["ü" * 3, "k"]
+    ref = new_bloom_filter(40, 0.05, DYNAMIC_V0, 200)
+    for k in keys:
+        ref.add(k)
+    monkeypatch.setattr(filters, "_CHUNK", 100)
+    fast = new_bloom_filter(40, 0.05, DYNAMIC_V0, 200)
+    fast.add_all(keys)
+    assert fast.serialize() == ref.serialize()
+    monkeypatch.setattr(filters, "_MAX_SPAN", 1)
+    narrow = new_bloom_filter(40, 0.05, DYNAMIC_V0, 200)
+    narrow.add_all(keys)
+    assert narrow.serialize() == ref.serialize()

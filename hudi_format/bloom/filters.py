@@ -20,10 +20,9 @@ Serialized form (Java ``DataOutput``, big-endian, then standard Base64 with padd
     SIMPLE:        header, ceil(vector_size / 8) bytes of bits (bit i -> byte i//8, mask 1 << i%8)
     DYNAMIC_V0:    header, int32 nr, int32 current_nb_record, int32 rows, rows x (header, bits)
 
-Hashing is the hot path of writes (``nb_hash`` = 30 MurmurHash rounds per key with Hudi's
-defaults), so :func:`hash_positions_all` runs it column-wise with Arrow compute on uint32
-arrays: keys are grouped by byte length, their 4-byte words are extracted once, mixed once (the
-word mix does not depend on the seed) and then every chained round costs a handful of array ops.
+Hashing lives in :mod:`.murmur` (column-wise, Arrow compute). Adding keys sets the bits of
+all rounds of a batch of keys in one scatter: with several rows, each key's positions are
+shifted into its row's stretch of one long bit space, which is then cut into the rows.
 """
 
 from __future__ import annotations
@@ -36,7 +35,10 @@ import struct
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import CorruptFileError, InvalidOptionError, UnsupportedFeatureError
+from ..errors import CorruptFileError, InvalidOptionError, UnsupportedFeatureError
+from .murmur import as_binary as _as_binary
+from .murmur import hash_positions, hash_positions_all, murmur_hash, round_magnitudes
+from .murmur import modulo as _mod
 
 __all__ = ["BloomFilter", "SimpleBloomFilter", "DynamicBloomFilter", "new_bloom_filter",
            "murmur_hash", "hash_positions", "hash_positions_all", "bit_size", "num_hashes",
@@ -57,13 +59,12 @@ MURMUR_HASH = 1
 _VERSION = -1
 _HEADER = struct.Struct(">iibi")
 _DYN_HEADER = struct.Struct(">iii")
-_M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 _CHUNK = 1 << 18          # keys hashed per batch: bounds memory to ~nb_hash * 1 MiB
 _SCALAR_LIMIT = 64        # below this many keys, the plain-Python path is cheaper
+_MAX_SPAN = 2**31         # rows x bits set in one scatter (int32 indices)
 
 _U32 = pa.uint32()
-_M_S = pa.scalar(_M, _U32)
 
 
 # -- sizing (BloomFilterUtils) ------------------------------------------------------------------
@@ -77,177 +78,22 @@ def num_hashes(bits: int, num_entries: int) -> int:
     return int(math.ceil(math.log(2) * bits / num_entries))
 
 
-# -- scalar hashing -----------------------------------------------------------------------------
-def _sext8(b: int) -> int:
-    """A Java byte widened to int (sign-extended), as uint32."""
-    return b | 0xFFFFFF00 if b & 0x80 else b
+def _scatter_bits(pos: pa.Array, size: int) -> pa.Array:
+    """A boolean array of ``size`` with every position in ``pos`` (uint32, < size) set.
 
-
-def murmur_hash(data: bytes, seed: int = -1) -> int:
-    """Hudi's (Hadoop's) MurmurHash 2 of ``data``; returns the Java ``int`` (signed 32-bit).
-
-    Tail bytes are sign-extended before the xor, as in the Java code; this matters for
-    non-ASCII UTF-8 keys.
+    Arrow bitmaps are LSB-first like Hudi's bit vectors, so this array's buffer is the bit
+    vector. ``inverse_permutation`` (pyarrow >= 20, with ``scatter``) marks each position valid
+    in one pass; older pyarrow tests the whole universe against the set of positions.
     """
-    n = len(data)
-    h = (seed ^ n) & _MASK
-    n4 = n >> 2
-    for k in struct.unpack_from(f"<{n4}I", data) if n4 else ():
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    left = n & 3
-    if left:
-        if left >= 3:
-            h ^= (_sext8(data[n - 3]) << 16) & _MASK
-        if left >= 2:
-            h ^= (_sext8(data[n - 2]) << 8) & _MASK
-        h ^= _sext8(data[n - 1])
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
+    if hasattr(pc, "scatter") and hasattr(pc, "inverse_permutation") and size < 2**31:
+        inv = pc.inverse_permutation(pos.view(pa.int32()), max_index=size - 1, output_type=pa.int32())
+        return pa.repeat(True, size) if inv.null_count == 0 else inv.is_valid()
+    universe = pa.array(range(size), _U32)
+    return pc.is_in(universe, value_set=pc.unique(pos))
 
 
-def hash_positions(data: bytes, nb_hash: int, max_value: int) -> list[int]:
-    """Bit positions of one key (Hudi ``HashFunction.hash``): chained seeds, ``abs(h % max)``."""
-    if not data:
-        raise ValueError("bloom filter key length must be > 0")
-    out, h = [], 0
-    for _ in range(nb_hash):
-        h = murmur_hash(data, h)
-        out.append(abs(h) % max_value)   # == Java Math.abs(h % max) for truncated division
-    return out
-
-
-# -- vectorised hashing -------------------------------------------------------------------------
-def _as_binary(keys) -> pa.Array:
-    """Keys as one binary Arrow array (UTF-8 bytes); rejects nulls and empty keys like Hudi."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
-    if not isinstance(keys, pa.Array):
-        if isinstance(keys, (str, bytes)):
-            raise TypeError("keys must be an iterable of strings, not a single string")
-        keys = pa.array(list(keys), pa.string())
-    t = keys.type
-    if pa.types.is_dictionary(t):
-        keys, t = keys.dictionary_decode(), t.value_type
-    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        keys = keys.cast(pa.large_binary())
-    elif pa.types.is_string(t) or pa.types.is_binary(t) or str(t) in ("string_view", "binary_view"):
-        keys = keys.cast(pa.binary())
-    else:
-        raise TypeError(f"bloom filter keys must be strings, got Arrow type {t}")
-    if keys.null_count:
-        raise ValueError("bloom filter keys cannot be null")
-    return keys
-
-
-def _u32_view(fixed: pa.Array, width: int) -> pa.Array:
-    """Reinterpret a binary array whose values are all ``width`` (1 or 4) bytes as uint8/uint32."""
-    n = len(fixed)
-    _, offsets, data = fixed.buffers()[:3]
-    wide = pa.types.is_large_binary(fixed.type)
-    start = struct.unpack_from("<q" if wide else "<i", offsets, (8 if wide else 4) * fixed.offset)[0]
-    buf = data.slice(start, n * width)
-    if buf.address % width:
-        buf = pa.py_buffer(buf.to_pybytes())
-    arr = pa.Array.from_buffers(pa.uint32() if width == 4 else pa.uint8(), n, [None, buf])
-    return arr if width == 4 else arr.cast(_U32)
-
-
-def _group_rounds(group: pa.Array, length: int, nb_hash: int, max_value: int) -> list[pa.Array]:
-    """Positions for keys of one byte ``length``: a list of ``nb_hash`` uint32 arrays."""
-    n4, left = length >> 2, length & 3
-    words = []
-    for j in range(n4):  # the word mix (k *= m; k ^= k >>> 24; k *= m) is seed-independent
-        k = pc.multiply(_u32_view(pc.binary_slice(group, 4 * j, 4 * j + 4), 4), _M_S)
-        k = pc.bit_wise_xor(k, pc.shift_right(k, pa.scalar(24, _U32)))
-        words.append(pc.multiply(k, _M_S))
-    tail = None
-    for p in range(left):  # data[len - left + p], sign-extended, shifted into place
-        off = length - left + p
-        b = _u32_view(pc.binary_slice(group, off, off + 1), 1)
-        b = pc.add(pc.bit_wise_xor(b, pa.scalar(0x80, _U32)), pa.scalar(0xFFFFFF80, _U32))  # sign-extend
-        shift = 8 * (left - 1 - p)
-        if shift:
-            b = pc.shift_left(b, pa.scalar(shift, _U32))
-        tail = b if tail is None else pc.bit_wise_xor(tail, b)
-    out = []
-    h = pa.scalar(0, _U32)                       # seed of the first round
-    len_s = pa.scalar(length, _U32)
-    top = pa.scalar(0x80000000, _U32)
-    zero = pa.scalar(0, _U32)
-    mv = pa.scalar(max_value, _U32)
-    for _ in range(nb_hash):
-        h = pc.bit_wise_xor(h, len_s)
-        for k in words:
-            h = pc.bit_wise_xor(pc.multiply(h, _M_S), k)
-        if tail is not None:
-            h = pc.multiply(pc.bit_wise_xor(h, tail), _M_S)
-        h = pc.bit_wise_xor(h, pc.shift_right(h, pa.scalar(13, _U32)))
-        h = pc.multiply(h, _M_S)
-        h = pc.bit_wise_xor(h, pc.shift_right(h, pa.scalar(15, _U32)))
-        mag = pc.if_else(pc.greater_equal(h, top), pc.subtract(zero, h), h)  # |int32(h)|
-        out.append(_mod(mag, mv))
-    return out
-
-
-def _mod(a: pa.Array, m: pa.Scalar) -> pa.Array:
-    if hasattr(pc, "modulo"):
-        return pc.modulo(a, m)
-    return pc.subtract(a, pc.multiply(pc.divide(a, m), m))
-
-
-def hash_positions_all(keys, nb_hash: int, max_value: int) -> list[pa.Array]:
-    """Bit positions of many keys: ``nb_hash`` uint32 arrays, each aligned with ``keys``.
-
-    Column ``i`` holds round ``i`` of :func:`hash_positions` for every key. Vectorised with
-    Arrow compute; keys of equal byte length are hashed together.
-    """
-    keys = _as_binary(keys)
-    n = len(keys)
-    if n == 0:
-        return [pa.array([], _U32) for _ in range(nb_hash)]
-    lengths = pc.binary_length(keys)
-    lmin, lmax = pc.min_max(lengths).values()
-    if lmin.as_py() == 0:
-        raise ValueError("bloom filter key length must be > 0")
-    if lmin == lmax:
-        return _group_rounds(keys, lmin.as_py(), nb_hash, max_value)
-    order = pc.sort_indices(lengths)
-    sorted_keys = keys.take(order)
-    sorted_lengths = lengths.take(order)
-    ree = pc.run_end_encode(sorted_lengths)
-    cols: list[list[pa.Array]] = [[] for _ in range(nb_hash)]
-    start = 0
-    for end, length in zip(ree.run_ends.to_pylist(), ree.values.to_pylist()):
-        group = sorted_keys.slice(start, end - start)
-        for i, arr in enumerate(_group_rounds(group, length, nb_hash, max_value)):
-            cols[i].append(arr)
-        start = end
-    inverse = pc.sort_indices(order)   # back to the caller's key order
-    return [pa.concat_arrays(c).take(inverse) for c in cols]
-
-
-def _positions_bitmap(positions: list[pa.Array], vector_size: int) -> bytes:
-    """Bytes of a bit vector with every position in ``positions`` set (Hudi's bit order).
-
-    Arrow bitmaps are LSB-first like Hudi's: scattering into a ``vector_size`` array leaves a
-    validity bitmap that is exactly the bit vector.
-    """
-    pos = pa.concat_arrays(positions) if len(positions) != 1 else positions[0]
-    if hasattr(pc, "scatter") and vector_size < 2**31:
-        hit = pc.scatter(pa.repeat(True, len(pos)), pos.view(pa.int32()), max_index=vector_size - 1)
-        if hit.null_count == 0:
-            hit = pa.repeat(True, vector_size)
-        else:
-            hit = hit.is_valid()
-    else:
-        universe = pa.array(range(vector_size), _U32)
-        hit = pc.is_in(universe, value_set=pc.unique(pos))
+def _bitmap_bytes(hit: pa.Array, vector_size: int) -> bytes:
+    """The bytes of a boolean array's bitmap, bits past ``vector_size`` cleared."""
     if hit.offset:
         hit = pa.concat_arrays([hit])
     nbytes = (vector_size + 7) // 8
@@ -255,6 +101,12 @@ def _positions_bitmap(positions: list[pa.Array], vector_size: int) -> bytes:
     if vector_size % 8:
         raw[-1] &= (1 << (vector_size % 8)) - 1
     return bytes(raw)
+
+
+def _positions_bitmap(positions: list[pa.Array], vector_size: int) -> bytes:
+    """Bytes of a bit vector with every position in ``positions`` set (Hudi's bit order)."""
+    pos = pa.concat_arrays(positions) if len(positions) != 1 else positions[0]
+    return _bitmap_bytes(_scatter_bits(pos, vector_size), vector_size)
 
 
 def _to_bool(bits: bytearray, vector_size: int) -> pa.Array:
@@ -367,12 +219,35 @@ class BloomFilter:
         self._rows[0].check_hash()
         for start in range(0, len(arr), _CHUNK):
             chunk = arr.slice(start, _CHUNK)
-            cols = hash_positions_all(chunk, self.nb_hash, self.vector_size)
-            rows = self._assign(len(chunk))
-            for row, sel in _split_by_row(rows, self._rows):
-                picked = cols if sel is None else [c.filter(sel) for c in cols]
-                if len(picked[0]):
-                    row.or_bitmap(_positions_bitmap(picked, row.vector_size))
+            if len(chunk) == 1:                      # _assign(1) hands back the row itself
+                self.add(chunk[0].as_py())
+                continue
+            mags, order = round_magnitudes(chunk, self.nb_hash)
+            rows = self._assign(len(chunk))          # per key, in the keys' order
+            if rows is not None and order is not None:
+                rows = rows.take(order)              # rows follow the hashed keys' order
+            self._set_bits(mags, rows)
+
+    def _set_bits(self, mags: list[pa.Array], rows: pa.Array | None) -> None:
+        """Set the positions ``mags % vector_size`` in each key's row (``rows`` None: row 0)."""
+        size = self.vector_size
+        pos = _mod(pa.concat_arrays(mags), pa.scalar(size, _U32))
+        used = [0] if rows is None else pc.unique(rows).to_pylist()
+        if len(used) == 1:
+            self._rows[used[0]].or_bitmap(_bitmap_bytes(_scatter_bits(pos, size), size))
+            return
+        span = (max(used) + 1) * size
+        if span >= _MAX_SPAN:                        # too wide for one scatter: row by row
+            n = len(rows)
+            for idx in used:
+                sel = pc.equal(rows, idx)
+                picked = [pos.slice(i * n, n).filter(sel) for i in range(len(mags))]
+                self._rows[idx].or_bitmap(_positions_bitmap(picked, size))
+            return
+        shift = pc.multiply(rows.cast(_U32), pa.scalar(size, _U32))   # row r: bits [r*size, ...)
+        hit = _scatter_bits(pc.add(pos, pa.concat_arrays([shift] * len(mags))), span)
+        for idx in used:
+            self._rows[idx].or_bitmap(_bitmap_bytes(hit.slice(idx * size, size), size))
 
     def might_contain(self, key: str) -> bool:
         """False only if ``key`` was certainly never added."""
@@ -450,15 +325,6 @@ def _type_code(code) -> str:
         raise InvalidOptionError(f"hoodie.bloom.index.filter.type: unknown bloom filter type "
                                  f"code {code!r} (expected SIMPLE or DYNAMIC_V0)")
     return c
-
-
-def _split_by_row(rows: pa.Array | None, matrix: list[_BitVector]):
-    """(row, boolean selection) pairs; ``rows`` None means every key goes to ``matrix[0]``."""
-    if rows is None:
-        yield matrix[0], None
-        return
-    for idx in pc.unique(rows).to_pylist():
-        yield matrix[idx], pc.equal(rows, idx)
 
 
 class SimpleBloomFilter(BloomFilter):
@@ -543,7 +409,8 @@ class DynamicBloomFilter(BloomFilter):
         if done < n:
             rest = n - done
             rows = len(self._rows)
-            seq = pa.array(range(self._cur, self._cur + rest), pa.int64())
+            seq = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), rest))  # 1..rest
+            seq = pc.add(seq, pa.scalar(self._cur - 1, pa.int64()))
             parts.append(_mod(seq, pa.scalar(rows, pa.int64())))
             self._cur += rest
             self.current_nb_record += rest
