@@ -125,6 +125,7 @@ class Sequence:
         self.log = log or (lambda s: None)
         self.steps_done: list[dict] = []
         self.checks = 0
+        self.tolerated: list[str] = []
 
     # -- generation ----------------------------------------------------------------------------------
     def _keys_in(self, parts=None) -> list[int]:
@@ -274,7 +275,15 @@ class Sequence:
         got = data_rows(ours)
         if got != want:
             raise AssertionError("our snapshot != model: " + _diff(got, want))
-        theirs = hudi_rs_read(self.path)
+        try:
+            theirs = hudi_rs_read(self.path)
+        except Exception as exc:  # noqa: BLE001
+            if want or "no create schema" not in str(exc):
+                raise
+            # NEW-A (test_torture.py): with every commit rolled back, hoodie.properties lacks the
+            # hoodie.table.create.schema Hudi writes, and hudi-rs cannot open the table
+            self.tolerated.append(f"hudi-rs: {exc}")
+            theirs = pa.table({})
         got_rs = data_rows(theirs)
         if got_rs != want:
             raise AssertionError("hudi-rs snapshot != model: " + _diff(got_rs, want))
@@ -365,9 +374,9 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
                 if step not in seq.steps_done:
                     seq.steps_done.append(step)
                 raise TortureFailure(
-                    f"seed {cfg['seed']} ({cfg['table_type']} v{cfg['version']} {cfg['profile']}, "
-                    f"options {cfg['options']}) failed at step {i} {json.dumps(step)}: "
-                    f"{type(exc).__name__}: {exc}\n  replay: {replay_command(cfg, n)}\n"
+                    f"seed {cfg['seed']} failed at step {i} {step['op']}: {type(exc).__name__}: {exc}\n"
+                    f"  {cfg['table_type']} v{cfg['version']} {cfg['profile']}, options {cfg['options']}\n"
+                    f"  step: {json.dumps(step)}\n  replay: {replay_command(cfg, n)}\n"
                     f"  steps: {json.dumps(seq.steps_done)}\n  table kept at {path}\n"
                     + "".join(traceback.format_exception(exc)[-6:])) from exc
         seq.validate()

@@ -76,6 +76,8 @@ class Model:
 
 
 def data_rows(table: pa.Table) -> list[dict]:
+    if table.num_rows == 0:
+        return []   # a table whose commits were all rolled back may not know its columns
     return canonical_rows(table.select(DATA_COLS))
 
 
