@@ -287,7 +287,8 @@ class Sequence:
         got_rs = data_rows(theirs)
         if got_rs != want:
             raise AssertionError("hudi-rs snapshot != model: " + _diff(got_rs, want))
-        times = {r["id"]: r["_hoodie_commit_time"] for r in ours.select(["id", "_hoodie_commit_time"]).to_pylist()}
+        times = {r["id"]: r["_hoodie_commit_time"]
+                 for r in ours.select(["id", "_hoodie_commit_time"]).to_pylist()} if ours.num_rows else {}
         if times != self.model.writer:
             bad = {k: (times.get(k), self.model.writer.get(k)) for k in set(times) | set(self.model.writer)
                    if times.get(k) != self.model.writer.get(k)}
