@@ -57,6 +57,8 @@ class Prepared:
         self.model = Model(version >= 8)
         self.arg = ""
         self.after: tuple[dict, dict] | None = None   # rows/writer once a rollback/restore completed
+        self.states: list[dict] = []   # rows after each write (a killed restore may show any since
+        self.since = 0                 # the savepoint: it rolls instants back one by one)
 
     def write(self, op: str, keys, ts: int, **extra) -> Any:
         rows = make_rows(keys, ts=ts, seed=ts)
@@ -64,6 +66,7 @@ class Prepared:
                           partition_by="p", table_type=self.table_type, table_version=self.version,
                           options=dict(self.options, **extra))
         self.model.apply(op, rows, inst.timestamp)
+        self.states.append(dict(self.model.rows))
         return inst
 
     def table(self):
@@ -110,6 +113,7 @@ def prepare(service: str, table_type: str, version: int, path: str, options: dic
         p.table().savepoint(sp.timestamp)
         p.arg = sp.timestamp
         p.after = (dict(p.model.rows), dict(p.model.writer))
+        p.since = len(p.states) - 1
         p.write("upsert", range(5, 40), 3)
         p.write("delete", range(20, 25), 4)
         if table_type == "MERGE_ON_READ":
@@ -171,6 +175,9 @@ def check_kill(p: Prepared, service: str, n: int, when: str, workdir: str) -> st
     states = {"before": model_rows(model.rows)}
     if p.after is not None:
         states["after"] = model_rows(p.after[0])
+    if service == "restore":   # rolled back newest first: any state since the savepoint is committed
+        for i in range(p.since, len(p.states)):
+            states.setdefault(f"state{i}", model_rows(p.states[i]))
     ours, theirs = _readers(path)
     seen = next((k for k, v in states.items() if v == ours), None)
     assert seen is not None, f"after the kill our reader shows neither committed state ({len(ours)} rows)"
@@ -233,6 +240,9 @@ def named_points(names: list[str]) -> dict[str, tuple[int, str]]:
            and re.search(r"\.hoodie/(timeline/)?[0-9_]+\.[a-z]+$", n)]
     if mdt:
         out["metadata-committed"] = (mdt[-1], "after")
+    drop = [i for i, n in enumerate(names, 1) if n.startswith("delete MDT:files/")]
+    if drop and not mdt:   # a restore drops the metadata table file by file
+        out["metadata-dropping"] = (drop[0], "after")
     out["last"] = (m, "before")
     return out
 

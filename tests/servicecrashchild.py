@@ -89,6 +89,10 @@ class Mutations:
             counter.local.depth = depth + 1
             try:
                 out = real(*args, **kwargs)
+            except BaseException:
+                if n == counter.kill_at and counter.when == "after":
+                    counter.die()   # the call is over (it failed, e.g. nothing to remove)
+                raise
             finally:
                 counter.local.depth = depth
             if n == counter.kill_at and counter.when == "after":
