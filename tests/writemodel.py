@@ -76,6 +76,8 @@ class Model:
 
 
 def data_rows(table: pa.Table) -> list[dict]:
+    if table.num_rows == 0:
+        return []   # a table whose commits were all rolled back may not know its columns
     return canonical_rows(table.select(DATA_COLS))
 
 
@@ -114,3 +116,59 @@ def check_all(path: str, model: Model, instants: list) -> None:
         inc = table.read_incremental(start, bound[c])
         want = {k: r for k, r in rows.items() if writer.get(k) == c}
         assert data_rows(inc) == model_rows(want), f"incremental into commit {c}"
+
+
+# -- the metadata table's files listing against storage (used by the torture and crash tests) --------
+def committed_files(path: str) -> dict[str, dict[str, int]]:
+    """Partition -> {file name: size} of the data files of completed instants, from storage."""
+    import posixpath
+
+    from hudi_format.config import TableConfig
+    from hudi_format.read.snapshot import ReadState
+    from hudi_format.storage import Storage
+    from hudi_format.timeline import Timeline
+    from hudi_format.view.file_names import parse_base_file_name, parse_log_file_name
+
+    st = Storage(path)
+    cfg = TableConfig.load(st)
+    state = ReadState(cfg, Timeline.load(st, cfg))
+    out: dict[str, dict[str, int]] = {}
+    for f in st.walk_files("", skip_dirs=(".hoodie",)):
+        part, name = posixpath.split(f.path)
+        if name.startswith(".hoodie_partition_metadata"):
+            continue
+        parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
+        if parsed is None or not state.visible(parsed.instant_time):
+            continue
+        out.setdefault(part, {})[name] = f.size
+    return {p: files for p, files in out.items() if files}
+
+
+def metadata_listing_problem(path: str) -> str | None:
+    """Why the metadata table's ``files`` listing differs from storage (``None``: it equals the
+    committed files, or the table has no usable metadata table and readers list storage)."""
+    import posixpath
+
+    from hudi_format.config import TableConfig
+    from hudi_format.metadata.reader import MetadataTable
+    from hudi_format.storage import Storage
+
+    st = Storage(path)
+    cfg = TableConfig.load(st)
+    mt = MetadataTable(st, cfg)
+    if "files" not in mt.enabled_partitions:
+        return None
+    if mt.staleness() is not None:
+        return f"metadata table declared but unusable: {mt.staleness()}"
+    listed = {p: {posixpath.basename(f.path): f.size for f in infos}
+              for p, infos in mt.files_listing().items() if infos}
+    stored = committed_files(path)
+    if listed == stored:
+        return None
+    diff = []
+    for p in sorted(set(listed) | set(stored)):
+        a, b = listed.get(p, {}), stored.get(p, {})
+        for name in sorted(set(a) | set(b)):
+            if a.get(name) != b.get(name):
+                diff.append(f"{p}/{name}: metadata {a.get(name)} storage {b.get(name)}")
+    return "metadata table listing != storage: " + "; ".join(diff[:8]) + (" ..." if len(diff) > 8 else "")
