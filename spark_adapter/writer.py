@@ -182,6 +182,8 @@ class DistributedWrite:
         from hudi_format.transaction import Transaction, WriteResult
         from hudi_format.writer.client import _OPERATION_TYPES, _REPLACE_OPS, _json
 
+        if not self.exists and not self.config.create_schema:
+            self.config = TableConfig({**dict(self.config), "hoodie.table.create.schema": _json(data_avro)})
         ensure_table(self.storage, self.config, create=not self.exists)
         self.config = TableConfig.load(self.storage)
         job.config = self.config

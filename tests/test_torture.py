@@ -51,10 +51,6 @@ def test_metadata_listing_after_metadata_compaction_and_archival(tmp_path):
         assert problem is None, f"after write {i}: {problem}"
 
 
-@pytest.mark.xfail(strict=False, reason="NEW: hoodie.properties lacks hoodie.table.create.schema (Hudi writes "
-                                        "it at creation), so a table whose every commit was rolled back cannot "
-                                        "be read by hudi-rs ('No completed commit, and no create schema') and "
-                                        "our reader returns it without its data columns")
 @pytest.mark.parametrize("version", [8, 6])
 def test_table_with_every_commit_rolled_back_still_has_its_schema(tmp_path, version):
     path = str(tmp_path / "t")

@@ -316,6 +316,10 @@ class WriteClient:
 
     # -- execution ---------------------------------------------------------------------------
     def _execute(self, op, table, keys, plan, state, view, full_schema, avro, data_avro) -> Instant:
+        if self.create and not self.config.create_schema:
+            # As Hudi: the first writer's schema is kept in hoodie.properties, so a table whose
+            # every commit is rolled back (or not yet written) still has its columns.
+            self.config = TableConfig({**dict(self.config), "hoodie.table.create.schema": _json(data_avro)})
         ensure_table(self.storage, self.config, create=self.create)
         action = ("replacecommit" if op in _REPLACE_OPS
                   else "deltacommit" if self.config.is_mor else "commit")
