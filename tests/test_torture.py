@@ -17,12 +17,8 @@ from torture import run_sequence, sequence_config
 from writemodel import data_rows, hudi_rs_read, make_rows, metadata_listing_problem
 
 STEPS = 16
-D1_MDT = ("defect 1 (in the metadata table): a deltacommit requested before the metadata table's "
-          "compaction and completed after it is archived from the metadata timeline; its log file then "
-          "sorts into the older file slice (completion times are looked up on the active timeline only), "
-          "so the files listing loses its files or resurrects cleaned ones")
 # seed -> reason for the sequences that hit a known defect
-KNOWN: dict[int, str] = {12: D1_MDT}
+KNOWN: dict[int, str] = {}
 SEEDS = [0, 1, 2, 3, 12, 5, 6, 7]
 
 
@@ -36,7 +32,6 @@ def test_random_sequence(seed, tmp_path):
 
 
 # -- reduced repros of what the torture test found ----------------------------------------------------------
-@pytest.mark.xfail(strict=False, reason=D1_MDT)
 def test_metadata_listing_after_metadata_compaction_and_archival(tmp_path):
     """17 upserts of the same keys (COW v8, inline clean off): the metadata table compacts every 10
     deltacommits and archives with keep 3/5; the files listing must stay equal to storage."""
@@ -81,7 +76,6 @@ V6_ROLLBACK_19 = [
     {"op": "rollback"}]
 
 
-@pytest.mark.xfail(strict=False, reason=D1_MDT + " -- here 8 inserted rows vanish from both readers")
 def test_rows_survive_metadata_compaction_and_archival(tmp_path):
     """Seed 45 (MOR v8, aggressive: keep 3/5, retained 2, inline compaction every 2 deltacommits)
     shrunk to 10 steps: the rows of step 7 are gone after step 9. With the metadata table off, no
