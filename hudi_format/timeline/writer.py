@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping
 
 from ..config import TableConfig
 from ..errors import InvalidOptionError, StorageError, TimelineError
+from ..java_compat import java_hashmap_order
 from ..storage import Storage
 from .avro_schemas import encode_avro, schema_json
 from .clock import InstantClock
@@ -58,33 +59,6 @@ COMPLETED_SCHEMAS = {CLEAN: "HoodieCleanMetadata", ROLLBACK: "HoodieRollbackMeta
                      INDEXING: "HoodieIndexCommitMetadata"}
 
 # -- Java collections order ------------------------------------------------------------------
-
-
-def java_string_hash(s: str) -> int:
-    """``java.lang.String.hashCode`` (over UTF-16 code units), as an unsigned 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def _spread(h: int) -> int:
-    return (h ^ (h >> 16)) & 0x7FFFFFFF
-
-
-def java_hashmap_order(keys: Iterable[str]) -> list[str]:
-    """Iteration order of a ``java.util.HashMap`` (default capacity) filled with ``keys`` in order.
-
-    Buckets are visited in index order; keys sharing a bucket keep their insertion order (a
-    resize splits buckets without reordering them). Tree bins (8+ keys in one bucket) are not
-    modelled.
-    """
-    keys = list(dict.fromkeys(keys))
-    n = 16
-    while len(keys) > n * 3 // 4:
-        n *= 2
-    return sorted(keys, key=lambda k: _spread(java_string_hash(k)) & (n - 1))  # stable
 
 
 def _hashmap(d: Mapping[str, Any]) -> dict[str, Any]:
