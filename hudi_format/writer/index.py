@@ -9,7 +9,6 @@ any incoming key, so only candidate files are opened for their keys.
 from __future__ import annotations
 
 import logging
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
