@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo venv clean bench
+.PHONY: test lint-imports demo venv clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP)
+test: lint-imports
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The layers of ../shared/DESIGN.md and "no import cycle" (contracts in pyproject.toml).
+lint-imports: $(STAMP)
+	$(VENV)/bin/lint-imports
 
 # PySpark (spark_adapter) tests: a local[2] Spark on Java 17, a few minutes; not part of `test`.
 test-spark: $(STAMP)

@@ -4,7 +4,8 @@ from .errors import (ConcurrentWriteError, CorruptFileError, LockError, HudiErro
                      SchemaError, StorageError, TableConfigError, TableNotFoundError,
                      TimelineError, UnsupportedFeatureError)
 
-from .table import Table, open_table, write
+from .table import Table, open_table
+from .write_api import write
 
 __version__ = "0.1.0"
 

@@ -2,27 +2,45 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
-import posixpath
 from functools import cached_property
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .base_file import read_footer
 from .config import META_FIELDS, TableConfig
 from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError
+from .metadata.keys import BLOOM_FILTERS, COLUMN_STATS, FILES, RECORD_INDEX
+from .metadata.reader import MetadataTable
 from .read.align import align_table
 from .read.bounds import normalize_instant
 from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
 from .read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys
 from .read.snapshot import ReadState
 from .read.table_schema import latest_data_schema
+from .services import archival, cleaning, clustering, compaction, log_compaction
+from .services import rollback as rollbacks
+from .services import savepoint as savepoints
 from .storage import Storage
 from .timeline import Instant, Timeline
+from .transaction import WriteResult
 from .view import FileSlice, FileSystemView
+from . import write_api
+from .write_api import new_table_config, write
+from .writer.index import candidate_slices_by_bloom
+
+__all__ = ["Table", "open_table", "write", "new_table_config"]
+
+#: ``filters`` of the read methods: ``(column, op, value)`` tuples, ANDed
+Filters = Union[Iterable[Sequence[Any]], None]
+#: an instant bound: ``yyyyMMddHHmmssSSS`` (shorter prefixes too) or a ``datetime``
+InstantLike = Union[str, int, dt.datetime, None]
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +59,8 @@ class Table:
         self.refresh()
 
     def refresh(self) -> "Table":
+        """Reload the timeline (and drop what was derived from it): reads see the commits made
+        since the table was opened. Writes and services through this object refresh it."""
         self.timeline = Timeline.load(self.storage, self.config)
         self._metadata = None
         self._view = FileSystemView(self.storage, self.config, lister=self._metadata_listing)
@@ -49,10 +69,9 @@ class Table:
 
     # -- metadata table ----------------------------------------------------------------------
     @property
-    def metadata_table(self):
+    def metadata_table(self) -> MetadataTable | None:
         """The metadata table (``.hoodie/metadata``) as of the loaded timeline, or ``None``
         when the table declares none or ``hoodie.metadata.enable`` is false for this reader."""
-        from .metadata.reader import MetadataTable
         enabled = str(self.options.get("hoodie.metadata.enable", True)).strip().lower()
         if enabled in ("false", "0", "no") or not self.config.metadata_partitions:
             return None
@@ -60,7 +79,7 @@ class Table:
             self._metadata = MetadataTable(self.storage, self.config, self.timeline)
         return self._metadata
 
-    def _usable_metadata(self, partition: str):
+    def _usable_metadata(self, partition: str) -> MetadataTable | None:
         """The metadata table when ``partition`` is declared and it is not behind the data."""
         mdt = self.metadata_table
         if mdt is None or not mdt.has_partition(partition):
@@ -74,9 +93,8 @@ class Table:
             return None
         return mdt
 
-    def _metadata_listing(self):
+    def _metadata_listing(self) -> Any:
         """Partition listing from the metadata table's ``files`` partition (``None``: list storage)."""
-        from .metadata.keys import FILES
         mdt = self._usable_metadata(FILES)
         if mdt is None:
             return None
@@ -88,7 +106,6 @@ class Table:
             return None
 
     def _prune_by_stats(self, slices: list[FileSlice], filters: list[Filter]) -> list[FileSlice]:
-        from .metadata.keys import COLUMN_STATS
         if not filters or not slices:
             return slices
         mdt = self._usable_metadata(COLUMN_STATS)
@@ -107,18 +124,22 @@ class Table:
     # -- identity ----------------------------------------------------------------------------
     @property
     def table_type(self) -> str:
+        """``COPY_ON_WRITE`` or ``MERGE_ON_READ``."""
         return self.config.table_type
 
     @property
     def version(self) -> int:
+        """The table version (6, 8 or 9): it decides the timeline layout and file formats."""
         return self.config.version
 
     @property
     def name(self) -> str:
+        """``hoodie.table.name``."""
         return self.config.name
 
     @property
     def path(self) -> str:
+        """The table's URL (a local path is an absolute ``file`` path)."""
         return self.storage.url
 
     # -- schema ------------------------------------------------------------------------------
@@ -150,10 +171,10 @@ class Table:
         return pa.schema([])
 
     # -- planning ----------------------------------------------------------------------------
-    def _instant(self, value, what: str) -> str | None:
+    def _instant(self, value: InstantLike, what: str) -> str | None:
         return normalize_instant(value, self.config.timeline_timezone, what)
 
-    def _prepare(self, columns, filters) -> tuple[list[str], list[Filter]]:
+    def _prepare(self, columns: Sequence[str] | None, filters: Filters) -> tuple[list[str], list[Filter]]:
         schema = self.schema()
         parsed = parse_filters(filters)
         check_columns(parsed, schema)
@@ -181,7 +202,8 @@ class Table:
         slices = state.file_slices(self._view, pruner.matches if pruner.active else None, read_optimized)
         return self._prune_by_stats(slices, filters)
 
-    def file_slices(self, as_of=None, filters=None, read_optimized: bool = False) -> list[FileSlice]:
+    def file_slices(self, as_of: InstantLike = None, filters: Filters = None,
+                    read_optimized: bool = False) -> list[FileSlice]:
         """The latest file slice of every live file group, as of ``as_of``."""
         _, parsed = self._prepare(None, filters)
         state = ReadState(self.config, self.timeline, self._instant(as_of, "as_of"))
@@ -211,7 +233,7 @@ class Table:
         table = apply_filters(table, filters, table.schema)
         return table.select(columns)
 
-    def scan(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
+    def scan(self, columns: Sequence[str] | None = None, filters: Filters = None, as_of: InstantLike = None,
              read_optimized: bool = False, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
         """Stream the snapshot one file slice at a time (memory bounded by the largest slice)."""
         if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
@@ -225,7 +247,7 @@ class Table:
                 continue
             yield from self._scan_base_file(s.base_file, cols, parsed, batch_size)
 
-    def _scan_base_file(self, path: str, cols: list[str], parsed, batch_size: int | None
+    def _scan_base_file(self, path: str, cols: list[str], parsed: list[Filter], batch_size: int | None
                         ) -> Iterator[pa.RecordBatch]:
         """One base file in batches; a truncated or corrupt file is a CorruptFileError naming
         it (at open or at the batch where the damage is), not Arrow's nameless ArrowInvalid."""
@@ -249,7 +271,7 @@ class Table:
                 t = apply_filters(t, parsed, schema).select(cols)
                 yield from t.to_batches()
 
-    def read(self, columns: Sequence[str] | None = None, filters=None, as_of=None,
+    def read(self, columns: Sequence[str] | None = None, filters: Filters = None, as_of: InstantLike = None,
              read_optimized: bool = False) -> pa.Table:
         """Snapshot (or time-travel, or read-optimized) query as one Arrow table."""
         cols, parsed = self._prepare(columns, filters)
@@ -258,8 +280,8 @@ class Table:
                   for s in self._slices(state, parsed, read_optimized)]
         return _concat(pieces, self.schema(), cols)
 
-    def read_incremental(self, start=None, end=None, columns: Sequence[str] | None = None,
-                         filters=None) -> pa.Table:
+    def read_incremental(self, start: InstantLike = None, end: InstantLike = None,
+                         columns: Sequence[str] | None = None, filters: Filters = None) -> pa.Table:
         """Records written by commits in ``(start, end]``, each at its latest state in range."""
         cols, parsed = self._prepare(columns, filters)
         start_ts = self._instant(start, "start") or "0"
@@ -285,7 +307,8 @@ class Table:
             pieces.append(t.select(cols))
         return _concat(pieces, self.schema(), cols)
 
-    def lookup(self, keys, columns: Sequence[str] | None = None) -> pa.Table:
+    def lookup(self, keys: str | bytes | Iterable[Any] | pa.Array | pa.ChunkedArray,
+               columns: Sequence[str] | None = None) -> pa.Table:
         """The current rows of the given record keys (missing keys give no row), read from the
         file groups the record index (or, without one, the bloom filters) points at."""
         if isinstance(keys, (str, bytes)):
@@ -314,7 +337,6 @@ class Table:
 
     def _lookup_slices(self, state: ReadState, keys: list[str]) -> list[tuple[FileSlice, list[str]]]:
         """Slices to read for ``keys``, each with the keys to keep from it."""
-        from .metadata.keys import BLOOM_FILTERS, RECORD_INDEX
         mdt = self._usable_metadata(RECORD_INDEX)
         if mdt is not None:
             try:
@@ -350,14 +372,14 @@ class Table:
                 if s.log_files or bloom is None or pc.any(bloom.might_contain_all(values)).as_py():
                     out.append((s, keys))
             return out
-        from .base_file import read_footer
-        from .writer.index import candidate_slices_by_bloom
         try:
             return [(s, keys) for s in candidate_slices_by_bloom(self.storage, slices, values, read_footer)]
         except HudiError:
             return [(s, keys) for s in slices]
 
-    def _touched_file_ids(self, instants) -> set[str] | None:
+    def _touched_file_ids(self, instants: Iterable[Instant]) -> set[str] | None:
+        """File groups the ``instants`` wrote (``None``: some commit metadata is unreadable, so
+        every group must be read)."""
         out: set[str] = set()
         for inst in instants:
             try:
@@ -368,6 +390,76 @@ class Table:
             for stats in meta.partition_to_write_stats.values():
                 out.update(st.file_id for st in stats if st.file_id)
         return out
+
+    # -- writing -----------------------------------------------------------------------------
+    def write(self, data: Any, operation: str = "upsert",
+              options: Mapping[str, Any] | None = None) -> WriteResult:
+        """Write ``data`` (anything ``pyarrow.table()`` accepts) to this table as one commit.
+
+        ``operation``: insert, upsert, bulk_insert, delete, insert_overwrite,
+        insert_overwrite_table or delete_partition. The same path as ``hudi_format.write``:
+        options that contradict the table are refused and writes whose writer died are rolled
+        back first. Returns the completed instant; its ``service_errors`` are the inline
+        services that failed after the commit was durable (logged, never raised). The table
+        is refreshed, so reads see the new commit."""
+        return self._refreshed(write_api.write_data(self.storage, self.config, data, operation, options))
+
+    # -- table services ----------------------------------------------------------------------
+    # Each runs on the table's storage and config and refreshes the table, so a read after a
+    # service sees its result. Services commit through the same transaction as writes.
+    def compact(self, options: Mapping[str, Any] | None = None) -> Instant | None:
+        """Merge the log files of MERGE_ON_READ file groups into new base files, so reads stop
+        paying for the merge. Pending compactions run first (oldest first), then a new one is
+        scheduled and run, as Hudi's inline compaction does. Returns the last compaction
+        completed, or ``None`` when there was nothing to compact."""
+        return self._refreshed(compaction.compact(self.storage, self.config, options))
+
+    def log_compact(self, options: Mapping[str, Any] | None = None) -> Instant | None:
+        """Merge many small log blocks of a file slice into one log file (no new base file),
+        cheaper than a compaction when updates are small. Returns the last log compaction
+        completed, or ``None`` when nothing ran."""
+        return self._refreshed(log_compaction.log_compact(self.storage, self.config, options))
+
+    def cluster(self, sort_by: str | Sequence[str] | None = None,
+                options: Mapping[str, Any] | None = None) -> Instant | None:
+        """Rewrite small or unsorted file groups into fewer, larger ones (sorted by ``sort_by``,
+        so filters on those columns prune more files). Pending clusterings run first. Returns
+        the last clustering completed, or ``None`` when there was nothing to cluster."""
+        return self._refreshed(clustering.cluster(self.storage, self.config, sort_by=sort_by, options=options))
+
+    def clean(self, options: Mapping[str, Any] | None = None) -> Instant | None:
+        """Delete file versions no query needs any more under the cleaner policy
+        (``hoodie.cleaner.policy``; by default the last 10 commits stay readable), bounding
+        storage. Returns the last clean completed, or ``None`` when there was nothing to do."""
+        return self._refreshed(cleaning.clean(self.storage, self.config, options))
+
+    def archive(self, options: Mapping[str, Any] | None = None) -> list[Instant]:
+        """Move old completed instants from the active timeline into the archived one, so
+        loading the timeline stays fast. Returns the archived instants, oldest first."""
+        return self._refreshed(archival.archive(self.storage, self.config, options))
+
+    def rollback(self, instant: str | Instant, options: Mapping[str, Any] | None = None) -> Instant:
+        """Undo ``instant``: a pending one, or the latest completed write (its files are
+        removed and readers go back to the commit before it). Returns the rollback instant."""
+        return self._refreshed(rollbacks.rollback(self.storage, self.config, instant, options))
+
+    def savepoint(self, instant: str, user: str | None = None, comment: str = "") -> Instant:
+        """Keep the table restorable to the completed write ``instant``: the cleaner and
+        archival keep its files. Returns the savepoint instant (named by ``instant``)."""
+        return self._refreshed(savepoints.savepoint(self.storage, self.config, instant, user, comment))
+
+    def delete_savepoint(self, instant: str) -> None:
+        """Drop the savepoint ``instant``, letting the cleaner remove the files it kept."""
+        self._refreshed(savepoints.delete_savepoint(self.storage, self.config, instant))
+
+    def restore(self, instant: str, options: Mapping[str, Any] | None = None) -> Instant:
+        """Bring the table back to the savepoint ``instant``, rolling back every later commit.
+        Returns the restore instant."""
+        return self._refreshed(savepoints.restore(self.storage, self.config, instant, options))
+
+    def _refreshed(self, result: _T) -> _T:
+        self.refresh()
+        return result
 
 
 def _concat(pieces: list[pa.Table], schema: pa.Schema, columns: list[str]) -> pa.Table:
@@ -385,159 +477,3 @@ def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None =
     ``options``: reader options, Hudi's keys (``hoodie.metadata.enable``: list files through
     the metadata table, default true)."""
     return Table(Storage(path, storage_options), options=options)
-
-
-# -- writing -------------------------------------------------------------------------------------
-def _write(table: "Table", data, operation: str, options) -> "Instant":
-    from .transaction import WriteResult
-    from .writer.client import WriteClient
-    from .writer.options import check_against_table, validate_options
-    opts = validate_options(options)
-    check_against_table(table.config, opts, table.storage.url)
-    _recover(table.storage, table.config, opts)
-    instant = WriteClient(table.storage, table.config, opts).write(data, operation)
-    errors = _post_commit(table.storage, table.config, opts)
-    table.refresh()
-    return WriteResult.of(instant, errors)
-
-
-def _post_commit(storage: Storage, config: TableConfig, opts) -> tuple[Exception, ...]:
-    """Inline table services after a commit; their failures are returned, never raised (the
-    write is durable)."""
-    from .services.inline import run_inline_services
-    return run_inline_services(storage, config, opts)
-
-
-def _recover(storage: Storage, config: TableConfig, opts) -> None:
-    """Before writing: finish interrupted rollbacks and roll back writes whose writer died."""
-    from .services.rollback import rollback_failed_writes
-    rollback_failed_writes(storage, config, opts)
-
-
-def _service(fn):
-    def method(self, *args, **kwargs):
-        out = fn(self.storage, self.config, *args, **kwargs)
-        self.refresh()
-        return out
-    method.__doc__ = fn.__doc__
-    return method
-
-
-def _install_services() -> None:
-    from .services import archival, cleaning, clustering, compaction, log_compaction
-    from .services import rollback as rb, savepoint as sp
-    from .services.common import SERVICE_OPTIONS
-    from .writer.options import register_options
-    for known in (SERVICE_OPTIONS, cleaning.SERVICE_OPTIONS, archival.SERVICE_OPTIONS):
-        register_options(known)
-    Table.compact = _service(compaction.compact)
-    Table.log_compact = _service(log_compaction.log_compact)
-    Table.cluster = _service(lambda storage, config, sort_by=None, options=None:
-                             clustering.cluster(storage, config, sort_by=sort_by, options=options))
-    Table.cluster.__doc__ = clustering.cluster.__doc__
-    Table.clean = _service(cleaning.clean)
-    Table.archive = _service(archival.archive)
-    Table.rollback = _service(rb.rollback)
-    Table.savepoint = _service(sp.savepoint)
-    Table.delete_savepoint = _service(sp.delete_savepoint)
-    Table.restore = _service(sp.restore)
-
-
-_install_services()
-
-
-Table.write = lambda self, data, operation="upsert", options=None: _write(self, data, operation, options)
-Table.write.__doc__ = """Write ``data`` to this table as one commit; returns the completed instant
-(its ``service_errors``: inline services that failed after the commit, logged, never raised)."""
-
-
-def _as_list(value) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
-
-
-def write(path: str | os.PathLike, data, *, operation: str = "upsert",
-          record_key: str | Sequence[str] | None = None,
-          ordering_field: str | Sequence[str] | None = None,
-          partition_by: str | Sequence[str] | None = None,
-          table_type: str | None = None, table_version: int | None = None,
-          table_name: str | None = None, options: dict[str, Any] | None = None,
-          storage_options: dict[str, Any] | None = None):
-    """Write ``data`` to the Hudi table at ``path``, creating the table on the first write
-    (``table_type`` defaults to COPY_ON_WRITE). On an existing table every argument must agree
-    with the table's properties: a differing one is refused, not ignored.
-
-    Returns the completed instant; its ``service_errors`` lists inline table services that
-    failed after the commit was durable (logged, never raised)."""
-    from .transaction import WriteResult
-    from .writer.client import WriteClient
-    from .writer.options import check_against_table, check_write_arguments, validate_options
-
-    check_write_arguments(record_key=record_key, ordering_field=ordering_field, partition_by=partition_by,
-                          table_type=table_type, table_version=table_version, table_name=table_name,
-                          operation=operation)
-    opts = validate_options(options)
-    storage = Storage(path, storage_options)
-    requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")
-    keys = _as_list(record_key or opts.get("hoodie.datasource.write.recordkey.field")
-                    or opts.get("hoodie.table.recordkey.fields"))
-    if storage.exists(".hoodie/hoodie.properties"):
-        config = TableConfig.load(storage)
-        check_against_table(config, opts, storage.url, record_key=record_key, partition_by=partition_by,
-                            ordering_field=ordering_field, table_type=table_type,
-                            table_version=table_version, table_name=table_name)
-        _recover(storage, config, opts)
-        instant = WriteClient(storage, config, opts).write(data, operation)
-        return WriteResult.of(instant, _post_commit(storage, config, opts))
-    config = new_table_config(storage, opts, record_key=keys, ordering_field=ordering_field,
-                              partition_by=partition_by, table_type=table_type,
-                              table_version=requested_version, table_name=table_name)
-    instant = WriteClient(storage, config, opts, create=True).write(data, operation)
-    return WriteResult.of(instant, _post_commit(storage, TableConfig.load(storage), opts))
-
-
-def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key=None, ordering_field=None,
-                     partition_by=None, table_type: str | None = "COPY_ON_WRITE", table_version=None,
-                     table_name: str | None = None) -> TableConfig:
-    """The config of a table the first write creates, from the arguments and Hudi's options
-    (the options win over ``table_type``); nothing is written yet."""
-    from .table_init import table_properties
-
-    keys = _as_list(record_key or opts.get("hoodie.datasource.write.recordkey.field")
-                    or opts.get("hoodie.table.recordkey.fields"))
-    requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")
-    if not keys:
-        raise InvalidOptionError("creating a table needs record_key (or option "
-                                 "hoodie.datasource.write.recordkey.field)")
-    version = int(requested_version or 8)
-    ttype = (opts.get("hoodie.datasource.write.table.type") or opts.get("hoodie.table.type")
-             or table_type or "COPY_ON_WRITE").upper()
-    ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
-    if ttype not in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-        raise InvalidOptionError(f"table_type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
-    parts = _as_list(partition_by or opts.get("hoodie.datasource.write.partitionpath.field")
-                     or opts.get("hoodie.table.partition.fields"))
-    ordering = _as_list(ordering_field or opts.get("hoodie.datasource.write.precombine.field")
-                        or opts.get("hoodie.table.ordering.fields") or opts.get("hoodie.table.precombine.field"))
-    keygen_class = opts.get("hoodie.datasource.write.keygenerator.class") or opts.get("hoodie.table.keygenerator.class")
-    keygen_type = opts.get("hoodie.datasource.write.keygenerator.type") or opts.get("hoodie.table.keygenerator.type")
-    if not keygen_class and not keygen_type:
-        keygen_type = ("NON_PARTITION" if not parts else
-                       "COMPLEX" if len(keys) > 1 or len(parts) > 1 else "SIMPLE")
-    name = table_name or opts.get("hoodie.table.name") or posixpath.basename(storage.root.rstrip("/")) or "hudi_table"
-    extra = {k: str(v) for k, v in opts.items() if k.startswith("hoodie.keygen.timebased.")}
-    if opts.get("hoodie.record.merge.mode"):
-        extra["hoodie.record.merge.mode"] = opts["hoodie.record.merge.mode"]
-    if opts.get("hoodie.table.timeline.timezone"):
-        extra["hoodie.table.timeline.timezone"] = opts["hoodie.table.timeline.timezone"]
-    props = table_properties(
-        table_name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
-        ordering_fields=ordering, keygen_type=keygen_type, keygen_class=keygen_class,
-        hive_style=bool(opts.get("hoodie.datasource.write.hive_style_partitioning", False)),
-        url_encode=bool(opts.get("hoodie.datasource.write.partitionpath.urlencode", False)),
-        populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
-        table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
-    return TableConfig(props, storage.uri(".hoodie/hoodie.properties"))

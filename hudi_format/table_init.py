@@ -33,7 +33,7 @@ from .config import (_KEYGEN_TYPE_BY_CLASS, _TABLE_TYPES, PROPS_PATH, TableConfi
                      format_properties, table_checksum)
 from .errors import InvalidOptionError, TableConfigError, TableNotFoundError
 from .storage import Storage
-from .timeline.writer import _spread, java_hashmap_order, java_string_hash
+from .java_compat import hashmap_spread, java_hashmap_order, java_string_hash
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 WRITABLE_VERSIONS = (6, 8)
@@ -91,7 +91,7 @@ def _chm_transfer(table: list[list[str]], n: int) -> list[list[str]]:
     for i, nodes in enumerate(table):
         if not nodes:
             continue
-        bits = [_spread(java_string_hash(k)) & n for k in nodes]
+        bits = [hashmap_spread(java_string_hash(k)) & n for k in nodes]
         last_run, run_bit = 0, bits[0]
         for j in range(1, len(nodes)):
             if bits[j] != run_bit:
@@ -109,7 +109,7 @@ def _chm_order(keys: Iterable[str]) -> list[str]:
     n, size_ctl, count = 16, 12, 0
     table: list[list[str]] = [[] for _ in range(n)]
     for k in keys:
-        nodes = table[_spread(java_string_hash(k)) & (n - 1)]
+        nodes = table[hashmap_spread(java_string_hash(k)) & (n - 1)]
         if k in nodes:
             continue
         nodes.append(k)

@@ -112,14 +112,14 @@ class DistributedWrite:
         from hudi_format.read.snapshot import ReadState
         from hudi_format.read.table_schema import latest_data_schema
         from hudi_format.schema import arrow_to_avro_schema, avro_to_arrow_schema
-        from hudi_format.table import _post_commit, _recover
+        from hudi_format.write_api import post_commit, recover
         from hudi_format.timeline import Timeline
         from hudi_format.view import FileSystemView
         from hudi_format.writer.input import check_fields
         from hudi_format.writer.schema_evolution import evolve, incoming_schema
 
         if self.exists:
-            _recover(self.storage, self.config, self.options)
+            recover(self.storage, self.config, self.options)
         timeline = Timeline.load(self.storage, self.config) if self.exists else None
         state = ReadState(self.config, timeline) if timeline is not None else None
         existing = latest_data_schema(self.config, timeline) if timeline is not None else None
@@ -175,7 +175,7 @@ class DistributedWrite:
             url=self.storage.url, storage_options=self.storage.storage_options, config=self.config,
             options=self.options, schema=schema, full_schema=full_schema, avro=avro,
             in_schema=in_hudi, deleting=deleting, dedupe=dedupe, buckets=buckets, instant="")
-        return self._execute(job, keyer, assignment, plan, state, client, data_avro, _post_commit)
+        return self._execute(job, keyer, assignment, plan, state, client, data_avro, post_commit)
 
     def _execute(self, job, keyer, assignment, plan, state, client, data_avro, post_commit):
         from hudi_format.table_init import ensure_table, write_partition_metadata

@@ -92,7 +92,7 @@ def test_key_order_replays_java_concurrent_hashmap():
     order = java_properties_order(keys)
     assert sorted(order) == sorted(keys + ["hoodie.table.checksum"])
     # 12 entries: the map resized from 16 to 32 bins, iterated in bin order
-    from hudi_format.timeline.writer import _spread, java_string_hash
+    from hudi_format.java_compat import hashmap_spread as _spread, java_string_hash
     bins = [_spread(java_string_hash(k)) & 31 for k in order]
     assert bins == sorted(bins)
     # 11 entries: still 16 bins

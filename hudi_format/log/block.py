@@ -131,16 +131,19 @@ class LogBlock:
         """
         from . import data  # local: keeps pyarrow.parquet/fastavro off the header-only path
 
-        if self.block_type in (BlockType.AVRO_DATA, BlockType.CDC):
-            table = data.decode_avro_block(self)
+        where = self.describe()
+        if self.block_type in (BlockType.AVRO_DATA, BlockType.CDC, BlockType.HFILE_DATA):
+            if not self.schema_json:   # before reading the content: nothing could decode it
+                raise LogFormatError(f"{where} has no SCHEMA header")
+            decode = data.decode_hfile_block if self.block_type == BlockType.HFILE_DATA \
+                else data.decode_avro_block
+            table = decode(self.content(), self.schema_json, where)
         elif self.block_type == BlockType.PARQUET_DATA:
-            table = data.decode_parquet_block(self)
-        elif self.block_type == BlockType.HFILE_DATA:
-            table = data.decode_hfile_block(self)
+            table = data.decode_parquet_block(self.content(), where)
         else:
-            raise LogFormatError(f"{self.describe()} holds no data records")
+            raise LogFormatError(f"{where} holds no data records")
         if arrow_schema is not None:
-            table = data.align_to_schema(table, arrow_schema, self.describe())
+            table = data.align_to_schema(table, arrow_schema, where)
         return table
 
     def deleted_keys(self) -> pa.Table:

@@ -19,16 +19,11 @@ from __future__ import annotations
 import io
 import struct
 from functools import lru_cache
-from typing import TYPE_CHECKING
-
 import fastavro
 import pyarrow as pa
 
 from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
 from ..schema import AvroArrowConverter, _fullname, _null_split, _restore, parse_avro_schema
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .block import LogBlock
 
 _INT = struct.Struct(">i")
 
@@ -75,9 +70,9 @@ def _decode_avro_rows(content: bytes, parsed, where: str) -> list[dict]:
     return rows
 
 
-def decode_avro_block(block: "LogBlock") -> pa.Table:
-    where = block.describe()
-    schema_json = block.schema_json
+def decode_avro_block(content: bytes, schema_json: str | None, where: str) -> pa.Table:
+    """Records of an Avro (or CDC) data block's ``content`` under its SCHEMA header. Takes the
+    parts, not the block, so this decoder stays below :mod:`.block` (which calls it)."""
     if not schema_json:
         raise LogFormatError(f"{where} has no SCHEMA header")
     try:
@@ -86,7 +81,7 @@ def decode_avro_block(block: "LogBlock") -> pa.Table:
         raise type(exc)(f"{where}: {exc}") from exc
     except Exception as exc:
         raise SchemaError(f"{where}: writer schema is not valid Avro: {exc}") from exc
-    rows = _decode_avro_rows(block.content(), parsed, where)
+    rows = _decode_avro_rows(content, parsed, where)
     try:
         return conv.raw_to_arrow(rows)
     except HudiError as exc:
@@ -290,13 +285,12 @@ def decode_hfile_rows(content: bytes, schema_json: str, where: str, *,
     return out
 
 
-def decode_hfile_block(block: "LogBlock") -> pa.Table:
-    where = block.describe()
-    schema_json = block.schema_json
+def decode_hfile_block(content: bytes, schema_json: str | None, where: str) -> pa.Table:
+    """Records of an HFile data block's ``content`` (the metadata table's log blocks)."""
     if not schema_json:
         raise LogFormatError(f"{where} has no SCHEMA header")
     shaper = _shaper(schema_json)
-    pairs = decode_hfile_rows(block.content(), schema_json, where, named_unions=shaper.needed)
+    pairs = decode_hfile_rows(content, schema_json, where, named_unions=shaper.needed)
     conv, _ = _compiled(schema_json)
     try:
         return _rows_to_arrow(conv, shaper, [rec for _, rec in pairs])
@@ -304,13 +298,14 @@ def decode_hfile_block(block: "LogBlock") -> pa.Table:
         raise type(exc)(f"{where}: {exc}") from exc
 
 
-def decode_parquet_block(block: "LogBlock") -> pa.Table:
+def decode_parquet_block(content: bytes, where: str) -> pa.Table:
+    """Records of a Parquet data block: its content is a whole Parquet file."""
     from ..base_file import read_parquet_bytes
 
     try:
-        table = read_parquet_bytes(block.content())
+        table = read_parquet_bytes(content)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise LogFormatError(f"{block.describe()}: content is not a readable Parquet file: {exc}") from exc
+        raise LogFormatError(f"{where}: content is not a readable Parquet file: {exc}") from exc
     return table.replace_schema_metadata(None)
 
 

@@ -26,7 +26,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import InvalidOptionError, LogFormatError, StorageError
 from ..storage import Storage
-from ..view.file_names import LogFileName, parse_log_file_name
+from .file_name import LogFileName, parse_log_file_name
 from .reader import MAGIC
 
 __all__ = ["write_log_file", "next_log_version", "LogFileWriteResult", "DEFAULT_MAX_FILE_SIZE",

@@ -254,7 +254,7 @@ class DataSnapshot:
 
     def record_index(self) -> dict[str, bytes]:
         from ..read.table_schema import latest_data_schema
-        from ..writer.index import existing_keys
+        from ..read.merge import existing_keys
         slices = self.state.file_slices(self.view)
         if not slices:
             return {}

@@ -240,3 +240,24 @@ def _merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.
     # Back to storage order: base rows first, as a plain scan of the slice would list them.
     rows = winners.column(_ROW)
     return data.take(pc.take(rows, pc.sort_indices(rows)))
+
+
+def existing_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
+                  visible: Callable[[str], bool]) -> pa.Table:
+    """``(key, partition, file_id)`` of every live record in ``slices``: what an index without
+    stored locations (simple, bloom) joins incoming keys with, and what the metadata table's
+    record index is bootstrapped from. Reads only the key (and merge) columns."""
+    key_schema = pa.schema([f for f in schema if f.name in set(spec.needed_columns())])
+    parts = []
+    for s in slices:
+        rows = merge_file_slice(storage, s, key_schema, spec, visible)
+        if rows.num_rows == 0:
+            continue
+        keys = pc.cast(record_keys(rows, spec), pa.string())
+        n = rows.num_rows
+        parts.append(pa.table({"key": keys, "partition": pa.repeat(pa.scalar(s.partition_path), n),
+                               "file_id": pa.repeat(pa.scalar(s.file_id), n)}))
+    if not parts:
+        return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),
+                         "file_id": pa.array([], pa.string())})
+    return pa.concat_tables(parts)

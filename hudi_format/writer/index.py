@@ -9,35 +9,15 @@ any incoming key, so only candidate files are opened for their keys.
 from __future__ import annotations
 
 import logging
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..read.merge import MergeSpec, merge_file_slice, record_keys
+from ..read.merge import MergeSpec, existing_keys
 from ..storage import Storage
 from ..view import FileSlice
 
 log = logging.getLogger(__name__)
-
-
-def existing_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
-                  visible: Callable[[str], bool]) -> pa.Table:
-    """``(key, partition, file_id)`` of every live record in ``slices``."""
-    key_schema = pa.schema([f for f in schema if f.name in set(spec.needed_columns())])
-    parts = []
-    for s in slices:
-        rows = merge_file_slice(storage, s, key_schema, spec, visible)
-        if rows.num_rows == 0:
-            continue
-        keys = pc.cast(record_keys(rows, spec), pa.string())
-        n = rows.num_rows
-        parts.append(pa.table({"key": keys, "partition": pa.repeat(pa.scalar(s.partition_path), n),
-                               "file_id": pa.repeat(pa.scalar(s.file_id), n)}))
-    if not parts:
-        return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),
-                         "file_id": pa.array([], pa.string())})
-    return pa.concat_tables(parts)
 
 
 def candidate_slices_by_bloom(storage: Storage, slices: list[FileSlice], keys: pa.Array,
