@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from hudi_format.bloom import new_bloom_filter
 from hudi_format.log.block import BlockType, HeaderKey, LogBlock
 from hudi_format.log.encode import encode_avro_content
-from hudi_format.schema import AvroArrowConverter, arrow_to_avro_schema, arrow_to_avro_storage
+from hudi_format.avro_values import AvroArrowConverter, arrow_to_avro_storage
+from hudi_format.schema import arrow_to_avro_schema
 
 
 def _best(fn, repeat: int) -> float:

@@ -21,7 +21,8 @@ from hudi_format.log import BlockType, HeaderKey, read_log_file
 from hudi_format.log.data import decode_hfile_rows
 from hudi_format.log.encode import (encode_block, encode_hfile_content, encode_hfile_data_block,
                                     HFILE_LOG_BLOCK_SIZE)
-from hudi_format.schema import AvroArrowConverter, parse_avro_schema
+from hudi_format.avro_values import AvroArrowConverter
+from hudi_format.schema import parse_avro_schema
 from hudi_format.storage import Storage
 
 # MetadataPartitionType record types by metadata partition

@@ -31,8 +31,8 @@ from hudi_format.log import (BlockType, CommandType, HeaderKey, LogFileWriteResu
                              encode_rollback_block, next_log_version, read_log_file,
                              write_log_file)
 from hudi_format.log.encode import encode_parquet_content
-from hudi_format.schema import (arrow_to_avro_records, arrow_to_avro_schema,
-                                avro_to_arrow_schema)
+from hudi_format.avro_values import arrow_to_avro_records
+from hudi_format.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from hudi_format.storage import Storage
 from hudi_format.view.file_names import LogFileName, parse_log_file_name
 

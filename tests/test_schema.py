@@ -23,8 +23,8 @@ import pytest
 from conftest import FIXTURE_TABLES
 from hudi_format.config import parse_properties
 from hudi_format.errors import SchemaError, UnsupportedFeatureError
-from hudi_format.schema import (AvroArrowConverter, arrow_to_avro_schema, avro_records_to_arrow,
-                                avro_to_arrow_schema, parse_avro_schema)
+from hudi_format.avro_values import AvroArrowConverter, avro_records_to_arrow
+from hudi_format.schema import arrow_to_avro_schema, avro_to_arrow_schema, parse_avro_schema
 
 REFERENCE_AVRO = Path(__file__).resolve().parents[2] / "shared" / "reference" / "avro"
 PACKAGE_AVRO = Path(__file__).resolve().parents[1] / "hudi_format" / "avro"

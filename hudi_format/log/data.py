@@ -23,7 +23,8 @@ import fastavro
 import pyarrow as pa
 
 from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
-from ..schema import AvroArrowConverter, _fullname, _null_split, _restore, parse_avro_schema
+from ..avro_values import AvroArrowConverter, restore_logical
+from ..schema import fullname, null_split, parse_avro_schema
 
 _INT = struct.Struct(">i")
 
@@ -114,12 +115,12 @@ class UnionShaper:
     def _build(self, s, ns):
         """A node (kind, ...) for schema ``s``, or None when no general union lies below."""
         if isinstance(s, str):
-            for k in (_fullname(s, ns), s):
+            for k in (fullname(s, ns), s):
                 if k in self._named:
                     return self._named[k][1]
             return None
         if isinstance(s, list):
-            non_null, _ = _null_split(s)
+            non_null, _ = null_split(s)
             if len(non_null) == 1:
                 return self._build(non_null[0], ns)
             branches = []
@@ -134,7 +135,7 @@ class UnionShaper:
         if t == "record" or t == "error":
             name = s.get("name", "")
             rns = s.get("namespace", ns) if "." not in name else name.rpartition(".")[0]
-            full = _fullname(name, rns)
+            full = fullname(name, rns)
             self._named[full] = (s, None)
             fields = []
             for f in s.get("fields", []):
@@ -146,7 +147,7 @@ class UnionShaper:
             return node
         if t in ("enum", "fixed"):
             name = s.get("name", "")
-            self._named[_fullname(name, s.get("namespace", ns))] = (s, None)
+            self._named[fullname(name, s.get("namespace", ns))] = (s, None)
             return None
         if t == "array":
             node = self._build(s.get("items"), ns)
@@ -159,11 +160,11 @@ class UnionShaper:
     @staticmethod
     def _type_name(b, ns) -> str:
         if isinstance(b, str):
-            return _fullname(b, ns) if b not in _PY_TYPES else b
+            return fullname(b, ns) if b not in _PY_TYPES else b
         if isinstance(b, dict):
             if b.get("type") in ("record", "error", "enum", "fixed"):
                 name = b.get("name", "")
-                return _fullname(name, b.get("namespace", ns))
+                return fullname(name, b.get("namespace", ns))
             t = b.get("type")
             return t if isinstance(t, str) else "complex"
         return "complex"
@@ -241,7 +242,7 @@ def _rows_to_arrow(conv: AvroArrowConverter, shaper: UnionShaper, rows: list[dic
     cols = []
     for field, col in zip(conv.arrow_schema, table.columns):
         chunk = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        cols.append(_restore(chunk, field.type))
+        cols.append(restore_logical(chunk, field.type))
     return pa.Table.from_arrays(cols, schema=conv.arrow_schema)
 
 

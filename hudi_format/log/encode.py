@@ -47,8 +47,8 @@ import fastavro
 import pyarrow as pa
 
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
-from ..schema import (AvroArrowConverter, _decimal_to_twos_complement, align_to_avro_schema,
-                      arrow_to_avro_storage)
+from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage,
+                           decimal_to_twos_complement)
 from .block import BlockType, CommandType, HeaderKey
 from .delete import delete_record_list_schema
 from .reader import LOG_FORMAT_VERSION, MAGIC
@@ -196,7 +196,7 @@ def encode_avro_data_block(table: pa.Table, avro_schema: str | dict, instant_tim
 
     Headers INSTANT_TIME and SCHEMA (the schema text as given, or compact JSON of a dict),
     plus ``extra_header`` (e.g. ``BLOCK_IDENTIFIER``, ``IS_PARTIAL``). Columns are matched to
-    the schema by name; see :func:`hudi_format.schema.arrow_to_avro_storage`.
+    the schema by name; see :func:`hudi_format.avro_values.arrow_to_avro_storage`.
     """
     content = encode_avro_content(table, avro_schema)
     return encode_block(BlockType.AVRO_DATA, _data_header(avro_schema, instant_time, extra_header,
@@ -418,7 +418,7 @@ def _wrapper_values(col: pa.ChunkedArray | pa.Array) -> tuple[str | None, list]:
         except (pa.ArrowException, ValueError) as exc:
             raise SchemaError(f"ordering value of type {t} does not fit Hudi's "
                               f"decimal(30, 15): {exc}") from exc
-        return "DecimalWrapper", _decimal_to_twos_complement(dec, pa.binary()).to_pylist()
+        return "DecimalWrapper", decimal_to_twos_complement(dec, pa.binary()).to_pylist()
     raise SchemaError(f"ordering values of Arrow type {t} have no Hudi value wrapper")
 
 
