@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint-imports demo venv clean bench
+.PHONY: test lint lint-imports demo venv clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +14,14 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: lint-imports
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# The layers of ../shared/DESIGN.md and "no import cycle" (contracts in pyproject.toml).
+# ruff (pyflakes + pycodestyle errors), then the layers of ../shared/DESIGN.md and "no import
+# cycle" (contracts in pyproject.toml).
+lint: lint-imports
+	$(VENV)/bin/ruff check --quiet .
+
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import SchemaError, UnsupportedFeatureError
-from .schema import avro_to_arrow_schema, fullname, null_split, parse_avro_schema, top_record
+from .schema import avro_to_arrow_schema, null_split, parse_avro_schema, top_record
 
 __all__ = ["avro_records_to_arrow", "AvroArrowConverter", "align_to_avro_schema", "arrow_to_avro_storage",
            "arrow_to_avro_records", "restore_logical", "decimal_to_twos_complement"]
@@ -206,7 +206,7 @@ def decimal_to_twos_complement(arr: pa.Array, storage: pa.DataType) -> pa.Array:
         negative = pc.greater_equal(pc.binary_slice(tail, 0, 1), pa.scalar(b"\x80", pa.binary()))
         expected = pc.if_else(negative, pa.scalar(b"\xff" * (width - size), pa.binary()),
                               pa.scalar(b"\x00" * (width - size), pa.binary()))
-        if not pc.all(pc.equal(head, expected)).as_py() in (True, None):
+        if pc.all(pc.equal(head, expected)).as_py() not in (True, None):
             raise SchemaError(f"a decimal value does not fit the Avro fixed({size}) it is written to")
         return tail.cast(storage)
     # minimal length: drop a leading byte while it only repeats the sign of the next one

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
+from .errors import InvalidOptionError
+
 __all__ = ["java_string_hash", "hashmap_spread", "java_hashmap_order", "jackson_json"]
 
 

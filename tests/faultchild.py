@@ -22,11 +22,10 @@ def die():
 def install(point: str) -> None:
     from hudi_format.log import writer as log_writer
     from hudi_format.timeline import writer as tl_writer
-    from hudi_format.writer import client, handles, markers
+    from hudi_format.writer import handles
     import hudi_format.base_file as base_file
 
     if point == "after_requested":
-        real = tl_writer.TimelineWriter.transition_to_inflight
         tl_writer.TimelineWriter.transition_to_inflight = lambda self, *a, **k: die()
     elif point == "before_data":
         for name in ("create", "merge", "append"):

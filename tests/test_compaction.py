@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import posixpath
 
-import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -15,7 +14,7 @@ import hudi_format as hudi
 from canonical import canonical_rows
 from hudi_format.errors import InvalidOptionError, TimelineError
 from hudi_format.log import BlockType, HeaderKey, read_log_file
-from hudi_format.services import (SERVICE_OPTIONS, ServiceConflictError, compact, log_compact,
+from hudi_format.services import (SERVICE_OPTIONS, compact, log_compact,
                                   pending_compaction_base_instants, run_compaction,
                                   run_log_compaction, schedule_compaction, schedule_log_compaction,
                                   validate_service_options)

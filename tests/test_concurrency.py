@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa  # noqa: F401
-import pytest
 
 import hudi_format as hudi
 from concurrentchild import batch

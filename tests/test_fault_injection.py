@@ -28,7 +28,7 @@ def _kill_write(path: str, point: str, table_type: str, version: int) -> None:
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: f"{l[0]}-v{l[1]}")
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda lay: f"{lay[0]}-v{lay[1]}")
 @pytest.mark.parametrize("point", POINTS)
 def test_killed_writer(tmp_path, layout, point):
     table_type, version = layout

@@ -3,7 +3,6 @@ payloads, hoodie.properties. Damaged input may only ever raise a HudiError, neve
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import fsspec
 from hypothesis import HealthCheck, given, settings

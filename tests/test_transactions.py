@@ -27,7 +27,7 @@ def _kw(table_type, version, **opts):
                 table_version=version, options=opts or None)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: f"{l[0]}-v{l[1]}")
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda lay: f"{lay[0]}-v{lay[1]}")
 def test_savepoint_clean_restore(tmp_path, layout):
     table_type, version = layout
     path = str(tmp_path / "t")
@@ -66,7 +66,7 @@ def test_savepoint_clean_restore(tmp_path, layout):
     assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: f"{l[0]}-v{l[1]}")
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda lay: f"{lay[0]}-v{lay[1]}")
 def test_rollback_latest_commit(tmp_path, layout):
     table_type, version = layout
     path = str(tmp_path / "t")

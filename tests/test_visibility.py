@@ -40,7 +40,7 @@ def test_inflight_commit_debris_is_ignored(fixture_tables, tmp_path):
     victim = next(base.glob("10/*.parquet"))
     file_id = victim.name.split("_")[0]
     shutil.copy(victim, victim.parent / f"{file_id}_0-99-99_29990101000000000.parquet")
-    shutil.copy(victim, victim.parent / f"ffffffff-0000-0000-0000-000000000000-0_0-99-99_29990101000000000.parquet")
+    shutil.copy(victim, victim.parent / "ffffffff-0000-0000-0000-000000000000-0_0-99-99_29990101000000000.parquet")
     (base / ".hoodie" / "29990101000000000.commit.requested").write_bytes(b"")
     (base / ".hoodie" / "29990101000000000.inflight").write_bytes(b"")
     table = hudi.open_table(base)

@@ -67,7 +67,6 @@ def test_overwrite_operations(tmp_path, layout):
 def test_dedup_on_upsert_takes_highest_ordering_value(tmp_path, layout):
     import pyarrow as pa
     table_type, version = layout
-    model = Model(True)
     path = str(tmp_path / "t")
     batch = pa.concat_tables([make_rows(range(5), ts=3, seed=1), make_rows(range(5), ts=7, seed=2),
                               make_rows(range(5), ts=5, seed=3)])

@@ -3,7 +3,6 @@ bulk_insert does not bin-pack."""
 
 from __future__ import annotations
 
-import os
 import random
 import string
 

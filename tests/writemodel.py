@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 
 import pyarrow as pa
 from hudi import HudiReadOptions, HudiTableBuilder

@@ -30,7 +30,7 @@ from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema
 from ..storage import Storage
-from ..timeline import Instant, State, Timeline, TimelineWriter, schema_json
+from ..timeline import Instant, Timeline, schema_json
 from ..timeline.instant import CLUSTERING, COMPACTION, LOG_COMPACTION, REPLACE_COMMIT
 from ..timeline.writer import _avro_maps_in_java_order
 from ..transaction import ServiceBusyError, table_lock
