@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import attrs
 import pyarrow as pa
@@ -69,6 +69,9 @@ from .data_files import DataFiles
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
                       DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MDT_OPTIONS, MetadataTableError,
                       mdt_option)
+
+if TYPE_CHECKING:
+    from .reader import MetadataTable
 
 log = logging.getLogger(__name__)
 
@@ -594,7 +597,7 @@ class MetadataWriter:
             return True
         data = [i for i in data_tl.instants if i.timestamp == ts]
         if not data:
-            start = data_tl.instants[0].timestamp if data_tl.instants else None
+            start = data_tl.start   # older instants were archived: completed
             return start is not None and ts < start
         return all(i.is_completed for i in data)
 
@@ -661,11 +664,13 @@ class MetadataWriter:
             "compaction", instant, plan=encode_with_schema(compaction_plan_schema(self.md_config.version), plan))
         inflight = writer.transition_to_inflight(requested)
         stats, written = [], []
-        data_tl = self.data_timeline()
-        valid = {i.timestamp for i in md_tl.instants if i.is_completed and self._valid(i, data_tl)}
+        # the blocks readers count, by the readers' own rule: compacting changes nothing they see
+        from .reader import MetadataTable
+        reader = MetadataTable(self.storage, self.config, self.data_timeline())
+        reader.__dict__.update(mdt_config=self.md_config, mdt_timeline=md_tl)
         try:
             for task, s in enumerate(slices):
-                merged, blocks = self._merge_slice(s, valid)
+                merged, blocks = self._merge_slice(s, reader)
                 items = sorted((k.encode("utf-8"), P.encode_value(r)) for k, r in merged.items())
                 name = BaseFileName(s.file_id, f"{task}-0-{task}", instant, ".hfile").name
                 rel = posixpath.join(s.partition_path, name)
@@ -686,7 +691,10 @@ class MetadataWriter:
                  self.storage.url, instant, len(stats))
         return done
 
-    def _merge_slice(self, s: FileSlice, valid: set[str]) -> tuple[dict[str, dict], int]:
+    def _merge_slice(self, s: FileSlice, reader: "MetadataTable") -> tuple[dict[str, dict], int]:
+        """The records of one slice as a compacted base file keeps them, and the number of log
+        blocks folded in. Read whole or not at all: a corrupt block raises
+        :class:`MetadataTableError` (the compaction fails), never bakes a stale state in."""
         merged: dict[str, dict | None] = {}
         if s.base_file:
             r = HFileReader(self.md, s.base_file)
@@ -695,21 +703,21 @@ class MetadataWriter:
                 key = k.decode("utf-8")
                 merged[key] = P.decode_value(v, key, schema)
         nblocks = 0
-        for path in s.log_files:
-            for block in read_log_file(self.md, path):
-                if block.is_corrupted or (block.instant_time and block.instant_time not in valid):
-                    continue
-                nblocks += 1
-                if block.block_type == BlockType.HFILE_DATA:
-                    r = HFileReader.from_bytes(block.content(), path)
-                    schema = block.schema_json
-                    for k, v in r.items():
-                        key = k.decode("utf-8")
-                        merged[key] = P.merge(merged.get(key), P.decode_value(v, key, schema))
-                elif block.block_type == BlockType.DELETE:
-                    dk = block.deleted_keys()
-                    for key in dk.column("record_key").to_pylist() if dk.num_rows else ():
-                        merged[key] = None
+        for block in reader.log_blocks(s.log_files):
+            nblocks += 1
+            if block.block_type == BlockType.HFILE_DATA:
+                r = HFileReader.from_bytes(block.content(), block.describe())
+                schema = block.schema_json
+                for k, v in r.items():
+                    key = k.decode("utf-8")
+                    merged[key] = P.merge(merged.get(key), P.decode_value(v, key, schema))
+            elif block.block_type == BlockType.DELETE:
+                dk = block.deleted_keys()
+                for key in dk.column("record_key").to_pylist() if dk.num_rows else ():
+                    merged[key] = None
+            else:
+                raise MetadataTableError(f"{block.describe()}: a {block.block_type.name} block, but the "
+                                         "metadata table only holds HFile data and delete blocks")
         out = {}
         for key, rec in merged.items():
             if rec is None:
