@@ -207,12 +207,13 @@ def _until_uncompacted(md_timeline: Timeline, chosen: list[Instant]) -> list[Ins
     """``chosen`` (metadata-table instants by request time) up to the first deltacommit whose
     log blocks no compaction has folded into a base file yet. A deltacommit requested before
     the latest compaction but completed after it was planned lives in the slice on top of it
-    (v8: it completed after the compaction's request time; v6: its log files carry the
-    compaction's instant or a later one as base instant)."""
+    (v8: it completed after the compaction's request time; v6: one of its log files is still
+    in the latest slice of its file group)."""
     compactions = [i for i in md_timeline.completed if i.action == "commit"]
     if not compactions:
         return []
     latest = max(i.timestamp for i in compactions)
+    bases: dict[str, dict[str, str]] = {}
     for n, inst in enumerate(chosen):
         if inst.timestamp >= latest:
             return chosen[:n]
@@ -221,22 +222,33 @@ def _until_uncompacted(md_timeline: Timeline, chosen: list[Instant]) -> list[Ins
         if md_timeline.config.version >= 8:
             if inst.completion_time is None or inst.completion_time > latest:
                 return chosen[:n]
-        elif _v6_written_after(md_timeline, inst, latest):
+        elif _v6_uncompacted(md_timeline, inst, bases):
             return chosen[:n]
     return chosen
 
 
-def _v6_written_after(md_timeline: Timeline, inst: Instant, compaction: str) -> bool:
-    from ..view.file_names import parse_log_file_name
+def _v6_uncompacted(md_timeline: Timeline, inst: Instant, bases: dict) -> bool:
+    """v6 (no completion times): does a log file ``inst`` wrote still sit in the latest slice
+    of its file group (no base file newer than the log file's base instant)? ``bases`` caches
+    partition -> {file id: latest base instant}."""
+    from ..view.file_names import parse_base_file_name, parse_log_file_name
+    storage = md_timeline.storage
     try:
         meta = md_timeline.raw_metadata(inst)
     except TimelineError:
         return True   # cannot tell: keep it
-    for stats in (meta.get("partitionToWriteStats") or {}).values():
+    for part, stats in (meta.get("partitionToWriteStats") or {}).items():
+        if part not in bases:
+            latest: dict[str, str] = {}
+            for f in storage.list(part) if storage.exists(part) else ():
+                parsed = parse_base_file_name(f.name)
+                if parsed is not None and parsed.instant_time > latest.get(parsed.file_id, ""):
+                    latest[parsed.file_id] = parsed.instant_time
+            bases[part] = latest
         for st in stats or ():
             for name in [st.get("path") or ""] + list(st.get("logFiles") or ()):
-                parsed = parse_log_file_name(name.rsplit("/", 1)[-1])
-                if parsed is not None and parsed.instant_time >= compaction:
+                parsed = parse_log_file_name(posixpath.basename(name))
+                if parsed is not None and bases[part].get(parsed.file_id, "") <= parsed.instant_time:
                     return True
     return False
 
