@@ -32,7 +32,8 @@ latest data commit only undoes a deltacommit: cleaning with ``KEEP_LATEST_COMMIT
 (``max(20, 1.2 * hoodie.cleaner.commits.retained)`` commits, as
 ``HoodieMetadataWriteUtils.createMetadataWriteConfig``), compaction once
 ``hoodie.metadata.compact.max.delta.commits`` deltacommits followed the last one (all file
-groups, HFile base files, ``UnBoundedCompactionStrategy``), and archival of the MDT timeline.
+groups, HFile base files, ``UnBoundedCompactionStrategy``), and archival of the MDT timeline
+(:mod:`.services`). Rollbacks are in :mod:`.rollback`, the HFile encodings in :mod:`.hfiles`.
 
 The transaction layer reaches this through :mod:`hudi_format.metadata.commit` (the metadata
 hook of every data commit).
