@@ -11,6 +11,9 @@ last acknowledged insert/upsert, or absent after an acknowledged delete. The out
 * ``unreadable_slices``: latest file slices whose files are gone (the rest is still counted).
 
 ``ours_storage_listing`` (our reader without the metadata table) is reported for diagnosis only.
+``metadata_listing``: the metadata table's ``files`` listing against storage (the files of
+completed instants): it must claim to be up to date and list exactly those files (``missing``:
+in storage, not listed; ``extra``: listed, not in storage -- what makes hudi-rs fail).
 
 Bounded runs are in ``test_concurrency_services.py``; a long run:
 ``python -m tests.soak_concurrency --seconds 300 [--table-type MERGE_ON_READ] [--version 6]``.
@@ -182,6 +185,32 @@ def _rs_storage_options(storage_options) -> dict:
     return out
 
 
+def metadata_listing(url: str, storage_options=None) -> dict:
+    """The metadata table's ``files`` listing compared with storage (completed instants)."""
+    import posixpath
+
+    from hudi_format.metadata.reader import MetadataTable
+    from hudi_format.read.snapshot import ReadState
+    from hudi_format.view.file_names import parse_base_file_name, parse_log_file_name
+    table = hudi.open_table(url, storage_options=storage_options)
+    st, timeline = table.storage, table.timeline
+    mt = MetadataTable(st, table.config, timeline)
+    stale = mt.staleness()
+    if stale is not None:
+        return {"error": f"not up to date: {stale}"}
+    listed = {f.path for infos in mt.files_listing().values() for f in infos}
+    state = ReadState(table.config, timeline)
+    stored = set()
+    for f in st.walk_files("", skip_dirs=(".hoodie",)):
+        name = posixpath.basename(f.path)
+        parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
+        if parsed is not None and state.visible(parsed.instant_time):
+            stored.add(f.path)
+    missing, extra = sorted(stored - listed), sorted(listed - stored)
+    return {"files": len(stored), "missing": len(missing), "extra": len(extra),
+            "examples": (missing[:3] + extra[:3])}
+
+
 def soak(url: str, workdir: Path, seconds: float, table_type: str, version: int, writers: int = 3,
          storage_options=None) -> dict:
     """Create the table, run, and check with both readers."""
@@ -204,10 +233,17 @@ def soak(url: str, workdir: Path, seconds: float, table_type: str, version: int,
             report[name]["unreadable_slices"] = unreadable
         except Exception as exc:  # noqa: BLE001 - a reader that cannot read is a finding too
             report[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    try:
+        report["metadata_listing"] = metadata_listing(url, storage_options)
+    except Exception as exc:  # noqa: BLE001
+        report["metadata_listing"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     return report
 
 
 def clean(report: dict) -> bool:
+    listing = report.get("metadata_listing") or {"error": "not checked"}
+    if "error" in listing or listing["missing"] or listing["extra"]:
+        return False
     return all(isinstance(report.get(r), dict) and "error" not in report[r]
                and not report[r]["unreadable_slices"] and report[r]["lost"] == report[r]["stale"] == report[r]["failed_visible"]
                == report[r]["duplicates"] == 0 for r in ("ours", "hudi_rs"))

@@ -40,6 +40,7 @@ import io
 import json
 from typing import Any, Iterable, Mapping
 
+import attrs
 import fastavro
 
 from ..timeline.avro_schemas import strip_comments
@@ -381,3 +382,22 @@ def compacted(record: Mapping[str, Any]) -> dict | None:
         out["filesystemMetadata"] = {n: i for n, i in _fs_map(record).items() if not i.get("isDeleted")}
         return out
     return dict(record)
+
+
+# -- deltas of a deltacommit ------------------------------------------------------------------
+@attrs.define
+class Delta:
+    """What one metadata partition gets in one deltacommit: records by key, deleted keys."""
+
+    upserts: dict = attrs.field(factory=dict)   # key -> encoded value (bytes)
+    deletes: set = attrs.field(factory=set)     # keys (record index)
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+def records_delta(records: Iterable[dict]) -> Delta:
+    merged: dict[str, dict] = {}
+    for rec in records:
+        merged[rec["key"]] = merge(merged.get(rec["key"]), rec)
+    return Delta({k: encode_value(r) for k, r in merged.items()})

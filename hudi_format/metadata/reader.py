@@ -10,7 +10,9 @@ the log blocks' records in log order (:func:`.records.combine`), as of the data 
 * a log block counts only when its instant is *valid* (``getValidInstantTimestamps``): completed
   on the data timeline, or a completed metadata deltacommit whose data instant is not pending,
   or an initialization instant (``00000000000000...``), or one a data rollback/restore undid, or
-  a metadata rollback/restore.
+  a metadata rollback/restore -- or older than the metadata table's active timeline (archived,
+  so completed) with no pending data instant. Metadata-table compaction selects blocks with the
+  same rule (:meth:`MetadataTable.log_blocks`), so compacting never changes what readers see.
 
 **Up to date.** Writers commit the metadata table first, then the data instant with the same
 timestamp. The metadata table is *behind* (and must not be used for listing) when a completed
@@ -120,8 +122,19 @@ class MetadataTable:
             log.warning("cannot read the rollbacks of %s: %s", self.storage.url, exc)
         return frozenset(valid)
 
+    @cached_property
+    def _data_pending(self) -> frozenset[str]:
+        return frozenset(i.timestamp for i in self.timeline.instants if not i.is_completed)
+
     def _block_visible(self, instant_time: str) -> bool:
-        return instant_time in self.valid_instants
+        """Does a block of ``instant_time`` count? A valid instant's does; so does one from
+        before the metadata table's active timeline (its deltacommit was archived, so it
+        completed -- Hudi's ``containsOrBeforeTimelineStarts``) unless its data instant is
+        pending. Dropping such a block would resurrect what it deleted (a clean's files)."""
+        if instant_time in self.valid_instants:
+            return True
+        start = self.mdt_timeline.start
+        return start is not None and instant_time < start and instant_time not in self._data_pending
 
     def staleness(self) -> str | None:
         """Why the metadata table cannot serve the ``files`` listing (``None``: it can)."""
@@ -202,7 +215,7 @@ class MetadataTable:
         return self._slices[partition]
 
     # -- reading -------------------------------------------------------------------------------
-    def _log_blocks(self, log_files: tuple[str, ...]) -> list:
+    def log_blocks(self, log_files: Iterable[str]) -> list:
         """Data and delete blocks of valid instants, in log order, minus rolled-back ones.
 
         Unlike a data slice, a metadata slice must be read whole: a skipped block would leave
@@ -258,7 +271,7 @@ class MetadataTable:
                                                self.mdt_storage.uri(s.base_file)):
                     out[key] = rec
         if s.log_files:
-            for block in self._log_blocks(s.log_files):
+            for block in self.log_blocks(s.log_files):
                 where = block.describe()
                 if block.block_type == BlockType.DELETE:
                     for key in block.deleted_keys().column("record_key").to_pylist():

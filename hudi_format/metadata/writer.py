@@ -32,7 +32,8 @@ latest data commit only undoes a deltacommit: cleaning with ``KEEP_LATEST_COMMIT
 (``max(20, 1.2 * hoodie.cleaner.commits.retained)`` commits, as
 ``HoodieMetadataWriteUtils.createMetadataWriteConfig``), compaction once
 ``hoodie.metadata.compact.max.delta.commits`` deltacommits followed the last one (all file
-groups, HFile base files, ``UnBoundedCompactionStrategy``), and archival of the MDT timeline.
+groups, HFile base files, ``UnBoundedCompactionStrategy``), and archival of the MDT timeline
+(:mod:`.services`). Rollbacks are in :mod:`.rollback`, the HFile encodings in :mod:`.hfiles`.
 
 The transaction layer reaches this through :mod:`hudi_format.metadata.commit` (the metadata
 hook of every data commit).
@@ -43,21 +44,18 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..errors import HudiError
-from ..hfile import HFileReader, HFileWriter
-from ..log import BlockType, HeaderKey, read_log_file
-from ..log.encode import HFILE_LOG_BLOCK_SIZE, encode_block, encode_delete_block
+from ..log.encode import encode_delete_block
 from ..log.writer import write_log_file
 from ..storage import FileInfo, Storage
 from ..table_init import write_partition_metadata
-from ..timeline import Instant, State, Timeline
+from ..timeline import Instant, Timeline
 from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter, commit_metadata
 from ..view import FileSlice, FileSystemView
@@ -66,9 +64,16 @@ from . import init as I
 from . import keys as K
 from . import payloads as P
 from .data_files import DataFiles
+from .payloads import Delta, records_delta
+from .hfiles import hfile_data_block, md_stat, write_base_hfile  # noqa: F401 - re-exported
+from .rollback import MetadataRollback
+from .services import MetadataServices
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
                       DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MDT_OPTIONS, MetadataTableError,
                       mdt_option)
+
+if TYPE_CHECKING:
+    from .reader import MetadataTable
 
 log = logging.getLogger(__name__)
 
@@ -88,26 +93,8 @@ def metadata_enabled(storage: Storage, config: TableConfig, options: Mapping[str
     return bool(mdt_option(options, "hoodie.metadata.enable")) and not is_metadata_table(storage, config)
 
 
-@attrs.define
-class Delta:
-    """What one metadata partition gets in one deltacommit: records by key, deleted keys."""
-
-    upserts: dict = attrs.field(factory=dict)   # key -> encoded value (bytes)
-    deletes: set = attrs.field(factory=set)     # keys (record index)
-
-    def __bool__(self) -> bool:
-        return bool(self.upserts or self.deletes)
-
-
-def _records_delta(records: Iterable[dict]) -> Delta:
-    merged: dict[str, dict] = {}
-    for rec in records:
-        merged[rec["key"]] = P.merge(merged.get(rec["key"]), rec)
-    return Delta({k: P.encode_value(r) for k, r in merged.items()})
-
-
 # -- the writer --------------------------------------------------------------------------------------
-class MetadataWriter:
+class MetadataWriter(MetadataRollback, MetadataServices):
     """Writes the metadata table of the data table at ``storage`` (config ``config``).
 
     ``clock`` is the data table's instant clock (the MDT's completion times come from it, as
@@ -220,7 +207,7 @@ class MetadataWriter:
                 rel = posixpath.join(partition, name)
                 written.append(rel)
                 size = write_base_hfile(self.md, rel, items)
-                stats.append(_stat(fid, rel, partition, num_writes=len(items), num_inserts=len(items),
+                stats.append(md_stat(fid, rel, partition, num_writes=len(items), num_inserts=len(items),
                                    size=size))
             meta = commit_metadata(stats, operation_type="BULK_INSERT_PREPPED",
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
@@ -290,7 +277,7 @@ class MetadataWriter:
                     last = results[-1]
                     nu, nd = len(ups.get(i, ())), len(dels.get(i, ()))
                     size = sum(r.size for r in results)
-                    st = _stat(s.file_id, last.path, partition, prev=s.base_instant, num_writes=nu,
+                    st = md_stat(s.file_id, last.path, partition, prev=s.base_instant, num_writes=nu,
                                num_updates=nu, num_deletes=nd, size=size)
                     st.update({"logVersion": last.version, "logOffset": 0,
                                "baseFile": s.base_file_name or "",
@@ -348,13 +335,13 @@ class MetadataWriter:
                 for cdc, size in (st.get("cdcStats") or {}).items():
                     sizes[posixpath.basename(cdc)] = int(size)
             recs.append(P.files_record(part, sizes))
-        out[K.FILES] = _records_delta(recs)
+        out[K.FILES] = records_delta(recs)
 
         if self._enabled(K.COLUMN_STATS):
             recs = []
             for part, rel, _ in written:
                 recs += files.base_file_stats(part, rel) if rel.endswith(ext) else files.log_file_stats(part, rel)
-            out[K.COLUMN_STATS] = _records_delta(recs)
+            out[K.COLUMN_STATS] = records_delta(recs)
         if self._enabled(K.BLOOM_FILTERS):
             recs = []
             for part, rel, st in written:
@@ -362,7 +349,7 @@ class MetadataWriter:
                     rec = files.bloom_record(part, rel, instant)
                     if rec is not None:
                         recs.append(rec)
-            out[K.BLOOM_FILTERS] = _records_delta(recs)
+            out[K.BLOOM_FILTERS] = records_delta(recs)
         if self._enabled(K.RECORD_INDEX) and op not in _RECORD_INDEX_SKIPPED_OPS:
             out[K.RECORD_INDEX] = self._record_index_delta(instant, written, replaced, files)
         return out
@@ -449,7 +436,7 @@ class MetadataWriter:
                 dropped.append(part)
         if dropped:
             recs.append(P.partition_list_record(dropped, deleted=True))
-        out = {K.FILES: _records_delta(recs)}
+        out = {K.FILES: records_delta(recs)}
         out.update(self._tombstones(deleted_files, instant))
         return out
 
@@ -457,7 +444,7 @@ class MetadataWriter:
         out = {}
         ext = self.config.base_file_extension
         if self._enabled(K.BLOOM_FILTERS):
-            out[K.BLOOM_FILTERS] = _records_delta(
+            out[K.BLOOM_FILTERS] = records_delta(
                 P.bloom_filter_record(p, n, instant, "", b"", deleted=True)
                 for p, n in deleted_files if n.endswith(ext))
         if self._enabled(K.COLUMN_STATS):
@@ -468,334 +455,6 @@ class MetadataWriter:
                 full = pa.schema([pa.field(n, pa.string()) for n in _META_COLUMNS_INDEXED
                                   if self.config.populate_meta_fields] + list(schema))
                 cols = [c for c, _ in DataFiles(self).indexed_columns(full)]
-            out[K.COLUMN_STATS] = _records_delta(
+            out[K.COLUMN_STATS] = records_delta(
                 P.column_stats_record(p, n, c, deleted=True) for p, n in deleted_files for c in cols)
         return out
-
-    # -- rollback -----------------------------------------------------------------------------------
-    def _compaction_instants(self, md_tl: Timeline) -> list[Instant]:
-        return [i for i in md_tl.instants if i.is_completed and i.action == "commit"]
-
-    def _files_written_by(self, target: Instant) -> list[str]:
-        """MDT files an MDT instant wrote: its commit metadata, else names carrying it (v8) or
-        log blocks of it (v6)."""
-        out: list[str] = []
-        if target.is_completed and target.action in ("deltacommit", "commit"):
-            try:
-                meta = self.md_timeline().raw_metadata(target)
-                for part, stats in (meta.get("partitionToWriteStats") or {}).items():
-                    for st in stats or ():
-                        for name in [posixpath.basename(st.get("path") or "")] + list(st.get("logFiles") or ()):
-                            if name:
-                                rel = posixpath.join(part, name)
-                                if rel not in out:
-                                    out.append(rel)
-                return out
-            except HudiError:
-                pass
-        for f in self.md.walk_files("", skip_dirs=(".hoodie",)):
-            name = posixpath.basename(f.path)
-            bf = parse_base_file_name(name)
-            if bf is not None and bf.instant_time == target.timestamp:
-                out.append(f.path)
-                continue
-            lf = parse_log_file_name(name)
-            if lf is None:
-                continue
-            if self.md_config.version >= 8:
-                if lf.instant_time == target.timestamp:
-                    out.append(f.path)
-            elif any(b.instant_time == target.timestamp for b in read_log_file(self.md, f.path)):
-                out.append(f.path)
-        return out
-
-    def _rollback_files(self, target: Instant) -> list[str]:
-        deleted = []
-        for rel in self._files_written_by(target):
-            if self.md.exists(rel):
-                self.md.delete(rel)
-                deleted.append(rel)
-        return deleted
-
-    def rollback(self, target_ts: str, rollback_ts: str, deleted_data_files: Mapping[str, list[str]],
-                 added_log_files: Mapping[str, Mapping[str, int]] | None = None) -> None:
-        """Apply a data rollback (at ``rollback_ts``) of ``target_ts`` to the MDT.
-
-        The MDT deltacommit of the target (if any) is rolled back by an MDT rollback instant at
-        ``rollback_ts``. Files the data rollback touched are recorded by a deltacommit at
-        ``rollback_ts`` instead when nothing of the target reached the MDT, or -- v6, whose
-        rollbacks append command blocks in new log files -- before the MDT rollback, which then
-        takes ``rollback_ts + "006"`` (as Hudi's v6 writer does).
-        """
-        md_tl = self.md_timeline()
-        targets = [i for i in md_tl.instants if i.timestamp == target_ts and i.action == "deltacommit"]
-        done = {i.timestamp for i in md_tl.instants if i.is_completed}
-        added = {p: dict(f) for p, f in (added_log_files or {}).items() if f}
-        if rollback_ts in done and not targets:
-            return   # applied already (a resumed data rollback)
-
-        def files_deltacommit() -> None:
-            files = [(p, posixpath.basename(f)) for p, fs in deleted_data_files.items() for f in fs]
-            parts = set(deleted_data_files) | set(added)
-            recs = [P.files_record(p, {posixpath.basename(n): z for n, z in added.get(p, {}).items()},
-                                   [n for q, n in files if q == p]) for p in parts]
-            deltas = {K.FILES: _records_delta(recs)}
-            deltas.update(self._tombstones(files, rollback_ts))
-            self.commit(rollback_ts, deltas)
-
-        if not targets:
-            # nothing of the target reached the MDT: record what the rollback changed, so that
-            # the data rollback has its deltacommit
-            files_deltacommit()
-            return
-        if added and rollback_ts not in done:
-            files_deltacommit()
-        if added:
-            rollback_ts = rollback_ts + "006"
-        target = targets[0]
-        compactions = self._compaction_instants(md_tl)
-        if target.is_completed and compactions:
-            last = max(compactions, key=lambda i: i.completion_time or i.timestamp)
-            if (target.completion_time or target.timestamp) <= (last.completion_time or last.timestamp):
-                log.warning("data rollback of %s reaches behind the metadata table's compaction %s; "
-                            "dropping the metadata table of %s", target_ts, last.timestamp, self.storage.url)
-                self.drop()
-                return
-        writer = self._md_writer()
-        plan = {"instantToRollback": {"commitTime": target.timestamp, "action": target.action},
-                "RollbackRequests": [], "version": 1}
-        files = self._files_written_by(target)
-        by_group: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for rel in files:
-            part, name = posixpath.split(rel)
-            parsed = parse_base_file_name(name) or parse_log_file_name(name)
-            by_group[(part, parsed.file_id if parsed else "")].append(rel)
-        plan["RollbackRequests"] = [{"partitionPath": p, "fileId": f, "latestBaseInstant": None,
-                                     "filesToBeDeleted": paths, "logBlocksToBeDeleted": None}
-                                    for (p, f), paths in sorted(by_group.items())]
-        requested = writer.create_requested("rollback", rollback_ts, plan=plan)
-        inflight = writer.transition_to_inflight(requested)
-        from ..services.rollback import execute_plan
-        if target.is_completed:
-            done_name = md_tl.files_of(target).get(State.COMPLETED)
-            if done_name:
-                self.md.delete(f"{md_tl.timeline_dir}/{done_name}")
-        metadata = execute_plan(self.md, self.md_config, plan, rollback_ts)
-        writer.complete(inflight, metadata)
-        for name in md_tl.files_of(target).values():
-            rel = f"{md_tl.timeline_dir}/{name}"
-            if self.md.exists(rel):
-                self.md.delete(rel)
-
-    # -- compaction of the metadata table ------------------------------------------------------------
-    def _valid(self, md_inst: Instant, data_tl: Timeline) -> bool:
-        ts = md_inst.timestamp
-        if ts.startswith(I.SOLO_COMMIT_TIMESTAMP_V6) or len(ts) != 17:
-            return True
-        data = [i for i in data_tl.instants if i.timestamp == ts]
-        if not data:
-            start = data_tl.instants[0].timestamp if data_tl.instants else None
-            return start is not None and ts < start
-        return all(i.is_completed for i in data)
-
-    def compact_if_due(self) -> Instant | None:
-        md_tl = self.md_timeline()
-        for pending in [i for i in md_tl.instants if i.action == "compaction" and not i.is_completed]:
-            # left by a crash: its base files are invisible; remove them and plan afresh
-            self._rollback_files(pending)
-            TimelineWriter(self.md, self.md_config).delete_instant_files(pending)
-            md_tl = self.md_timeline()
-        compactions = self._compaction_instants(md_tl)
-        # after the last compaction: by completion time (v8; a deltacommit requested before a
-        # compaction and completed after it is on top of it), by instant time (v6)
-        when = (lambda i: i.completion_time or i.timestamp) if self.md_config.version >= 8 \
-            else (lambda i: i.timestamp)
-        last = max((when(c) for c in compactions), default=None)
-        if any(i.action == "deltacommit" and not i.is_completed for i in md_tl.instants):
-            return None
-        deltas = [i for i in md_tl.instants if i.action == "deltacommit"
-                  and (last is None or when(i) > last)]
-        due = int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))
-        if len([i for i in deltas if not i.timestamp.startswith(I.SOLO_COMMIT_TIMESTAMP_V6)]) < due:
-            return None
-        data_tl = self.data_timeline()
-        if not all(self._valid(i, data_tl) for i in deltas):
-            return None
-        return self.compact(md_tl, deltas)
-
-    def compact(self, md_tl: Timeline | None = None, deltas: list[Instant] | None = None) -> Instant | None:
-        """Compact every file group of every metadata partition into new base HFiles."""
-        md_tl = md_tl or self.md_timeline()
-        if self.md_config.version >= 8:
-            instant = self.clock.new_instant_time()
-        else:
-            latest = max(i.timestamp for i in md_tl.instants if i.action == "deltacommit" and i.is_completed)
-            instant = latest + "001"
-            if any(i.timestamp == instant for i in md_tl.instants):
-                return None
-        ops, slices = [], []
-        for partition in sorted(self.config.metadata_partitions):
-            for s in self.latest_slices(partition):
-                if not s.log_files:
-                    continue
-                slices.append(s)
-                ops.append({"baseInstantTime": s.base_instant,
-                            "deltaFilePaths": [posixpath.basename(p) for p in s.log_files],
-                            "dataFilePath": s.base_file_name, "fileId": s.file_id,
-                            "partitionPath": partition,
-                            "metrics": {"TOTAL_LOG_FILES": float(len(s.log_files)),
-                                        "TOTAL_IO_READ_MB": float((s.base_file_size + sum(s.log_file_sizes)) // (1 << 20)),
-                                        "TOTAL_LOG_FILES_SIZE": float(sum(s.log_file_sizes)),
-                                        "TOTAL_IO_WRITE_MB": float(s.base_file_size // (1 << 20)),
-                                        "TOTAL_IO_MB": float((2 * s.base_file_size + sum(s.log_file_sizes)) // (1 << 20))},
-                            "bootstrapFilePath": None})
-        if not ops:
-            return None
-        from ..services.common import compaction_plan_schema, encode_with_schema
-        plan = {"operations": ops, "extraMetadata": {}, "version": 2, "strategy": None,
-                "preserveHoodieMetadata": False}
-        if self.md_config.version >= 8:
-            plan["missingSchedulePartitions"] = []
-        writer = self._md_writer()
-        requested = writer.create_requested(
-            "compaction", instant, plan=encode_with_schema(compaction_plan_schema(self.md_config.version), plan))
-        inflight = writer.transition_to_inflight(requested)
-        stats, written = [], []
-        data_tl = self.data_timeline()
-        valid = {i.timestamp for i in md_tl.instants if i.is_completed and self._valid(i, data_tl)}
-        try:
-            for task, s in enumerate(slices):
-                merged, blocks = self._merge_slice(s, valid)
-                items = sorted((k.encode("utf-8"), P.encode_value(r)) for k, r in merged.items())
-                name = BaseFileName(s.file_id, f"{task}-0-{task}", instant, ".hfile").name
-                rel = posixpath.join(s.partition_path, name)
-                written.append(rel)
-                size = write_base_hfile(self.md, rel, items)
-                st = _stat(s.file_id, rel, s.partition_path, num_writes=len(items), size=size)
-                st.update({"totalLogFilesCompacted": len(s.log_files),
-                           "totalLogSizeCompacted": int(sum(s.log_file_sizes)),
-                           "totalLogBlocks": blocks, "totalLogRecords": len(items)})
-                stats.append(st)
-            meta = commit_metadata(stats, operation_type="COMPACT", compacted=True,
-                                   extra_metadata={"schema": P.DATA_SCHEMA_JSON})
-            done = writer.complete(inflight, meta)
-        except BaseException:
-            self._discard(writer, inflight, written)
-            raise
-        log.info("compacted the metadata table of %s at %s (%d file groups)",
-                 self.storage.url, instant, len(stats))
-        return done
-
-    def _merge_slice(self, s: FileSlice, valid: set[str]) -> tuple[dict[str, dict], int]:
-        merged: dict[str, dict | None] = {}
-        if s.base_file:
-            r = HFileReader(self.md, s.base_file)
-            schema = (r.file_info.get(b"schema") or b"").decode("utf-8") or None
-            for k, v in r.items():
-                key = k.decode("utf-8")
-                merged[key] = P.decode_value(v, key, schema)
-        nblocks = 0
-        for path in s.log_files:
-            for block in read_log_file(self.md, path):
-                if block.is_corrupted or (block.instant_time and block.instant_time not in valid):
-                    continue
-                nblocks += 1
-                if block.block_type == BlockType.HFILE_DATA:
-                    r = HFileReader.from_bytes(block.content(), path)
-                    schema = block.schema_json
-                    for k, v in r.items():
-                        key = k.decode("utf-8")
-                        merged[key] = P.merge(merged.get(key), P.decode_value(v, key, schema))
-                elif block.block_type == BlockType.DELETE:
-                    dk = block.deleted_keys()
-                    for key in dk.column("record_key").to_pylist() if dk.num_rows else ():
-                        merged[key] = None
-        out = {}
-        for key, rec in merged.items():
-            if rec is None:
-                continue
-            c = P.compacted(rec)
-            if c is not None:
-                out[key] = c
-        return out, nblocks
-
-    # -- cleaning of the metadata table ---------------------------------------------------------------
-    def clean_if_due(self) -> Instant | None:
-        retained = mdt_option(self.options, "hoodie.metadata.cleaner.commits.retained")
-        if retained is None:
-            data_retained = int(self.options.get("hoodie.cleaner.commits.retained", 10))
-            retained = max(DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, int(data_retained * 1.2))
-        from ..services.cleaning import clean
-        return clean(self.md, self.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
-                                               "hoodie.cleaner.commits.retained": int(retained)})
-
-    def archive_if_due(self) -> list[Instant]:
-        """Archive the MDT's timeline as Hudi does (``archiveCommitsWith(min + 1, max + 1)`` of
-        the data table's ``hoodie.keep.min/max.commits``); only instants before its latest
-        compaction go, whose records live in base files."""
-        md_tl = self.md_timeline()
-        if not self._compaction_instants(md_tl):
-            return []
-        lo = int(self.options.get("hoodie.keep.min.commits", 20)) + 1
-        hi = int(self.options.get("hoodie.keep.max.commits", 30)) + 1
-        from ..services.archival import archive
-        return archive(self.md, self.md_config, {
-            "hoodie.keep.min.commits": lo, "hoodie.keep.max.commits": hi,
-            "hoodie.cleaner.commits.retained": max(1, lo - 1),
-            "hoodie.compact.inline.max.delta.commits":
-                int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))},
-            data_timeline=self.data_timeline())
-
-    def services(self) -> None:
-        """The MDT's own table services, run before a new deltacommit (as Hudi 1.x's
-        ``performTableServices``): cleaning, then compaction when due. The deltacommit about to
-        be written is never in the compaction, so rolling back the latest data commit only
-        ever undoes a deltacommit. A failure is logged, never raised (the data commit goes on)."""
-        if not self.exists() or K.FILES not in self.config.metadata_partitions:
-            return
-        try:
-            self.clean_if_due()
-            self.compact_if_due()
-            self.archive_if_due()
-        except Exception as exc:  # noqa: BLE001
-            log.warning("metadata table services of %s failed: %s", self.storage.url, exc)
-
-
-# -- encoding helpers ------------------------------------------------------------------------------
-def hfile_data_block(items: list[tuple[bytes, bytes]], instant: str) -> bytes:
-    """An ``HFILE_DATA`` log block of sorted ``(key, value)`` cells (HFileUtils' layout)."""
-    w = HFileWriter(None, block_size=HFILE_LOG_BLOCK_SIZE, compression="GZ")
-    for k, v in items:
-        w.append(k, v)
-    w.add_file_info("schema", P.SCHEMA_JSON)
-    content = w.close()
-    return encode_block(BlockType.HFILE_DATA, {HeaderKey.INSTANT_TIME: instant,
-                                               HeaderKey.SCHEMA: P.SCHEMA_JSON}, content)
-
-
-def write_base_hfile(storage: Storage, rel: str, items: list[tuple[bytes, bytes]]) -> int:
-    """A base HFile of the metadata table (``HoodieAvroHFileWriter``): the cells, the schema,
-    a bloom filter of the keys and the min/max keys; returns its size."""
-    from ..bloom import new_bloom_filter
-    bloom = new_bloom_filter(60000, 0.000000001, "DYNAMIC_V0", 100000)
-    if items:
-        bloom.add_all(pa.array([k for k, _ in items], pa.binary()))
-    w = HFileWriter(storage, rel, compression="GZ")
-    for k, v in items:
-        w.append(k, v)
-    w.add_file_info("schema", P.SCHEMA_JSON)
-    w.add_file_info("bloomFilterTypeCode", "DYNAMIC_V0")
-    if items:
-        w.add_file_info("minRecordKey", items[0][0])
-        w.add_file_info("maxRecordKey", items[-1][0])
-    w.add_meta_block("bloomFilter", bloom.serialize())
-    w.close()
-    return storage.size(rel)
-
-
-def _stat(fid: str, path: str, partition: str, *, prev: str | None = None, num_writes: int = 0,
-          num_inserts: int = 0, num_updates: int = 0, num_deletes: int = 0, size: int = 0) -> dict:
-    return {"fileId": fid, "path": path, "prevCommit": prev if prev else "null",
-            "numWrites": num_writes, "numDeletes": num_deletes, "numUpdateWrites": num_updates,
-            "numInserts": num_inserts, "totalWriteBytes": size, "totalWriteErrors": 0,
-            "partitionPath": partition, "fileSizeInBytes": size}

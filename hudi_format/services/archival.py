@@ -23,7 +23,14 @@ Never archived (the *earliest instant to retain* is the earliest of these):
   before its first compaction, because the metadata table's log blocks count only for instants
   on the data table's active timeline;
 - a metadata table: everything from its data table's first active commit or first pending
-  instant on (rollbacks of those need their metadata-table deltacommits).
+  instant on (rollbacks of those need their metadata-table deltacommits), and every
+  deltacommit its latest compaction did not fold into base files (one that completed after
+  the compaction was planned, though requested before it): readers and the next compaction
+  trust a metadata log block only while its deltacommit is on an active timeline, so
+  archiving it would silently drop what it recorded (a clean's deletions, a commit's files);
+- a replacecommit whose replaced file groups still have files in storage or in the metadata
+  table's listing (a clean that could not delete them): without it on the timeline readers
+  would serve those file groups again beside the ones that replaced them.
 
 MERGE_ON_READ log files of archived delta commits stay readable and compactable: readers and
 services treat an instant older than the active timeline as completed and take its completion
@@ -36,6 +43,7 @@ As in Hudi's ``ArchivalUtils``, min/max are raised when the cleaner's own retent
 from __future__ import annotations
 
 import logging
+import posixpath
 from typing import Any, Mapping
 
 from ..config import TableConfig
@@ -195,6 +203,111 @@ def _data_table_bound(data_timeline: Timeline, beyond_savepoint: bool) -> str | 
     return min(candidates, default=None)
 
 
+def _until_uncompacted(md_timeline: Timeline, chosen: list[Instant]) -> list[Instant]:
+    """``chosen`` (metadata-table instants by request time) up to the first deltacommit whose
+    log blocks no compaction has folded into a base file yet. A deltacommit requested before
+    the latest compaction but completed after it was planned lives in the slice on top of it
+    (v8: it completed after the compaction's request time; v6: one of its log files is still
+    in the latest slice of its file group)."""
+    compactions = [i for i in md_timeline.completed if i.action == "commit"]
+    if not compactions:
+        return []
+    latest = max(i.timestamp for i in compactions)
+    bases: dict[str, dict[str, str]] = {}
+    for n, inst in enumerate(chosen):
+        if inst.timestamp >= latest:
+            return chosen[:n]
+        if inst.action != "deltacommit":
+            continue
+        if md_timeline.config.version >= 8:
+            if inst.completion_time is None or inst.completion_time > latest:
+                return chosen[:n]
+        elif _v6_uncompacted(md_timeline, inst, bases):
+            return chosen[:n]
+    return chosen
+
+
+def _v6_uncompacted(md_timeline: Timeline, inst: Instant, bases: dict) -> bool:
+    """v6 (no completion times): does a log file ``inst`` wrote still sit in the latest slice
+    of its file group (no base file newer than the log file's base instant)? ``bases`` caches
+    partition -> {file id: latest base instant}."""
+    from ..view.file_names import parse_base_file_name, parse_log_file_name
+    storage = md_timeline.storage
+    try:
+        meta = md_timeline.raw_metadata(inst)
+    except TimelineError:
+        return True   # cannot tell: keep it
+    for part, stats in (meta.get("partitionToWriteStats") or {}).items():
+        if part not in bases:
+            latest: dict[str, str] = {}
+            for f in storage.list(part) if storage.exists(part) else ():
+                parsed = parse_base_file_name(f.name)
+                if parsed is not None and parsed.instant_time > latest.get(parsed.file_id, ""):
+                    latest[parsed.file_id] = parsed.instant_time
+            bases[part] = latest
+        for st in stats or ():
+            for name in [st.get("path") or ""] + list(st.get("logFiles") or ()):
+                parsed = parse_log_file_name(posixpath.basename(name))
+                if parsed is not None and bases[part].get(parsed.file_id, "") <= parsed.instant_time:
+                    return True
+    return False
+
+
+def _until_replaced_present(timeline: Timeline, chosen: list[Instant],
+                            options: Mapping[str, Any] | None) -> list[Instant]:
+    """``chosen`` up to the first replacecommit whose replaced file groups still have files in
+    storage or in the metadata table's listing (``ClusteringUtils``' rule that a replacecommit
+    goes only once the cleaner deleted what it replaced, checked against the files)."""
+    replaces = [(n, i) for n, i in enumerate(chosen) if i.action == "replacecommit"]
+    if not replaces:
+        return chosen
+    from ..view.file_names import parse_base_file_name, parse_log_file_name
+    storage = timeline.storage
+    listings: dict[str, set[str]] = {}
+    mdt_listing = _metadata_listing(timeline, options)
+
+    def file_ids(partition: str) -> set[str]:
+        if partition not in listings:
+            names = [f.name for f in storage.list(partition) if not f.is_dir] if storage.exists(partition) else []
+            names += [posixpath.basename(f.path) for f in mdt_listing.get(partition, ())]
+            ids = set()
+            for name in names:
+                parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
+                if parsed is not None:
+                    ids.add(parsed.file_id)
+            listings[partition] = ids
+        return listings[partition]
+
+    for n, inst in replaces:
+        try:
+            replaced = timeline.metadata(inst).replaced_file_ids
+        except TimelineError:
+            return chosen[:n]
+        present = [(p, f) for p, f in replaced if f in file_ids(p)]
+        if present:
+            log.info("not archiving replacecommit %s of %s yet: %d replaced file groups still have "
+                     "files (e.g. %s/%s)", inst.timestamp, storage.url, len(present), *present[0])
+            return chosen[:n]
+    return chosen
+
+
+def _metadata_listing(timeline: Timeline, options: Mapping[str, Any] | None) -> dict:
+    """The metadata table's file listing when readers would use it, else empty."""
+    from ..metadata.options import mdt_option
+    from ..metadata.reader import MetadataTable
+    from ..errors import HudiError
+    config = timeline.config
+    if not config.metadata_partitions or not mdt_option(options, "hoodie.metadata.enable"):
+        return {}
+    mt = MetadataTable(timeline.storage, config, timeline)
+    try:
+        if mt.staleness() is not None:
+            return {}
+        return mt.files_listing()
+    except HudiError:
+        return {}   # unreadable: readers list storage instead
+
+
 def instants_to_archive(timeline: Timeline, options: Mapping[str, Any] | None = None,
                         data_timeline: Timeline | None = None) -> list[Instant]:
     """The instants an archival now would move out of the active timeline, by request time.
@@ -248,6 +361,9 @@ def instants_to_archive(timeline: Timeline, options: Mapping[str, Any] | None = 
             break
         chosen.append(inst)
     chosen = chosen[:max(len(completed) - lo, 0)]
+    if data_timeline is not None:
+        chosen = _until_uncompacted(timeline, chosen)
+    chosen = _until_replaced_present(timeline, chosen, options)
     if not chosen:
         return []
     newest = chosen[-1].timestamp

@@ -1,0 +1,139 @@
+"""Rolling back metadata-table instants: the metadata side of a data rollback, and the
+undoing of a deltacommit whose data instant failed (Hudi's ``HoodieTableMetadataUtil``
+``processRollbackMetadata`` and the metadata writer's rollback of a re-attempted instant)."""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections import defaultdict
+from typing import Mapping
+
+from ..errors import HudiError
+from ..log import read_log_file
+from ..timeline import Instant, State, Timeline
+from ..view.file_names import parse_base_file_name, parse_log_file_name
+from . import keys as K
+from . import payloads as P
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MetadataRollback"]
+
+
+class MetadataRollback:
+    """Mixin of :class:`~hudi_format.metadata.writer.MetadataWriter`: rollbacks."""
+
+    def _compaction_instants(self, md_tl: Timeline) -> list[Instant]:
+        return [i for i in md_tl.instants if i.is_completed and i.action == "commit"]
+
+    def _files_written_by(self, target: Instant) -> list[str]:
+        """MDT files an MDT instant wrote: its commit metadata, else names carrying it (v8) or
+        log blocks of it (v6)."""
+        out: list[str] = []
+        if target.is_completed and target.action in ("deltacommit", "commit"):
+            try:
+                meta = self.md_timeline().raw_metadata(target)
+                for part, stats in (meta.get("partitionToWriteStats") or {}).items():
+                    for st in stats or ():
+                        for name in [posixpath.basename(st.get("path") or "")] + list(st.get("logFiles") or ()):
+                            if name:
+                                rel = posixpath.join(part, name)
+                                if rel not in out:
+                                    out.append(rel)
+                return out
+            except HudiError:
+                pass
+        for f in self.md.walk_files("", skip_dirs=(".hoodie",)):
+            name = posixpath.basename(f.path)
+            bf = parse_base_file_name(name)
+            if bf is not None and bf.instant_time == target.timestamp:
+                out.append(f.path)
+                continue
+            lf = parse_log_file_name(name)
+            if lf is None:
+                continue
+            if self.md_config.version >= 8:
+                if lf.instant_time == target.timestamp:
+                    out.append(f.path)
+            elif any(b.instant_time == target.timestamp for b in read_log_file(self.md, f.path)):
+                out.append(f.path)
+        return out
+
+    def _rollback_files(self, target: Instant) -> list[str]:
+        deleted = []
+        for rel in self._files_written_by(target):
+            if self.md.exists(rel):
+                self.md.delete(rel)
+                deleted.append(rel)
+        return deleted
+
+    def rollback(self, target_ts: str, rollback_ts: str, deleted_data_files: Mapping[str, list[str]],
+                 added_log_files: Mapping[str, Mapping[str, int]] | None = None) -> None:
+        """Apply a data rollback (at ``rollback_ts``) of ``target_ts`` to the MDT.
+
+        The MDT deltacommit of the target (if any) is rolled back by an MDT rollback instant at
+        ``rollback_ts``. Files the data rollback touched are recorded by a deltacommit at
+        ``rollback_ts`` instead when nothing of the target reached the MDT, or -- v6, whose
+        rollbacks append command blocks in new log files -- before the MDT rollback, which then
+        takes ``rollback_ts + "006"`` (as Hudi's v6 writer does).
+        """
+        md_tl = self.md_timeline()
+        targets = [i for i in md_tl.instants if i.timestamp == target_ts and i.action == "deltacommit"]
+        done = {i.timestamp for i in md_tl.instants if i.is_completed}
+        added = {p: dict(f) for p, f in (added_log_files or {}).items() if f}
+        if rollback_ts in done and not targets:
+            return   # applied already (a resumed data rollback)
+
+        def files_deltacommit() -> None:
+            files = [(p, posixpath.basename(f)) for p, fs in deleted_data_files.items() for f in fs]
+            parts = set(deleted_data_files) | set(added)
+            recs = [P.files_record(p, {posixpath.basename(n): z for n, z in added.get(p, {}).items()},
+                                   [n for q, n in files if q == p]) for p in parts]
+            deltas = {K.FILES: P.records_delta(recs)}
+            deltas.update(self._tombstones(files, rollback_ts))
+            self.commit(rollback_ts, deltas)
+
+        if not targets:
+            # nothing of the target reached the MDT: record what the rollback changed, so that
+            # the data rollback has its deltacommit
+            files_deltacommit()
+            return
+        if added and rollback_ts not in done:
+            files_deltacommit()
+        if added:
+            rollback_ts = rollback_ts + "006"
+        target = targets[0]
+        compactions = self._compaction_instants(md_tl)
+        if target.is_completed and compactions:
+            last = max(compactions, key=lambda i: i.completion_time or i.timestamp)
+            if (target.completion_time or target.timestamp) <= (last.completion_time or last.timestamp):
+                log.warning("data rollback of %s reaches behind the metadata table's compaction %s; "
+                            "dropping the metadata table of %s", target_ts, last.timestamp, self.storage.url)
+                self.drop()
+                return
+        writer = self._md_writer()
+        plan = {"instantToRollback": {"commitTime": target.timestamp, "action": target.action},
+                "RollbackRequests": [], "version": 1}
+        files = self._files_written_by(target)
+        by_group: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for rel in files:
+            part, name = posixpath.split(rel)
+            parsed = parse_base_file_name(name) or parse_log_file_name(name)
+            by_group[(part, parsed.file_id if parsed else "")].append(rel)
+        plan["RollbackRequests"] = [{"partitionPath": p, "fileId": f, "latestBaseInstant": None,
+                                     "filesToBeDeleted": paths, "logBlocksToBeDeleted": None}
+                                    for (p, f), paths in sorted(by_group.items())]
+        requested = writer.create_requested("rollback", rollback_ts, plan=plan)
+        inflight = writer.transition_to_inflight(requested)
+        from ..services.rollback import execute_plan
+        if target.is_completed:
+            done_name = md_tl.files_of(target).get(State.COMPLETED)
+            if done_name:
+                self.md.delete(f"{md_tl.timeline_dir}/{done_name}")
+        metadata = execute_plan(self.md, self.md_config, plan, rollback_ts)
+        writer.complete(inflight, metadata)
+        for name in md_tl.files_of(target).values():
+            rel = f"{md_tl.timeline_dir}/{name}"
+            if self.md.exists(rel):
+                self.md.delete(rel)

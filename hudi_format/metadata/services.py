@@ -1,0 +1,217 @@
+"""Table services of the metadata table itself: compaction, cleaning and archival.
+
+They run before each new metadata deltacommit (Hudi 1.x's ``performTableServices``), under
+the data table's lock, so the deltacommit about to be written is never compacted yet. The
+rules that keep the ``files`` listing equal to storage:
+
+* compaction selects log blocks exactly as readers do (:meth:`MetadataTable.log_blocks`) and
+  reads each slice whole or fails: compacting never changes what a reader sees;
+* archival never passes a deltacommit the latest compaction did not fold into a base file
+  (:func:`hudi_format.services.archival.instants_to_archive`).
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from typing import TYPE_CHECKING
+
+from ..hfile import HFileReader
+from ..log import BlockType
+from ..timeline import Instant, Timeline
+from ..timeline.writer import TimelineWriter, commit_metadata
+from ..view import FileSlice
+from ..view.file_names import BaseFileName
+from . import init as I
+from . import keys as K
+from . import payloads as P
+from .hfiles import md_stat, write_base_hfile
+from .options import DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MetadataTableError, mdt_option
+
+if TYPE_CHECKING:
+    from .reader import MetadataTable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MetadataServices"]
+
+
+class MetadataServices:
+    """Mixin of :class:`~hudi_format.metadata.writer.MetadataWriter`: its table services."""
+
+    def _valid(self, md_inst: Instant, data_tl: Timeline) -> bool:
+        ts = md_inst.timestamp
+        if ts.startswith(I.SOLO_COMMIT_TIMESTAMP_V6) or len(ts) != 17:
+            return True
+        data = [i for i in data_tl.instants if i.timestamp == ts]
+        if not data:
+            start = data_tl.start   # older instants were archived: completed
+            return start is not None and ts < start
+        return all(i.is_completed for i in data)
+
+    def compact_if_due(self) -> Instant | None:
+        md_tl = self.md_timeline()
+        for pending in [i for i in md_tl.instants if i.action == "compaction" and not i.is_completed]:
+            # left by a crash: its base files are invisible; remove them and plan afresh
+            self._rollback_files(pending)
+            TimelineWriter(self.md, self.md_config).delete_instant_files(pending)
+            md_tl = self.md_timeline()
+        compactions = self._compaction_instants(md_tl)
+        # after the last compaction: by completion time (v8; a deltacommit requested before a
+        # compaction and completed after it is on top of it), by instant time (v6)
+        when = (lambda i: i.completion_time or i.timestamp) if self.md_config.version >= 8 \
+            else (lambda i: i.timestamp)
+        last = max((when(c) for c in compactions), default=None)
+        if any(i.action == "deltacommit" and not i.is_completed for i in md_tl.instants):
+            return None
+        deltas = [i for i in md_tl.instants if i.action == "deltacommit"
+                  and (last is None or when(i) > last)]
+        due = int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))
+        if len([i for i in deltas if not i.timestamp.startswith(I.SOLO_COMMIT_TIMESTAMP_V6)]) < due:
+            return None
+        data_tl = self.data_timeline()
+        if not all(self._valid(i, data_tl) for i in deltas):
+            return None
+        return self.compact(md_tl, deltas)
+
+    def compact(self, md_tl: Timeline | None = None, deltas: list[Instant] | None = None) -> Instant | None:
+        """Compact every file group of every metadata partition into new base HFiles."""
+        md_tl = md_tl or self.md_timeline()
+        if self.md_config.version >= 8:
+            instant = self.clock.new_instant_time()
+        else:
+            latest = max(i.timestamp for i in md_tl.instants if i.action == "deltacommit" and i.is_completed)
+            instant = latest + "001"
+            if any(i.timestamp == instant for i in md_tl.instants):
+                return None
+        ops, slices = [], []
+        for partition in sorted(self.config.metadata_partitions):
+            for s in self.latest_slices(partition):
+                if not s.log_files:
+                    continue
+                slices.append(s)
+                ops.append({"baseInstantTime": s.base_instant,
+                            "deltaFilePaths": [posixpath.basename(p) for p in s.log_files],
+                            "dataFilePath": s.base_file_name, "fileId": s.file_id,
+                            "partitionPath": partition,
+                            "metrics": {"TOTAL_LOG_FILES": float(len(s.log_files)),
+                                        "TOTAL_IO_READ_MB": float((s.base_file_size + sum(s.log_file_sizes)) // (1 << 20)),
+                                        "TOTAL_LOG_FILES_SIZE": float(sum(s.log_file_sizes)),
+                                        "TOTAL_IO_WRITE_MB": float(s.base_file_size // (1 << 20)),
+                                        "TOTAL_IO_MB": float((2 * s.base_file_size + sum(s.log_file_sizes)) // (1 << 20))},
+                            "bootstrapFilePath": None})
+        if not ops:
+            return None
+        from ..services.common import compaction_plan_schema, encode_with_schema
+        plan = {"operations": ops, "extraMetadata": {}, "version": 2, "strategy": None,
+                "preserveHoodieMetadata": False}
+        if self.md_config.version >= 8:
+            plan["missingSchedulePartitions"] = []
+        writer = self._md_writer()
+        requested = writer.create_requested(
+            "compaction", instant, plan=encode_with_schema(compaction_plan_schema(self.md_config.version), plan))
+        inflight = writer.transition_to_inflight(requested)
+        stats, written = [], []
+        # the blocks readers count, by the readers' own rule: compacting changes nothing they see
+        from .reader import MetadataTable
+        reader = MetadataTable(self.storage, self.config, self.data_timeline())
+        reader.__dict__.update(mdt_config=self.md_config, mdt_timeline=md_tl)
+        try:
+            for task, s in enumerate(slices):
+                merged, blocks = self._merge_slice(s, reader)
+                items = sorted((k.encode("utf-8"), P.encode_value(r)) for k, r in merged.items())
+                name = BaseFileName(s.file_id, f"{task}-0-{task}", instant, ".hfile").name
+                rel = posixpath.join(s.partition_path, name)
+                written.append(rel)
+                size = write_base_hfile(self.md, rel, items)
+                st = md_stat(s.file_id, rel, s.partition_path, num_writes=len(items), size=size)
+                st.update({"totalLogFilesCompacted": len(s.log_files),
+                           "totalLogSizeCompacted": int(sum(s.log_file_sizes)),
+                           "totalLogBlocks": blocks, "totalLogRecords": len(items)})
+                stats.append(st)
+            meta = commit_metadata(stats, operation_type="COMPACT", compacted=True,
+                                   extra_metadata={"schema": P.DATA_SCHEMA_JSON})
+            done = writer.complete(inflight, meta)
+        except BaseException:
+            self._discard(writer, inflight, written)
+            raise
+        log.info("compacted the metadata table of %s at %s (%d file groups)",
+                 self.storage.url, instant, len(stats))
+        return done
+
+    def _merge_slice(self, s: FileSlice, reader: "MetadataTable") -> tuple[dict[str, dict], int]:
+        """The records of one slice as a compacted base file keeps them, and the number of log
+        blocks folded in. Read whole or not at all: a corrupt block raises
+        :class:`MetadataTableError` (the compaction fails), never bakes a stale state in."""
+        merged: dict[str, dict | None] = {}
+        if s.base_file:
+            r = HFileReader(self.md, s.base_file)
+            schema = (r.file_info.get(b"schema") or b"").decode("utf-8") or None
+            for k, v in r.items():
+                key = k.decode("utf-8")
+                merged[key] = P.decode_value(v, key, schema)
+        nblocks = 0
+        for block in reader.log_blocks(s.log_files):
+            nblocks += 1
+            if block.block_type == BlockType.HFILE_DATA:
+                r = HFileReader.from_bytes(block.content(), block.describe())
+                schema = block.schema_json
+                for k, v in r.items():
+                    key = k.decode("utf-8")
+                    merged[key] = P.merge(merged.get(key), P.decode_value(v, key, schema))
+            elif block.block_type == BlockType.DELETE:
+                dk = block.deleted_keys()
+                for key in dk.column("record_key").to_pylist() if dk.num_rows else ():
+                    merged[key] = None
+            else:
+                raise MetadataTableError(f"{block.describe()}: a {block.block_type.name} block, but the "
+                                         "metadata table only holds HFile data and delete blocks")
+        out = {}
+        for key, rec in merged.items():
+            if rec is None:
+                continue
+            c = P.compacted(rec)
+            if c is not None:
+                out[key] = c
+        return out, nblocks
+
+    # -- cleaning of the metadata table ---------------------------------------------------------------
+    def clean_if_due(self) -> Instant | None:
+        retained = mdt_option(self.options, "hoodie.metadata.cleaner.commits.retained")
+        if retained is None:
+            data_retained = int(self.options.get("hoodie.cleaner.commits.retained", 10))
+            retained = max(DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, int(data_retained * 1.2))
+        from ..services.cleaning import clean
+        return clean(self.md, self.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
+                                               "hoodie.cleaner.commits.retained": int(retained)})
+
+    def archive_if_due(self) -> list[Instant]:
+        """Archive the MDT's timeline as Hudi does (``archiveCommitsWith(min + 1, max + 1)`` of
+        the data table's ``hoodie.keep.min/max.commits``); only instants before its latest
+        compaction go, whose records live in base files."""
+        md_tl = self.md_timeline()
+        if not self._compaction_instants(md_tl):
+            return []
+        lo = int(self.options.get("hoodie.keep.min.commits", 20)) + 1
+        hi = int(self.options.get("hoodie.keep.max.commits", 30)) + 1
+        from ..services.archival import archive
+        return archive(self.md, self.md_config, {
+            "hoodie.keep.min.commits": lo, "hoodie.keep.max.commits": hi,
+            "hoodie.cleaner.commits.retained": max(1, lo - 1),
+            "hoodie.compact.inline.max.delta.commits":
+                int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))},
+            data_timeline=self.data_timeline())
+
+    def services(self) -> None:
+        """The MDT's own table services, run before a new deltacommit (as Hudi 1.x's
+        ``performTableServices``): cleaning, then compaction when due. The deltacommit about to
+        be written is never in the compaction, so rolling back the latest data commit only
+        ever undoes a deltacommit. A failure is logged, never raised (the data commit goes on)."""
+        if not self.exists() or K.FILES not in self.config.metadata_partitions:
+            return
+        try:
+            self.clean_if_due()
+            self.compact_if_due()
+            self.archive_if_due()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("metadata table services of %s failed: %s", self.storage.url, exc)
