@@ -24,9 +24,9 @@ from hudi_format.base_file import read_footer
 from hudi_format.config import TableConfig
 from hudi_format.hfile import HFileReader, write_hfile
 from hudi_format.metadata import keys as K
-from hudi_format.metadata.index import (candidate_slices_by_metadata_bloom,
-                                        existing_keys_from_record_index, usable_metadata_table)
 from hudi_format.metadata.reader import MetadataTable
+from hudi_format.writer.index import (candidate_slices_by_metadata_bloom, record_index_locations,
+                                      usable_metadata_table)
 from hudi_format.metadata.records import ColumnStats, combine, decode_entries, stats_scalar
 from hudi_format.read.filters import parse_filters, stats_may_match
 from hudi_format.read.snapshot import ReadState
@@ -475,12 +475,11 @@ def test_bloom_filters_from_metadata_equal_footers(fixture_tables, name, tmp_pat
     for ident, bloom in footers.items():
         assert got[ident] == bloom
     # the writer-side helpers answer from the same place
-    usable = usable_metadata_table(storage, config, K.BLOOM_FILTERS, timeline)
+    usable = usable_metadata_table(storage, config, timeline, K.BLOOM_FILTERS)
     assert usable is not None
     table = hudi.open_table(path)
     keys = pa.array([expected(name)["snapshot"][0]["_hoodie_record_key"]])
-    cands = candidate_slices_by_metadata_bloom(storage, usable, table.file_slices(), keys,
-                                               fallback=lambda *a: pytest.fail("footer read"))
+    cands = candidate_slices_by_metadata_bloom(usable, table.file_slices(), keys)
     assert any(s.file_id in expected(name)["snapshot"][0]["_hoodie_file_name"] for s in cands)
 
 
@@ -499,17 +498,18 @@ def test_record_index_tagging_helper(fixture_tables):
     name = PARTITIONED_META[0]
     storage = Storage(str(fixture_tables(name)))
     config = TableConfig.load(storage)
-    mdt = usable_metadata_table(storage, config, K.RECORD_INDEX)
+    timeline = Timeline.load(storage, config)
+    mdt = usable_metadata_table(storage, config, timeline, K.RECORD_INDEX)
     rows = expected(name)["snapshot"]
     keys = pa.array([r["_hoodie_record_key"] for r in rows] + ["NEW-KEY"])
-    got = existing_keys_from_record_index(mdt, keys)
+    got = record_index_locations(mdt, hudi.open_table(str(fixture_tables(name))).file_slices(), keys)
     assert got.schema.names == ["key", "partition", "file_id"]
     assert sorted(got.to_pylist(), key=lambda r: r["key"]) == sorted(
         ({"key": r["_hoodie_record_key"], "partition": r["_hoodie_partition_path"],
           "file_id": (parse_base_file_name(r["_hoodie_file_name"])
                       or parse_log_file_name(r["_hoodie_file_name"])).file_id} for r in rows),
         key=lambda r: r["key"])
-    assert usable_metadata_table(storage, config, K.BLOOM_FILTERS) is None  # not declared
+    assert usable_metadata_table(storage, config, timeline, K.BLOOM_FILTERS) is None  # not declared
 
 
 # -- secondary indexes ------------------------------------------------------------------------------

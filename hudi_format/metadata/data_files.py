@@ -4,7 +4,7 @@ filters of its files, and (to bootstrap an existing table) the whole committed s
 from __future__ import annotations
 
 import posixpath
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,9 +15,6 @@ from ..view.file_names import parse_base_file_name, parse_log_file_name
 from . import keys as K
 from . import payloads as P
 from .options import _META_COLUMNS_INDEXED, MetadataTableError, mdt_option
-
-if TYPE_CHECKING:
-    from .writer import MetadataWriter
 
 
 # -- reading what a data commit wrote ------------------------------------------------------------
@@ -49,7 +46,7 @@ def _stat_kind(t: pa.DataType) -> str | None:
 class DataFiles:
     """Reads what the metadata records describe: footers, record keys, column values."""
 
-    def __init__(self, writer: "MetadataWriter"):
+    def __init__(self, writer: Any):   # a writer.MetadataWriter (which imports this module)
         self.w = writer
         self.storage = writer.storage
         self.config = writer.config
@@ -190,7 +187,7 @@ class DataFiles:
 class DataSnapshot:
     """The committed data table now, as the records each metadata partition starts from."""
 
-    def __init__(self, writer: "MetadataWriter"):
+    def __init__(self, writer: Any):   # a writer.MetadataWriter (which imports this module)
         from ..read.snapshot import ReadState
         self.w = writer
         self.timeline = writer.data_timeline()

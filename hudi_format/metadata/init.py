@@ -35,6 +35,7 @@ from ..errors import HudiError
 from ..storage import Storage
 from ..table_init import properties_text
 from . import keys as K
+from .options import MetadataTableError
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +228,6 @@ def enabled_partitions(options: Mapping[str, Any]) -> list[str]:
 def initialize_partitions(writer, partitions: list[str]) -> None:
     """Bootstrap ``partitions`` (not yet in the table config) of ``writer``'s metadata table
     from the data table as it is committed now. ``writer`` is a :class:`.writer.MetadataWriter`."""
-    from . import writer as W
     from .data_files import DataSnapshot
 
     if not partitions:
@@ -238,7 +238,7 @@ def initialize_partitions(writer, partitions: list[str]) -> None:
                                 "logcompaction", "clustering", "clean", "rollback", "restore")
                and i.timestamp != writer.inflight_instant]
     if pending:
-        raise W.MetadataTableError(
+        raise MetadataTableError(
             f"cannot bootstrap the metadata table of {writer.storage.url}: instants "
             f"{[i.timestamp for i in pending]} are pending on the data timeline")
     ordered = sorted(partitions, key=lambda p: (_ORDER.index(p) if p in _ORDER else len(_ORDER), p))

@@ -73,7 +73,7 @@ from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_A
                       mdt_option)
 
 if TYPE_CHECKING:
-    from .reader import MetadataTable
+    pass
 
 log = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ def is_global(index_type: str) -> bool:
     return index_type.startswith("GLOBAL") or index_type == "RECORD_INDEX"
 
 
-def _usable_metadata(storage: Storage, config, timeline, partition: str):
+def usable_metadata_table(storage: Storage, config, timeline, partition: str):
     """The data table's metadata table when ``partition`` is declared and it is up to date."""
     from ..errors import HudiError
     from ..metadata.reader import MetadataTable
@@ -131,12 +131,12 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     visible = state.visible if state is not None else (lambda _: False)
     str_keys = pc.cast(keys, pa.string())
     if index_type == "RECORD_INDEX" and slices:
-        mdt = _usable_metadata(storage, config, timeline, "record_index")
+        mdt = usable_metadata_table(storage, config, timeline, "record_index")
         if mdt is not None:
             return record_index_locations(mdt, slices, str_keys)
     candidates = slices
     if index_type.endswith("BLOOM") and slices:
-        mdt = _usable_metadata(storage, config, timeline, "bloom_filters") \
+        mdt = usable_metadata_table(storage, config, timeline, "bloom_filters") \
             if mdt_option(options, "hoodie.bloom.index.use.metadata") else None
         if mdt is not None:
             candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
