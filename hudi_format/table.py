@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from .config import META_FIELDS, TableConfig
 from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError
+from .options import READ_SCOPES, WRITE_SCOPES, default, option, validate
 from .read.align import align_table
 from .read.bounds import normalize_instant
 from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
@@ -37,7 +38,7 @@ class Table:
                  options: dict[str, Any] | None = None):
         self.storage = storage
         self.config = config if config is not None else TableConfig.load(storage)
-        self.options = dict(options or {})
+        self.options = validate(options, READ_SCOPES, what="read")
         self.refresh()
 
     def refresh(self) -> "Table":
@@ -53,8 +54,7 @@ class Table:
         """The metadata table (``.hoodie/metadata``) as of the loaded timeline, or ``None``
         when the table declares none or ``hoodie.metadata.enable`` is false for this reader."""
         from .metadata.reader import MetadataTable
-        enabled = str(self.options.get("hoodie.metadata.enable", True)).strip().lower()
-        if enabled in ("false", "0", "no") or not self.config.metadata_partitions:
+        if not option(self.options, "hoodie.metadata.enable") or not self.config.metadata_partitions:
             return None
         if self._metadata is None:
             self._metadata = MetadataTable(self.storage, self.config, self.timeline)
@@ -391,8 +391,8 @@ def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None =
 def _write(table: "Table", data, operation: str, options) -> "Instant":
     from .transaction import WriteResult
     from .writer.client import WriteClient
-    from .writer.options import check_against_table, validate_options
-    opts = validate_options(options)
+    from .writer.options import check_against_table
+    opts = validate(options, WRITE_SCOPES)
     check_against_table(table.config, opts, table.storage.url)
     _recover(table.storage, table.config, opts)
     instant = WriteClient(table.storage, table.config, opts).write(data, operation)
@@ -426,10 +426,6 @@ def _service(fn):
 def _install_services() -> None:
     from .services import archival, cleaning, clustering, compaction, log_compaction
     from .services import rollback as rb, savepoint as sp
-    from .services.common import SERVICE_OPTIONS
-    from .writer.options import register_options
-    for known in (SERVICE_OPTIONS, cleaning.SERVICE_OPTIONS, archival.SERVICE_OPTIONS):
-        register_options(known)
     Table.compact = _service(compaction.compact)
     Table.log_compact = _service(log_compaction.log_compact)
     Table.cluster = _service(lambda storage, config, sort_by=None, options=None:
@@ -474,12 +470,12 @@ def write(path: str | os.PathLike, data, *, operation: str = "upsert",
     failed after the commit was durable (logged, never raised)."""
     from .transaction import WriteResult
     from .writer.client import WriteClient
-    from .writer.options import check_against_table, check_write_arguments, validate_options
+    from .writer.options import check_against_table, check_write_arguments
 
     check_write_arguments(record_key=record_key, ordering_field=ordering_field, partition_by=partition_by,
                           table_type=table_type, table_version=table_version, table_name=table_name,
                           operation=operation)
-    opts = validate_options(options)
+    opts = validate(options, WRITE_SCOPES)
     storage = Storage(path, storage_options)
     requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")
     keys = _as_list(record_key or opts.get("hoodie.datasource.write.recordkey.field")
@@ -512,7 +508,7 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key=No
     if not keys:
         raise InvalidOptionError("creating a table needs record_key (or option "
                                  "hoodie.datasource.write.recordkey.field)")
-    version = int(requested_version or 8)
+    version = int(requested_version or default("hoodie.write.table.version"))
     ttype = (opts.get("hoodie.datasource.write.table.type") or opts.get("hoodie.table.type")
              or table_type or "COPY_ON_WRITE").upper()
     ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
@@ -536,8 +532,8 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key=No
     props = table_properties(
         table_name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
         ordering_fields=ordering, keygen_type=keygen_type, keygen_class=keygen_class,
-        hive_style=bool(opts.get("hoodie.datasource.write.hive_style_partitioning", False)),
-        url_encode=bool(opts.get("hoodie.datasource.write.partitionpath.urlencode", False)),
-        populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
+        hive_style=option(opts, "hoodie.datasource.write.hive_style_partitioning"),
+        url_encode=option(opts, "hoodie.datasource.write.partitionpath.urlencode"),
+        populate_meta_fields=option(opts, "hoodie.populate.meta.fields"),
         table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
     return TableConfig(props, storage.uri(".hoodie/hoodie.properties"))

@@ -40,33 +40,22 @@ from typing import Any, Mapping
 
 from ..config import TableConfig
 from ..errors import InvalidOptionError, TimelineError
+from ..options import legacy_view
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
-from ..timeline.history_writer import (DEFAULT_ARCHIVAL_BATCH, DEFAULT_BATCH_SIZE,
-                                       DEFAULT_TARGET_FILE_MAX_BYTES, ActiveAction,
-                                       LSMTimelineWriter, write_v6_archive)
-from .cleaning import SERVICE_OPTIONS as CLEAN_OPTIONS
+from ..timeline.history_writer import ActiveAction, LSMTimelineWriter, write_v6_archive
 from .cleaning import completed_commits, earliest_commit_to_retain, read_options
 
 log = logging.getLogger(__name__)
 
 #: Hudi's option keys this module reads: key -> (kind, default)
-SERVICE_OPTIONS: dict[str, tuple[str, Any]] = {
-    "hoodie.archive.automatic": ("bool", True),
-    "hoodie.keep.min.commits": ("int", 20),
-    "hoodie.keep.max.commits": ("int", 30),
-    "hoodie.archive.beyond.savepoint": ("bool", False),
-    "hoodie.timeline.compaction.batch.size": ("int", DEFAULT_BATCH_SIZE),
-    "hoodie.timeline.compaction.target.file.max.bytes": ("int", DEFAULT_TARGET_FILE_MAX_BYTES),
-    "hoodie.commits.archival.batch": ("int", DEFAULT_ARCHIVAL_BATCH),
-    "hoodie.compact.inline.max.delta.commits": ("int", 5),
-    "hoodie.compact.inline.trigger.strategy": (
-        "choice:NUM_COMMITS|NUM_COMMITS_AFTER_LAST_REQUEST|TIME_ELAPSED|NUM_AND_TIME|NUM_OR_TIME", "NUM_COMMITS"),
+SERVICE_OPTIONS: dict[str, tuple[str, Any]] = legacy_view((
+    "hoodie.archive.automatic", "hoodie.keep.min.commits", "hoodie.keep.max.commits",
+    "hoodie.archive.beyond.savepoint", "hoodie.timeline.compaction.batch.size",
+    "hoodie.timeline.compaction.target.file.max.bytes", "hoodie.commits.archival.batch",
+    "hoodie.compact.inline.max.delta.commits", "hoodie.compact.inline.trigger.strategy",
     # the cleaner's retention bounds archival too (ArchivalUtils.getMinAndMaxInstantsToKeep)
-    "hoodie.cleaner.policy": CLEAN_OPTIONS["hoodie.cleaner.policy"],
-    "hoodie.cleaner.commits.retained": CLEAN_OPTIONS["hoodie.cleaner.commits.retained"],
-    "hoodie.cleaner.hours.retained": CLEAN_OPTIONS["hoodie.cleaner.hours.retained"],
-}
+    "hoodie.cleaner.policy", "hoodie.cleaner.commits.retained", "hoodie.cleaner.hours.retained"))
 
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
 _WRITE_TIMELINE = WRITE_ACTIONS + ("compaction", "logcompaction", "clustering")

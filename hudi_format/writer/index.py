@@ -14,6 +14,7 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..options import option
 from ..read.merge import MergeSpec, merge_file_slice, record_keys
 from ..storage import Storage
 from ..view import FileSlice
@@ -144,8 +145,6 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     Without a usable metadata partition the record index falls back to the global simple index
     and the metadata bloom index to footers.
     """
-    from ..metadata.options import mdt_option
-    from .options import option
     index_type = option(options, "hoodie.index.type")
     timeline = state.timeline if state is not None else None
     visible = state.visible if state is not None else (lambda _: False)
@@ -157,7 +156,7 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     candidates = slices
     if index_type.endswith("BLOOM") and slices:
         mdt = _usable_metadata(storage, config, timeline, "bloom_filters") \
-            if mdt_option(options, "hoodie.bloom.index.use.metadata") else None
+            if option(options, "hoodie.bloom.index.use.metadata") else None
         if mdt is not None:
             candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
         else:
