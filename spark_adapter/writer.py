@@ -69,7 +69,7 @@ def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping
         raise InvalidOptionError(f"save mode must be one of {', '.join(MODES)}, got {mode!r}")
     raw = {str(k): v for k, v in (options or {}).items() if v is not None}
     storage = Storage(path, _storage_options(raw))
-    operation = str(raw.get("hoodie.datasource.write.operation", "upsert")).strip().lower()
+    operation = option(raw, "hoodie.datasource.write.operation")
     opts = {k: v for k, v in raw.items() if k.startswith("hoodie.") and not k.startswith(_READ_KEYS)}
     if partition_by and "hoodie.datasource.write.partitionpath.field" not in opts:
         opts["hoodie.datasource.write.partitionpath.field"] = ",".join(partition_by)

@@ -83,9 +83,10 @@ declare(
        "brotli, uncompressed."),
     _w("hoodie.parquet.block.size", "int", 120 * MB, "Parquet row group size in bytes (BaseFileWriter; table "
        "writes keep the default)."),
-    _w("hoodie.parquet.page.size", "int", MB, "Parquet page size in bytes (BaseFileWriter; table writes keep the default)."),
-    _w("hoodie.parquet.dictionary.enabled", "bool", True, "Dictionary-encode Parquet columns (BaseFileWriter; table writes "
+    _w("hoodie.parquet.page.size", "int", MB, "Parquet page size in bytes (BaseFileWriter; table writes "
        "keep the default)."),
+    _w("hoodie.parquet.dictionary.enabled", "bool", True, "Dictionary-encode Parquet columns (BaseFileWriter; "
+       "table writes keep the default)."),
     _w("hoodie.logfile.max.size", "int", 1024 * MB, "Roll over to a new log file beyond this size in bytes."),
     _w("hoodie.logfile.data.block.format", "choice", "avro", "Format of log data blocks.",
        allowed=("avro", "parquet")),
