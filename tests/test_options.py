@@ -165,3 +165,15 @@ def test_docs_options_md_is_generated_from_the_registry():
     assert generated == committed, "docs/options.md is stale: run python -m hudi_format.options.docs > docs/options.md"
     for s in all_specs():
         assert f"`{s.key}`" in committed
+
+
+def test_the_registry_sits_in_the_bottom_layer():
+    """``hudi_format.options`` is part of the config layer: it may import errors, nothing above."""
+    import ast
+    for path in (ROOT / "hudi_format" / "options").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2:
+                assert node.module == "errors", f"{path.name} imports hudi_format.{node.module}"
+            if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                assert not any(str(n).startswith("hudi_format") for n in names), path.name

@@ -19,8 +19,8 @@ from typing import Any, Mapping
 
 from ..config import TableConfig
 from ..errors import InvalidOptionError, TimelineError
-from ..options import option
 from ..log import encode_rollback_block, read_log_file, write_log_file
+from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..view.file_names import parse_base_file_name, parse_log_file_name

@@ -283,11 +283,11 @@ def _hook(storage: Storage, hook: MetadataHook | None) -> MetadataHook | None:
 
 
 def _interval(opts: Mapping[str, Any]) -> int:
-    return int(option(opts, "hoodie.client.heartbeat.interval_in_ms"))
+    return option(opts, "hoodie.client.heartbeat.interval_in_ms")
 
 
 def _misses(opts: Mapping[str, Any]) -> int:
-    return int(option(opts, "hoodie.client.heartbeat.tolerable.misses"))
+    return option(opts, "hoodie.client.heartbeat.tolerable.misses")
 
 
 def _quietly(fn: Callable[[], Any], what: str) -> None:
