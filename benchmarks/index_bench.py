@@ -53,7 +53,7 @@ def _tagger(path: str):
     from hudi_format.read.snapshot import ReadState
     from hudi_format.view import FileSystemView
     from hudi_format.writer.index import known_locations
-    from hudi_format.writer.options import validate_options
+    from hudi_format.options import validate
 
     table = hudi.open_table(path)
     state = ReadState(table.config, table.timeline)
@@ -62,7 +62,7 @@ def _tagger(path: str):
     spec = MergeSpec.from_config(table.config)
 
     def tag(keys: pa.Array, index_type: str, use_metadata: bool = False) -> pa.Table:
-        opts = validate_options({"hoodie.index.type": index_type,
+        opts = validate({"hoodie.index.type": index_type,
                                  "hoodie.bloom.index.use.metadata": str(use_metadata).lower()})
         return known_locations(table.storage, table.config, opts, state, slices, keys, spec, schema,
                                read_footer)

@@ -38,9 +38,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .bloom import (DEFAULT_FPP, DEFAULT_MAX_ENTRIES, DEFAULT_NUM_ENTRIES, DEFAULT_TYPE_CODE,
-                    SIMPLE, BloomFilter, new_bloom_filter)
+from .bloom import SIMPLE, BloomFilter, new_bloom_filter
 from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError, StorageError
+from .options import default, option
 from .schema import avro_to_arrow_schema, parse_avro_schema
 from .storage import Storage
 
@@ -57,9 +57,9 @@ MAX_RECORD_KEY = "hoodie_max_record_key"
 AVRO_SCHEMA_KEY = "parquet.avro.schema"
 WRITER_MODEL_KEY = "writer.model.name"
 
-DEFAULT_COMPRESSION = "gzip"
-DEFAULT_BLOCK_SIZE = 120 * 1024 * 1024
-DEFAULT_PAGE_SIZE = 1024 * 1024
+DEFAULT_COMPRESSION: str = default("hoodie.parquet.compression.codec")
+DEFAULT_BLOCK_SIZE: int = default("hoodie.parquet.block.size")
+DEFAULT_PAGE_SIZE: int = default("hoodie.parquet.page.size")
 _CODECS = {"gzip": "gzip", "snappy": "snappy", "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4",
            "brotli": "brotli", "uncompressed": "none", "none": "none"}
 _TAIL_GUESS = 1 << 20   # one ranged read usually covers a footer with a 2-row DYNAMIC filter
@@ -72,36 +72,18 @@ def bloom_filter_from_options(options: Mapping[str, Any] | None = None) -> Bloom
     Reads ``hoodie.index.bloom.num_entries``, ``hoodie.index.bloom.fpp``,
     ``hoodie.bloom.index.filter.type`` and ``hoodie.bloom.index.filter.dynamic.max.entries``.
     """
-    opts = options or {}
-
-    def get(key: str, default, conv):
-        raw = opts.get(key, default)
-        try:
-            return conv(raw)
-        except (TypeError, ValueError) as exc:
-            raise InvalidOptionError(f"{key}: invalid value {raw!r}") from exc
-
-    return new_bloom_filter(get("hoodie.index.bloom.num_entries", DEFAULT_NUM_ENTRIES, int),
-                            get("hoodie.index.bloom.fpp", DEFAULT_FPP, float),
-                            get("hoodie.bloom.index.filter.type", DEFAULT_TYPE_CODE, str),
-                            get("hoodie.bloom.index.filter.dynamic.max.entries", DEFAULT_MAX_ENTRIES, int))
+    return new_bloom_filter(option(options, "hoodie.index.bloom.num_entries"),
+                            option(options, "hoodie.index.bloom.fpp"),
+                            option(options, "hoodie.bloom.index.filter.type"),
+                            option(options, "hoodie.bloom.index.filter.dynamic.max.entries"))
 
 
 def parquet_options_from_hoodie(options: Mapping[str, Any] | None = None) -> dict:
     """Keyword arguments of :func:`write_base_file` from Hudi's ``hoodie.parquet.*`` options."""
     opts = options or {}
-    out: dict[str, Any] = {}
-    if "hoodie.parquet.compression.codec" in opts:
-        out["compression"] = str(opts["hoodie.parquet.compression.codec"])
-    for key, name in (("hoodie.parquet.block.size", "block_size"), ("hoodie.parquet.page.size", "page_size")):
-        if key in opts:
-            try:
-                out[name] = int(opts[key])
-            except (TypeError, ValueError) as exc:
-                raise InvalidOptionError(f"{key}: invalid value {opts[key]!r}") from exc
-    if "hoodie.parquet.dictionary.enabled" in opts:
-        out["dictionary"] = str(opts["hoodie.parquet.dictionary.enabled"]).lower() == "true"
-    return out
+    names = (("hoodie.parquet.compression.codec", "compression"), ("hoodie.parquet.block.size", "block_size"),
+             ("hoodie.parquet.page.size", "page_size"), ("hoodie.parquet.dictionary.enabled", "dictionary"))
+    return {name: option(opts, key) for key, name in names if opts.get(key) is not None}
 
 
 def _codec(name: str) -> str:

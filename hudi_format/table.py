@@ -17,6 +17,7 @@ from .config import META_FIELDS, TableConfig
 from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError
 from .metadata.keys import BLOOM_FILTERS, COLUMN_STATS, FILES, RECORD_INDEX
 from .metadata.reader import MetadataTable
+from .options import READ_SCOPES, option, validate
 from .read.align import align_table
 from .read.bounds import normalize_instant
 from .read.filters import Filter, PartitionPruner, apply_filters, check_columns, parse_filters
@@ -55,7 +56,7 @@ class Table:
                  options: dict[str, Any] | None = None):
         self.storage = storage
         self.config = config if config is not None else TableConfig.load(storage)
-        self.options = dict(options or {})
+        self.options = validate(options, READ_SCOPES, what="read")
         self.refresh()
 
     def refresh(self) -> "Table":
@@ -72,8 +73,7 @@ class Table:
     def metadata_table(self) -> MetadataTable | None:
         """The metadata table (``.hoodie/metadata``) as of the loaded timeline, or ``None``
         when the table declares none or ``hoodie.metadata.enable`` is false for this reader."""
-        enabled = str(self.options.get("hoodie.metadata.enable", True)).strip().lower()
-        if enabled in ("false", "0", "no") or not self.config.metadata_partitions:
+        if not option(self.options, "hoodie.metadata.enable") or not self.config.metadata_partitions:
             return None
         if self._metadata is None:
             self._metadata = MetadataTable(self.storage, self.config, self.timeline)

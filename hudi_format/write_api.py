@@ -16,26 +16,18 @@ from typing import Any, Mapping, Sequence
 
 from .config import TableConfig
 from .errors import InvalidOptionError
-from .services import SERVICE_OPTIONS
-from .services.archival import SERVICE_OPTIONS as ARCHIVAL_OPTIONS
-from .services.cleaning import SERVICE_OPTIONS as CLEANING_OPTIONS
 from .services.inline import run_inline_services
 from .services.rollback import rollback_failed_writes
 from .storage import Storage
 from .table_init import table_properties
 from .transaction import WriteResult
 from .writer.client import WriteClient
-from .writer.options import check_against_table, check_write_arguments, register_options, validate_options
+from .options import WRITE_SCOPES, default, option, validate
+from .writer.options import check_against_table, check_write_arguments
 
 __all__ = ["write", "write_data", "new_table_config", "recover", "post_commit"]
 
 PROPERTIES = ".hoodie/hoodie.properties"
-
-# The table services' keys join the write options' registry, so one validation of a write's
-# options covers the inline services it runs (services sit above the writer and cannot be
-# imported by it).
-for _known in (SERVICE_OPTIONS, CLEANING_OPTIONS, ARCHIVAL_OPTIONS):
-    register_options(_known)
 
 
 def write(path: str | os.PathLike, data: Any, *, operation: str = "upsert",
@@ -66,7 +58,7 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
     table_type, table_version, table_name) when there is none yet. Arguments are checked before
     anything is written, so bad input leaves the table as it was."""
     check_write_arguments(operation=operation, **table_args)
-    opts = validate_options(options)
+    opts = validate(options, WRITE_SCOPES)
     if config is None and storage.exists(PROPERTIES):
         config = TableConfig.load(storage)
     if config is not None:
@@ -113,7 +105,7 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key: A
     if not keys:
         raise InvalidOptionError("creating a table needs record_key (or option "
                                  "hoodie.datasource.write.recordkey.field)")
-    version = int(requested_version or 8)
+    version = int(requested_version or default("hoodie.write.table.version"))
     ttype = (opts.get("hoodie.datasource.write.table.type") or opts.get("hoodie.table.type")
              or table_type or "COPY_ON_WRITE").upper()
     ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
@@ -137,8 +129,8 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key: A
     props = table_properties(
         table_name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
         ordering_fields=ordering, keygen_type=keygen_type, keygen_class=keygen_class,
-        hive_style=bool(opts.get("hoodie.datasource.write.hive_style_partitioning", False)),
-        url_encode=bool(opts.get("hoodie.datasource.write.partitionpath.urlencode", False)),
-        populate_meta_fields=bool(opts.get("hoodie.populate.meta.fields", True)),
+        hive_style=option(opts, "hoodie.datasource.write.hive_style_partitioning"),
+        url_encode=option(opts, "hoodie.datasource.write.partitionpath.urlencode"),
+        populate_meta_fields=option(opts, "hoodie.populate.meta.fields"),
         table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
     return TableConfig(props, storage.uri(PROPERTIES))

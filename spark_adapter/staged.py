@@ -20,6 +20,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from hudi_format.options import option
+
 from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow
 from .datasource import _path, storage_options
 
@@ -72,7 +74,8 @@ class StagedWriter(DataSourceArrowWriter):
                 if isinstance(m, StagedFile) and m.path:
                     pieces.append(pa.ipc.open_file(pa.BufferReader(storage.read_bytes(m.path))).read_all())
             data = pa.concat_tables(pieces) if pieces else self.in_schema.empty_table()
-            operation = self.options.pop("hoodie.datasource.write.operation", "upsert")
+            operation = option(self.options, "hoodie.datasource.write.operation")
+            self.options.pop("hoodie.datasource.write.operation", None)
             if self.overwrite and storage.exists(".hoodie/hoodie.properties"):
                 operation = "insert_overwrite_table"
             hudi.write(self.path, data, operation=operation, options=self.options,

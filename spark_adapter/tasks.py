@@ -194,7 +194,7 @@ def _task_token() -> tuple[int, str]:
 def _context(job: WriteJob, storage):
     from hudi_format.read.merge import MergeSpec
     from hudi_format.writer import handles
-    from hudi_format.writer.options import option
+    from hudi_format.options import option
 
     @attrs.define
     class TaskWriteContext(handles.WriteContext):

@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from hudi_format.config import TableConfig
 from hudi_format.errors import HudiError, InvalidOptionError
+from hudi_format.options import option
 from hudi_format.storage import Storage
 
 from . import tasks
@@ -68,7 +69,7 @@ def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping
         raise InvalidOptionError(f"save mode must be one of {', '.join(MODES)}, got {mode!r}")
     raw = {str(k): v for k, v in (options or {}).items() if v is not None}
     storage = Storage(path, _storage_options(raw))
-    operation = str(raw.get("hoodie.datasource.write.operation", "upsert")).strip().lower()
+    operation = option(raw, "hoodie.datasource.write.operation")
     opts = {k: v for k, v in raw.items() if k.startswith("hoodie.") and not k.startswith(_READ_KEYS)}
     if partition_by and "hoodie.datasource.write.partitionpath.field" not in opts:
         opts["hoodie.datasource.write.partitionpath.field"] = ",".join(partition_by)
@@ -87,14 +88,14 @@ class DistributedWrite:
     """One commit of a DataFrame; see the module docstring for the steps."""
 
     def __init__(self, df, storage: Storage, operation: str, options: Mapping[str, Any], exists: bool):
-        from hudi_format.writer.options import OPERATIONS, validate_options
+        from hudi_format.options import OPERATIONS, WRITE_SCOPES, validate
         if operation not in OPERATIONS:
             raise InvalidOptionError(f"unknown write operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         self.df = df
         self.spark = df.sparkSession
         self.storage = storage
         self.op = operation
-        self.options = validate_options(options)
+        self.options = validate(options, WRITE_SCOPES)
         self.exists = exists
         if exists:
             self.config = TableConfig.load(storage)
@@ -153,7 +154,7 @@ class DistributedWrite:
             f"{tasks.KEY} string, {tasks.PARTITION} string")
         dedupe = client._should_dedupe(self.op)
         tagging = self.op in ("upsert", "delete") or (
-            self.op == "insert" and bool(self.options.get("hoodie.datasource.write.insert.drop.duplicates")))
+            self.op == "insert" and option(self.options, "hoodie.datasource.write.insert.drop.duplicates"))
         if tagging:
             thin = keys_df.toArrow()
             if dedupe:

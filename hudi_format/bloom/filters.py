@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, InvalidOptionError, UnsupportedFeatureError
+from ..options import default
 from .murmur import as_binary as _as_binary
 from .murmur import hash_positions, hash_positions_all, murmur_hash, round_magnitudes
 from .murmur import modulo as _mod
@@ -47,12 +48,11 @@ __all__ = ["BloomFilter", "SimpleBloomFilter", "DynamicBloomFilter", "new_bloom_
 
 SIMPLE = "SIMPLE"
 DYNAMIC_V0 = "DYNAMIC_V0"
-# Hudi's defaults: hoodie.index.bloom.num_entries, hoodie.index.bloom.fpp,
-# hoodie.bloom.index.filter.dynamic.max.entries, hoodie.bloom.index.filter.type
-DEFAULT_NUM_ENTRIES = 60000
-DEFAULT_FPP = 0.000000001
-DEFAULT_MAX_ENTRIES = 100000
-DEFAULT_TYPE_CODE = DYNAMIC_V0
+# Hudi's defaults, declared once in the option registry
+DEFAULT_NUM_ENTRIES: int = default("hoodie.index.bloom.num_entries")
+DEFAULT_FPP: float = default("hoodie.index.bloom.fpp")
+DEFAULT_MAX_ENTRIES: int = default("hoodie.bloom.index.filter.dynamic.max.entries")
+DEFAULT_TYPE_CODE: str = default("hoodie.bloom.index.filter.type")
 
 JENKINS_HASH = 0
 MURMUR_HASH = 1

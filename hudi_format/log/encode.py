@@ -49,6 +49,7 @@ import pyarrow as pa
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
 from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage,
                            decimal_to_twos_complement)
+from ..options import default
 from .block import BlockType, CommandType, HeaderKey
 from .delete import delete_record_list_schema
 from .reader import LOG_FORMAT_VERSION, MAGIC
@@ -64,8 +65,8 @@ __all__ = [
 
 AVRO_DATA_BLOCK_VERSION = 3  # HoodieAvroDataBlockVersion written by Hudi 0.x and 1.x
 DELETE_BLOCK_VERSION = 3  # HoodieDeleteBlockVersion: Avro HoodieDeleteRecordList
-DEFAULT_MAX_BLOCK_SIZE = 256 << 20  # hoodie.logfile.data.block.max.size
-DEFAULT_PARQUET_COMPRESSION = "gzip"  # hoodie.parquet.compression.codec
+DEFAULT_MAX_BLOCK_SIZE: int = default("hoodie.logfile.data.block.max.size")
+DEFAULT_PARQUET_COMPRESSION: str = default("hoodie.parquet.compression.codec")
 HFILE_LOG_BLOCK_SIZE = 1024 * 1024  # HFileUtils.DEFAULT_BLOCK_SIZE_FOR_LOG_FILE
 DEFAULT_HFILE_COMPRESSION = "GZ"  # hoodie.hfile.compression.algorithm
 _MAX_CONTENT = (1 << 31) - 1  # Java reads the content length into an int

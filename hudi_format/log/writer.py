@@ -25,6 +25,7 @@ import attrs
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import InvalidOptionError, LogFormatError, StorageError
+from ..options import default
 from ..storage import Storage
 from .file_name import LogFileName, parse_log_file_name
 from .reader import MAGIC
@@ -34,7 +35,7 @@ __all__ = ["write_log_file", "next_log_version", "LogFileWriteResult", "DEFAULT_
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_FILE_SIZE = 1 << 30  # hoodie.logfile.max.size (1 GB)
+DEFAULT_MAX_FILE_SIZE: int = default("hoodie.logfile.max.size")
 LOG_BASE_VERSION = 1  # HoodieLogFile.LOGFILE_BASE_VERSION
 _LONG = struct.Struct(">q")
 _WRITE_TOKEN_PARTS = 3

@@ -14,7 +14,8 @@ from ..view import FileSystemView
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from . import keys as K
 from . import payloads as P
-from .options import _META_COLUMNS_INDEXED, MetadataTableError, mdt_option
+from ..options import option
+from .options import _META_COLUMNS_INDEXED, MetadataTableError
 
 
 # -- reading what a data commit wrote ------------------------------------------------------------
@@ -56,7 +57,7 @@ class DataFiles:
 
     # -- which columns carry statistics
     def indexed_columns(self, schema: pa.Schema) -> list[tuple[str, str]]:
-        listed = mdt_option(self.w.options, "hoodie.metadata.index.column.stats.column.list")
+        listed = option(self.w.options, "hoodie.metadata.index.column.stats.column.list")
         if listed:
             wanted = [c.strip() for c in listed.split(",") if c.strip()]
         else:
@@ -70,7 +71,7 @@ class DataFiles:
             if kind is not None:
                 out.append((name, kind))
         if not listed:
-            out = out[:mdt_option(self.w.options, "hoodie.metadata.index.column.stats.max.columns.to.index")]
+            out = out[:option(self.w.options, "hoodie.metadata.index.column.stats.max.columns.to.index")]
         return out
 
     def _key_columns(self) -> list[str]:

@@ -35,6 +35,7 @@ from ..errors import HudiError
 from ..storage import Storage
 from ..table_init import properties_text
 from . import keys as K
+from ..options import option
 from .options import MetadataTableError
 
 log = logging.getLogger(__name__)
@@ -193,19 +194,18 @@ def init_instant_times(data_config: TableConfig, md_instants: Iterable[str],
 
 def file_group_count(partition: str, options: Mapping[str, Any], num_records: int = 0) -> int:
     """How many file groups a new metadata partition gets (Hudi's defaults and estimate)."""
-    from .options import mdt_option
 
     if partition == K.FILES:
         return 1
     if partition == K.COLUMN_STATS:
-        return max(1, int(mdt_option(options, "hoodie.metadata.index.column.stats.file.group.count")))
+        return max(1, int(option(options, "hoodie.metadata.index.column.stats.file.group.count")))
     if partition == K.BLOOM_FILTERS:
-        return max(1, int(mdt_option(options, "hoodie.metadata.index.bloom.filter.file.group.count")))
+        return max(1, int(option(options, "hoodie.metadata.index.bloom.filter.file.group.count")))
     if partition == K.RECORD_INDEX:
-        lo = int(mdt_option(options, "hoodie.metadata.record.index.min.filegroup.count"))
-        hi = int(mdt_option(options, "hoodie.metadata.record.index.max.filegroup.count"))
-        growth = float(mdt_option(options, "hoodie.metadata.record.index.growth.factor"))
-        max_size = int(mdt_option(options, "hoodie.metadata.record.index.max.filegroup.size"))
+        lo = int(option(options, "hoodie.metadata.record.index.min.filegroup.count"))
+        hi = int(option(options, "hoodie.metadata.record.index.max.filegroup.count"))
+        growth = float(option(options, "hoodie.metadata.record.index.growth.factor"))
+        max_size = int(option(options, "hoodie.metadata.record.index.max.filegroup.size"))
         estimate = math.ceil(num_records * RECORD_INDEX_AVERAGE_RECORD_SIZE * growth / max(1, max_size))
         return max(1, min(hi, max(lo, estimate)))
     raise HudiError(f"cannot size unknown metadata partition {partition!r}")
@@ -213,14 +213,13 @@ def file_group_count(partition: str, options: Mapping[str, Any], num_records: in
 
 def enabled_partitions(options: Mapping[str, Any]) -> list[str]:
     """Metadata partitions the write options turn on (``files`` first)."""
-    from .options import mdt_option
 
     out = [K.FILES]
-    if mdt_option(options, "hoodie.metadata.index.column.stats.enable"):
+    if option(options, "hoodie.metadata.index.column.stats.enable"):
         out.append(K.COLUMN_STATS)
-    if mdt_option(options, "hoodie.metadata.index.bloom.filter.enable"):
+    if option(options, "hoodie.metadata.index.bloom.filter.enable"):
         out.append(K.BLOOM_FILTERS)
-    if mdt_option(options, "hoodie.metadata.record.index.enable"):
+    if option(options, "hoodie.metadata.record.index.enable"):
         out.append(K.RECORD_INDEX)
     return out
 

@@ -26,7 +26,8 @@ from . import init as I
 from . import keys as K
 from . import payloads as P
 from .hfiles import md_stat, write_base_hfile
-from .options import DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MetadataTableError, mdt_option
+from ..options import option
+from .options import DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MetadataTableError
 
 if TYPE_CHECKING:
     from .reader import MetadataTable
@@ -66,7 +67,7 @@ class MetadataServices:
             return None
         deltas = [i for i in md_tl.instants if i.action == "deltacommit"
                   and (last is None or when(i) > last)]
-        due = int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))
+        due = int(option(self.options, "hoodie.metadata.compact.max.delta.commits"))
         if len([i for i in deltas if not i.timestamp.startswith(I.SOLO_COMMIT_TIMESTAMP_V6)]) < due:
             return None
         data_tl = self.data_timeline()
@@ -177,9 +178,9 @@ class MetadataServices:
 
     # -- cleaning of the metadata table ---------------------------------------------------------------
     def clean_if_due(self) -> Instant | None:
-        retained = mdt_option(self.options, "hoodie.metadata.cleaner.commits.retained")
+        retained = option(self.options, "hoodie.metadata.cleaner.commits.retained")
         if retained is None:
-            data_retained = int(self.options.get("hoodie.cleaner.commits.retained", 10))
+            data_retained = int(option(self.options, "hoodie.cleaner.commits.retained"))
             retained = max(DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, int(data_retained * 1.2))
         from ..services.cleaning import clean
         return clean(self.md, self.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
@@ -192,14 +193,14 @@ class MetadataServices:
         md_tl = self.md_timeline()
         if not self._compaction_instants(md_tl):
             return []
-        lo = int(self.options.get("hoodie.keep.min.commits", 20)) + 1
-        hi = int(self.options.get("hoodie.keep.max.commits", 30)) + 1
+        lo = int(option(self.options, "hoodie.keep.min.commits")) + 1
+        hi = int(option(self.options, "hoodie.keep.max.commits")) + 1
         from ..services.archival import archive
         return archive(self.md, self.md_config, {
             "hoodie.keep.min.commits": lo, "hoodie.keep.max.commits": hi,
             "hoodie.cleaner.commits.retained": max(1, lo - 1),
             "hoodie.compact.inline.max.delta.commits":
-                int(mdt_option(self.options, "hoodie.metadata.compact.max.delta.commits"))},
+                int(option(self.options, "hoodie.metadata.compact.max.delta.commits"))},
             data_timeline=self.data_timeline())
 
     def services(self) -> None:

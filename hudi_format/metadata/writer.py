@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,20 +65,18 @@ from . import keys as K
 from . import payloads as P
 from .data_files import DataFiles
 from .payloads import Delta, records_delta
+from ..options import option
 from .hfiles import hfile_data_block, md_stat, write_base_hfile  # noqa: F401 - re-exported
 from .rollback import MetadataRollback
 from .services import MetadataServices
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
-                      DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MDT_OPTIONS, MetadataTableError,
-                      mdt_option)
+                      DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MDT_OPTIONS, MetadataTableError)
 
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MDT_OPTIONS", "mdt_option", "MetadataTableError", "MetadataWriter", "Delta",
+    "MDT_OPTIONS", "MetadataTableError", "MetadataWriter", "Delta",
     "is_metadata_table", "metadata_enabled",
 ]
 
@@ -90,7 +88,7 @@ def is_metadata_table(storage: Storage, config: TableConfig) -> bool:
 
 
 def metadata_enabled(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None) -> bool:
-    return bool(mdt_option(options, "hoodie.metadata.enable")) and not is_metadata_table(storage, config)
+    return bool(option(options, "hoodie.metadata.enable")) and not is_metadata_table(storage, config)
 
 
 # -- the writer --------------------------------------------------------------------------------------

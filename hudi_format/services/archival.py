@@ -48,33 +48,22 @@ from typing import Any, Mapping
 
 from ..config import TableConfig
 from ..errors import InvalidOptionError, TimelineError
+from ..options import legacy_view
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
-from ..timeline.history_writer import (DEFAULT_ARCHIVAL_BATCH, DEFAULT_BATCH_SIZE,
-                                       DEFAULT_TARGET_FILE_MAX_BYTES, ActiveAction,
-                                       LSMTimelineWriter, write_v6_archive)
-from .cleaning import SERVICE_OPTIONS as CLEAN_OPTIONS
+from ..timeline.history_writer import ActiveAction, LSMTimelineWriter, write_v6_archive
 from .cleaning import completed_commits, earliest_commit_to_retain, read_options
 
 log = logging.getLogger(__name__)
 
 #: Hudi's option keys this module reads: key -> (kind, default)
-SERVICE_OPTIONS: dict[str, tuple[str, Any]] = {
-    "hoodie.archive.automatic": ("bool", True),
-    "hoodie.keep.min.commits": ("int", 20),
-    "hoodie.keep.max.commits": ("int", 30),
-    "hoodie.archive.beyond.savepoint": ("bool", False),
-    "hoodie.timeline.compaction.batch.size": ("int", DEFAULT_BATCH_SIZE),
-    "hoodie.timeline.compaction.target.file.max.bytes": ("int", DEFAULT_TARGET_FILE_MAX_BYTES),
-    "hoodie.commits.archival.batch": ("int", DEFAULT_ARCHIVAL_BATCH),
-    "hoodie.compact.inline.max.delta.commits": ("int", 5),
-    "hoodie.compact.inline.trigger.strategy": (
-        "choice:NUM_COMMITS|NUM_COMMITS_AFTER_LAST_REQUEST|TIME_ELAPSED|NUM_AND_TIME|NUM_OR_TIME", "NUM_COMMITS"),
+SERVICE_OPTIONS: dict[str, tuple[str, Any]] = legacy_view((
+    "hoodie.archive.automatic", "hoodie.keep.min.commits", "hoodie.keep.max.commits",
+    "hoodie.archive.beyond.savepoint", "hoodie.timeline.compaction.batch.size",
+    "hoodie.timeline.compaction.target.file.max.bytes", "hoodie.commits.archival.batch",
+    "hoodie.compact.inline.max.delta.commits", "hoodie.compact.inline.trigger.strategy",
     # the cleaner's retention bounds archival too (ArchivalUtils.getMinAndMaxInstantsToKeep)
-    "hoodie.cleaner.policy": CLEAN_OPTIONS["hoodie.cleaner.policy"],
-    "hoodie.cleaner.commits.retained": CLEAN_OPTIONS["hoodie.cleaner.commits.retained"],
-    "hoodie.cleaner.hours.retained": CLEAN_OPTIONS["hoodie.cleaner.hours.retained"],
-}
+    "hoodie.cleaner.policy", "hoodie.cleaner.commits.retained", "hoodie.cleaner.hours.retained"))
 
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
 _WRITE_TIMELINE = WRITE_ACTIONS + ("compaction", "logcompaction", "clustering")
@@ -167,11 +156,11 @@ def _metadata_table_bound(timeline: Timeline, completed: list[Instant],
     only while those instants are on the data table's active timeline; with no compaction on
     the metadata table yet, nothing is archived."""
     from ..metadata.init import metadata_storage, metadata_table_exists
-    from ..metadata.options import mdt_option
+    from ..options import option
     from ..metadata.writer import is_metadata_table
     storage, config = timeline.storage, timeline.config
     if is_metadata_table(storage, config) or not config.metadata_partitions \
-            or not mdt_option(options, "hoodie.metadata.enable") or not metadata_table_exists(storage):
+            or not option(options, "hoodie.metadata.enable") or not metadata_table_exists(storage):
         return False, None
     md = metadata_storage(storage)
     md_timeline = Timeline.load(md, TableConfig.load(md))
@@ -293,11 +282,11 @@ def _until_replaced_present(timeline: Timeline, chosen: list[Instant],
 
 def _metadata_listing(timeline: Timeline, options: Mapping[str, Any] | None) -> dict:
     """The metadata table's file listing when readers would use it, else empty."""
-    from ..metadata.options import mdt_option
+    from ..options import option
     from ..metadata.reader import MetadataTable
     from ..errors import HudiError
     config = timeline.config
-    if not config.metadata_partitions or not mdt_option(options, "hoodie.metadata.enable"):
+    if not config.metadata_partitions or not option(options, "hoodie.metadata.enable"):
         return {}
     mt = MetadataTable(timeline.storage, config, timeline)
     try:

@@ -37,6 +37,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from ..config import TableConfig
+from ..options import legacy_view
 from ..writer.options import _coerce
 from ..errors import InvalidOptionError, TimelineError
 from ..read.snapshot import ReadState
@@ -56,15 +57,10 @@ KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
 POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS)
 
 #: Hudi's option keys this module reads: key -> (kind, default), kinds as in writer.options
-SERVICE_OPTIONS: dict[str, tuple[str, Any]] = {
-    "hoodie.clean.automatic": ("bool", True),
-    "hoodie.cleaner.policy": ("choice:" + "|".join(POLICIES), KEEP_LATEST_COMMITS),
-    "hoodie.cleaner.commits.retained": ("int", 10),
-    "hoodie.cleaner.fileversions.retained": ("int", 3),
-    "hoodie.cleaner.hours.retained": ("int", 24),
-    "hoodie.clean.trigger.strategy": ("choice:NUM_COMMITS", "NUM_COMMITS"),
-    "hoodie.clean.max.commits": ("int", 1),
-}
+SERVICE_OPTIONS: dict[str, tuple[str, Any]] = legacy_view((
+    "hoodie.clean.automatic", "hoodie.cleaner.policy", "hoodie.cleaner.commits.retained",
+    "hoodie.cleaner.fileversions.retained", "hoodie.cleaner.hours.retained",
+    "hoodie.clean.trigger.strategy", "hoodie.clean.max.commits"))
 
 CLEAN_PLAN_VERSION = 2  # CleanPlanner.LATEST_CLEAN_PLAN_VERSION
 CLEAN_METADATA_VERSION = 2  # CleanMetadataV2MigrationHandler.VERSION

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from ..base_file import write_base_file
 from ..config import TableConfig
 from ..errors import InvalidOptionError, UnsupportedFeatureError
+from ..options import option
 from ..read.align import align_table
 from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys
 from ..storage import Storage
@@ -54,7 +55,7 @@ from ..writer.handles import new_file_id
 from . import space_curves
 from .common import (EXECUTION_STRATEGIES, PLAN_STRATEGIES, ServiceConflictError, TableState,
                      encode_with_schema, full_uri, is_clustering, new_instant_time,
-                     opt, pending_instants, pending_service_file_groups, pick_pending,
+                     pending_instants, pending_service_file_groups, pick_pending,
                      rel_in_partition, requested_replace_schema, run_pending_then_new, runtime, schema_extra,
                      slice_metrics, split_partitions, validate_service_options)
 
@@ -66,7 +67,7 @@ LAYOUT_STRATEGY = "hoodie.layout.optimize.strategy"
 
 
 def _sort_columns(sort_by: str | Sequence[str] | None, opts: Mapping[str, Any]) -> list[str]:
-    value = sort_by if sort_by is not None else opt(opts, SORT_COLUMNS)
+    value = sort_by if sort_by is not None else option(opts, SORT_COLUMNS)
     if value is None:
         return []
     if isinstance(value, str):
@@ -78,18 +79,18 @@ def _sort_columns(sort_by: str | Sequence[str] | None, opts: Mapping[str, Any]) 
 
 
 def _check_strategies(opts: Mapping[str, Any]) -> str:
-    plan_cls = opt(opts, "hoodie.clustering.plan.strategy.class")
+    plan_cls = option(opts, "hoodie.clustering.plan.strategy.class")
     if plan_cls not in PLAN_STRATEGIES:
         raise UnsupportedFeatureError(f"option hoodie.clustering.plan.strategy.class: only the size-based "
                                       f"strategies {list(PLAN_STRATEGIES)} are supported, got {plan_cls!r}")
-    exe_cls = opt(opts, "hoodie.clustering.execution.strategy.class")
+    exe_cls = option(opts, "hoodie.clustering.execution.strategy.class")
     if exe_cls not in EXECUTION_STRATEGIES:
         raise UnsupportedFeatureError(f"option hoodie.clustering.execution.strategy.class: only "
                                       f"{list(EXECUTION_STRATEGIES)} are supported, got {exe_cls!r}")
-    if opt(opts, "hoodie.layout.optimize.curve.build.method") != "direct":
+    if option(opts, "hoodie.layout.optimize.curve.build.method") != "direct":
         raise UnsupportedFeatureError("option hoodie.layout.optimize.curve.build.method: only 'direct' "
                                       "(map values onto the curve) is supported, not 'sample'")
-    return space_curves.resolve_strategy(opt(opts, LAYOUT_STRATEGY))
+    return space_curves.resolve_strategy(option(opts, LAYOUT_STRATEGY))
 
 
 # -- trigger ----------------------------------------------------------------------------------
@@ -102,10 +103,10 @@ def clustering_due(timeline: Timeline, opts: Mapping[str, Any]) -> bool:
     since = max(last) if last else "0"
     commits = [i for i in timeline.completed
                if i.action in (COMMIT, DELTA_COMMIT, REPLACE_COMMIT) and i.timestamp > since]
-    if opt(opts, "hoodie.clustering.inline"):
-        need = opt(opts, "hoodie.clustering.inline.max.commits")
+    if option(opts, "hoodie.clustering.inline"):
+        need = option(opts, "hoodie.clustering.inline.max.commits")
     else:
-        need = opt(opts, "hoodie.clustering.async.max.commits")
+        need = option(opts, "hoodie.clustering.async.max.commits")
     if len(commits) < need:
         log.info("clustering not due: %d commits since the last clustering, waiting for %d", len(commits), need)
         return False
@@ -116,9 +117,9 @@ def clustering_due(timeline: Timeline, opts: Mapping[str, Any]) -> bool:
 
 
 def _partitions(ts: TableState, opts: Mapping[str, Any]) -> list[str]:
-    selected = split_partitions(opt(opts, "hoodie.clustering.plan.strategy.partition.selected"))
+    selected = split_partitions(option(opts, "hoodie.clustering.plan.strategy.partition.selected"))
     parts = selected if selected else ts.view.partitions()
-    pattern = opt(opts, "hoodie.clustering.plan.strategy.partition.regex.pattern")
+    pattern = option(opts, "hoodie.clustering.plan.strategy.partition.regex.pattern")
     if pattern:
         try:
             rx = re.compile(pattern)
@@ -132,10 +133,10 @@ def _partitions(ts: TableState, opts: Mapping[str, Any]) -> list[str]:
 def _groups_for_partition(slices: list[FileSlice], opts: Mapping[str, Any],
                           single_group: bool) -> list[tuple[list[FileSlice], int]]:
     """``buildClusteringGroupsForPartition``: biggest slices first, packed up to max bytes."""
-    default = opt(opts, "hoodie.parquet.max.file.size")
-    max_group = opt(opts, "hoodie.clustering.plan.strategy.max.bytes.per.group")
-    target = opt(opts, "hoodie.clustering.plan.strategy.target.file.max.bytes")
-    max_groups = opt(opts, "hoodie.clustering.plan.strategy.max.num.groups")
+    default = option(opts, "hoodie.parquet.max.file.size")
+    max_group = option(opts, "hoodie.clustering.plan.strategy.max.bytes.per.group")
+    target = option(opts, "hoodie.clustering.plan.strategy.target.file.max.bytes")
+    max_groups = option(opts, "hoodie.clustering.plan.strategy.max.num.groups")
 
     def size(s: FileSlice) -> int:
         return s.base_file_size if s.base_file else default
@@ -188,16 +189,16 @@ def schedule_clustering(storage: Storage, config: TableConfig, sort_by: str | Se
         for c in cols:
             if layout != space_curves.LINEAR and len(cols) > 1:
                 space_curves._kind(schema.field(c).type)   # curve-mappable type, or a clear error
-    inline = bool(opt(opts, "hoodie.clustering.inline") or opt(opts, "hoodie.clustering.schedule.inline")
-                  or opt(opts, "hoodie.clustering.async.enabled"))
+    inline = bool(option(opts, "hoodie.clustering.inline") or option(opts, "hoodie.clustering.schedule.inline")
+                  or option(opts, "hoodie.clustering.async.enabled"))
     if (inline if check_trigger is None else check_trigger) and not clustering_due(ts.timeline, opts):
         return None
 
     busy = pending_service_file_groups(ts.timeline)
-    small = opt(opts, "hoodie.clustering.plan.strategy.small.file.limit")
-    single = bool(cols) or opt(opts, "hoodie.clustering.plan.strategy.single.group.clustering.enabled")
-    max_groups = opt(opts, "hoodie.clustering.plan.strategy.max.num.groups")
-    default = opt(opts, "hoodie.parquet.max.file.size")
+    small = option(opts, "hoodie.clustering.plan.strategy.small.file.limit")
+    single = bool(cols) or option(opts, "hoodie.clustering.plan.strategy.single.group.clustering.enabled")
+    max_groups = option(opts, "hoodie.clustering.plan.strategy.max.num.groups")
+    default = option(opts, "hoodie.parquet.max.file.size")
     parts = _partitions(ts, opts)
     by_part: dict[str, list[FileSlice]] = {p: [] for p in parts}
     for s in ts.latest_slices(parts):
@@ -223,10 +224,10 @@ def schedule_clustering(storage: Storage, config: TableConfig, sort_by: str | Se
                          "metrics": slice_metrics(slices, default),
                          "numOutputFileGroups": max(n, 1), "extraMetadata": None, "version": 1}
                         for slices, n in groups],
-        "strategy": {"strategyClassName": opt(opts, "hoodie.clustering.execution.strategy.class"),
+        "strategy": {"strategyClassName": option(opts, "hoodie.clustering.execution.strategy.class"),
                      "strategyParams": params, "version": 1},
         "extraMetadata": {}, "version": CLUSTERING_PLAN_VERSION,
-        "preserveHoodieMetadata": bool(opt(opts, "hoodie.clustering.preserve.commit.metadata")),
+        "preserveHoodieMetadata": bool(option(opts, "hoodie.clustering.preserve.commit.metadata")),
     }
     if config.version >= 8:
         plan["missingSchedulePartitions"] = []
@@ -313,11 +314,11 @@ def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dic
     part = slices[0].partition_path if slices else ""
     data = _read_group(ts, slices, schema, spec)
     cols = _sort_columns(params.get(SORT_COLUMNS), {})
-    layout = space_curves.resolve_strategy(params.get(LAYOUT_STRATEGY) or opt(opts, LAYOUT_STRATEGY))
+    layout = space_curves.resolve_strategy(params.get(LAYOUT_STRATEGY) or option(opts, LAYOUT_STRATEGY))
     if cols and data.num_rows:
         data = data.take(space_curves.sort_indices(data, cols, layout))
-    codec = opt(opts, "hoodie.parquet.compression.codec")
-    target = opt(opts, "hoodie.clustering.plan.strategy.target.file.max.bytes")
+    codec = option(opts, "hoodie.parquet.compression.codec")
+    target = option(opts, "hoodie.clustering.plan.strategy.target.file.max.bytes")
     est = _bytes_per_row(data, codec) * data.num_rows
     n_files = max(int(group.get("numOutputFileGroups") or 1), math.ceil(est / target), 1)
     n_files = min(n_files, max(data.num_rows, 1))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-import difflib
 import io
 import json
 import logging
@@ -26,6 +25,8 @@ import pyarrow as pa
 
 from ..config import META_FIELDS, TableConfig
 from ..errors import HudiError, InvalidOptionError, StorageError, TimelineError
+from ..options import SERVICE_SCOPES, option, specs, validate
+from ..options.services import SIZE_BASED_PLAN, SORT_AND_SIZE_EXECUTION
 from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema
@@ -47,116 +48,31 @@ class ServiceConflictError(HudiError):
 
 # -- options ----------------------------------------------------------------------------------
 
-LOG_FILE_SIZE_STRATEGY = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
 COMPACTION_STRATEGIES = {
     "LogFileSizeBasedCompactionStrategy": "size",
     "LogFileNumBasedCompactionStrategy": "num",
     "BoundedIOCompactionStrategy": "io",
     "UnBoundedCompactionStrategy": "all",
 }
-SIZE_BASED_PLAN = "org.apache.hudi.client.clustering.plan.strategy.SparkSizeBasedClusteringPlanStrategy"
 PLAN_STRATEGIES = (SIZE_BASED_PLAN,
                    "org.apache.hudi.client.clustering.plan.strategy.JavaSizeBasedClusteringPlanStrategy",
                    "org.apache.hudi.client.clustering.plan.strategy.FlinkSizeBasedClusteringPlanStrategy")
-SORT_AND_SIZE_EXECUTION = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
 EXECUTION_STRATEGIES = (SORT_AND_SIZE_EXECUTION,
                         "org.apache.hudi.client.clustering.run.strategy.JavaSortAndSizeExecutionStrategy")
-TRIGGER_STRATEGIES = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED",
-                      "NUM_AND_TIME", "NUM_OR_TIME")
 
-#: The table-service options this package reads: key -> (kind, Hudi's default). Kinds as in
-#: ``writer.options``: int, bool, str, choice:<a|b|...>.
-SERVICE_OPTIONS: dict[str, tuple[str, Any]] = {
-    # compaction (HoodieCompactionConfig)
-    "hoodie.compact.inline": ("bool", False),
-    "hoodie.compact.schedule.inline": ("bool", False),
-    "hoodie.compact.inline.max.delta.commits": ("int", 5),
-    "hoodie.compact.inline.max.delta.seconds": ("int", 3600),
-    "hoodie.compact.inline.trigger.strategy": ("choice:" + "|".join(TRIGGER_STRATEGIES), "NUM_COMMITS"),
-    "hoodie.compaction.strategy": ("str", LOG_FILE_SIZE_STRATEGY),
-    "hoodie.compaction.target.io": ("int", 500 * 1024),                 # MB
-    "hoodie.compaction.logfile.size.threshold": ("int", 0),             # bytes
-    "hoodie.compaction.logfile.num.threshold": ("int", 0),
-    # log compaction
-    "hoodie.log.compaction.enable": ("bool", False),
-    "hoodie.log.compaction.inline": ("bool", False),
-    "hoodie.log.compaction.blocks.threshold": ("int", 5),
-    # clustering (HoodieClusteringConfig)
-    "hoodie.clustering.inline": ("bool", False),
-    "hoodie.clustering.schedule.inline": ("bool", False),
-    "hoodie.clustering.async.enabled": ("bool", False),
-    "hoodie.clustering.inline.max.commits": ("int", 4),
-    "hoodie.clustering.async.max.commits": ("int", 4),
-    "hoodie.clustering.plan.strategy.class": ("str", SIZE_BASED_PLAN),
-    "hoodie.clustering.execution.strategy.class": ("str", SORT_AND_SIZE_EXECUTION),
-    "hoodie.clustering.plan.strategy.small.file.limit": ("int", 300 * 1024 * 1024),
-    "hoodie.clustering.plan.strategy.target.file.max.bytes": ("int", 1024 * 1024 * 1024),
-    "hoodie.clustering.plan.strategy.max.bytes.per.group": ("int", 2 * 1024 * 1024 * 1024),
-    "hoodie.clustering.plan.strategy.max.num.groups": ("int", 30),
-    "hoodie.clustering.plan.strategy.sort.columns": ("str", None),
-    "hoodie.clustering.plan.strategy.single.group.clustering.enabled": ("bool", True),
-    "hoodie.clustering.plan.strategy.partition.selected": ("str", None),
-    "hoodie.clustering.plan.strategy.partition.regex.pattern": ("str", None),
-    "hoodie.clustering.preserve.commit.metadata": ("bool", True),
-    "hoodie.layout.optimize.strategy": ("choice:linear|z-order|zorder|hilbert", "linear"),
-    "hoodie.layout.optimize.curve.build.method": ("choice:direct|sample", "direct"),
-}
-#: prefixes of options that other table services (cleaning, archival) own: passed through
-_OTHER_SERVICE_PREFIXES = ("hoodie.clean", "hoodie.cleaner.", "hoodie.archive.", "hoodie.keep.",
-                           "hoodie.timeline.", "hoodie.savepoint", "hoodie.commits.archival.",
-                           "hoodie.write.concurrency.", "hoodie.write.lock.")
-
-
-def _coerce(key: str, kind: str, value: Any) -> Any:
-    from ..writer.options import _coerce as coerce
-    return coerce(key, kind, value)
+#: The table-service options (declared in :mod:`hudi_format.options.services`): key -> spec.
+SERVICE_OPTIONS = specs("service")
 
 
 def validate_service_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Check and coerce ``options``: service keys (``SERVICE_OPTIONS``), write options (as the
-    writer validates them) and other services' keys pass; anything else is an error."""
-    from ..writer.options import IGNORED, KNOWN, KNOWN_PREFIXES
-    out: dict[str, Any] = {}
-    for key, value in (options or {}).items():
-        if not isinstance(key, str):
-            raise InvalidOptionError(f"option keys must be strings, got {key!r}")
-        if key in SERVICE_OPTIONS:
-            out[key] = _coerce(key, SERVICE_OPTIONS[key][0], value)
-        elif key in KNOWN:
-            out[key] = _coerce(key, KNOWN[key][0], value)
-        elif key in IGNORED or key.startswith(KNOWN_PREFIXES) or key.startswith(_OTHER_SERVICE_PREFIXES):
-            out[key] = value
-        else:
-            close = difflib.get_close_matches(key, list(SERVICE_OPTIONS) + list(KNOWN), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise InvalidOptionError(f"unknown table service option {key!r}{hint}")
-    for key in ("hoodie.compact.inline.max.delta.commits", "hoodie.clustering.inline.max.commits",
-                "hoodie.clustering.plan.strategy.max.num.groups",
-                "hoodie.clustering.plan.strategy.target.file.max.bytes",
-                "hoodie.clustering.plan.strategy.max.bytes.per.group", "hoodie.compaction.target.io"):
-        if key in out and out[key] <= 0:
-            raise InvalidOptionError(f"option {key} must be positive, got {out[key]}")
-    for key in ("hoodie.compact.inline.max.delta.seconds", "hoodie.compaction.logfile.size.threshold",
-                "hoodie.compaction.logfile.num.threshold", "hoodie.log.compaction.blocks.threshold",
-                "hoodie.clustering.plan.strategy.small.file.limit"):
-        if key in out and out[key] < 0:
-            raise InvalidOptionError(f"option {key} must not be negative, got {out[key]}")
-    return out
-
-
-def opt(opts: Mapping[str, Any], key: str) -> Any:
-    """The value of a service or write option, else Hudi's default."""
-    if key in opts:
-        return opts[key]
-    if key in SERVICE_OPTIONS:
-        return SERVICE_OPTIONS[key][1]
-    from ..writer.options import option
-    return option(opts, key)
+    """Check and parse ``options`` for a table service: service keys and everything a write
+    takes (a service writes files and commits like a write); anything else is an error."""
+    return validate(options, SERVICE_SCOPES, what="table service")
 
 
 def compaction_strategy(opts: Mapping[str, Any]) -> str:
     """``hoodie.compaction.strategy`` (class name, with or without package) -> size|num|io|all."""
-    value = str(opt(opts, "hoodie.compaction.strategy")).strip()
+    value = str(option(opts, "hoodie.compaction.strategy")).strip()
     short = value.rsplit(".", 1)[-1]
     if short not in COMPACTION_STRATEGIES:
         raise InvalidOptionError(f"option hoodie.compaction.strategy: unsupported strategy {value!r}; "
@@ -456,6 +372,6 @@ def split_partitions(value: str | None) -> list[str]:
     return [p.strip() for p in (value or "").split(",") if p.strip()]
 
 
-__all__ = ["SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options", "opt",
+__all__ = ["SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options",
            "TableState", "pending_service_file_groups", "pending_instants",
            "compaction_plan_schema", "requested_replace_schema"]

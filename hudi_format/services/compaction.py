@@ -34,6 +34,7 @@ from ..base_file import write_base_file
 from ..config import TableConfig
 from ..errors import HudiError, TimelineError
 from ..log import BlockType
+from ..options import option
 from ..read.align import align_table
 from ..read.merge import MergeSpec, _merge_pieces, collect_log_blocks, read_base_file, record_keys
 from ..storage import Storage
@@ -43,7 +44,7 @@ from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_log_file_name
 from ..transaction import Transaction
 from .common import (ServiceConflictError, TableState, run_pending_then_new, compaction_plan_schema,
-                     compaction_strategy, encode_with_schema, new_instant_time, opt,
+                     compaction_strategy, encode_with_schema, new_instant_time,
                      parse_instant_seconds, pending_instants, pending_service_file_groups,
                      pick_pending, rel_in_partition, runtime, schema_extra, service_files,
                      slice_metrics, validate_service_options)
@@ -58,7 +59,7 @@ COMPACTION_PLAN_VERSION = 2
 
 
 def _inline(opts: Mapping[str, Any]) -> bool:
-    return bool(opt(opts, "hoodie.compact.inline") or opt(opts, "hoodie.compact.schedule.inline"))
+    return bool(option(opts, "hoodie.compact.inline") or option(opts, "hoodie.compact.schedule.inline"))
 
 
 def compaction_due(timeline, config: TableConfig, opts: Mapping[str, Any], instant_time: str) -> bool:
@@ -68,9 +69,9 @@ def compaction_due(timeline, config: TableConfig, opts: Mapping[str, Any], insta
     ``replacecommit``), or -- ``NUM_COMMITS_AFTER_LAST_REQUEST`` -- since the latest compaction
     request, pending or not; elapsed time runs from that instant (or the first delta commit).
     """
-    strategy = opt(opts, "hoodie.compact.inline.trigger.strategy")
-    max_commits = opt(opts, "hoodie.compact.inline.max.delta.commits")
-    max_seconds = opt(opts, "hoodie.compact.inline.max.delta.seconds")
+    strategy = option(opts, "hoodie.compact.inline.trigger.strategy")
+    max_commits = option(opts, "hoodie.compact.inline.max.delta.commits")
+    max_seconds = option(opts, "hoodie.compact.inline.max.delta.seconds")
     v8 = config.version >= 8
     deltas = [i for i in timeline.completed if i.action == DELTA_COMMIT]
     if strategy == "NUM_COMMITS_AFTER_LAST_REQUEST":
@@ -112,14 +113,14 @@ def _order_and_filter(ops: list[dict], opts: Mapping[str, Any]) -> list[dict]:
     if kind == "all":
         return ops
     if kind == "size":
-        threshold = opt(opts, "hoodie.compaction.logfile.size.threshold")
+        threshold = option(opts, "hoodie.compaction.logfile.size.threshold")
         ops = [o for o in ops if o["metrics"]["TOTAL_LOG_FILES_SIZE"] >= threshold]
         ops = sorted(ops, key=lambda o: -int(o["metrics"]["TOTAL_LOG_FILES_SIZE"]))
     elif kind == "num":
-        threshold = opt(opts, "hoodie.compaction.logfile.num.threshold")
+        threshold = option(opts, "hoodie.compaction.logfile.num.threshold")
         ops = [o for o in ops if o["metrics"]["TOTAL_LOG_FILES"] >= threshold]
         ops = sorted(ops, key=lambda o: -int(o["metrics"]["TOTAL_LOG_FILES"]))
-    remaining = opt(opts, "hoodie.compaction.target.io")
+    remaining = option(opts, "hoodie.compaction.target.io")
     out = []
     for o in ops:                       # BoundedIOCompactionStrategy
         remaining -= int(o["metrics"]["TOTAL_IO_MB"])
@@ -144,7 +145,7 @@ def build_compaction_operations(ts: TableState, instant_time: str, opts: Mapping
     config = ts.config
     v8 = config.version >= 8
     busy = pending_service_file_groups(ts.timeline)
-    default_size = opt(opts, "hoodie.parquet.max.file.size")
+    default_size = option(opts, "hoodie.parquet.max.file.size")
     ops = []
     for s in ts.latest_slices():
         if (s.partition_path, s.file_id) in busy:
@@ -295,7 +296,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     written.append(rel)
     res = write_base_file(storage, rel, merged, avro, keys,
                           bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
-                          compression=opt(opts, "hoodie.parquet.compression.codec"))
+                          compression=option(opts, "hoodie.parquet.compression.codec"))
     t_done = time.monotonic()
 
     old_keys = pc.cast(record_keys(old, spec), pa.string())

@@ -11,6 +11,7 @@ import logging
 from typing import Any, Callable, Mapping
 
 from ..config import TableConfig
+from ..options import option
 from ..storage import Storage
 
 log = logging.getLogger(__name__)
@@ -18,20 +19,18 @@ log = logging.getLogger(__name__)
 
 def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str, Any]) -> tuple[Exception, ...]:
     """Run the enabled inline services; return the errors of those that failed."""
-    from ..writer.options import option
     from . import archival, cleaning, clustering, compaction, log_compaction
-    from .common import opt
 
     steps: list[tuple[str, Callable[[], Any]]] = []
-    if config.is_mor and opt(opts, "hoodie.compact.inline"):
+    if config.is_mor and option(opts, "hoodie.compact.inline"):
         steps.append(("compaction", lambda: compaction.compact(storage, config, opts)))
-    elif config.is_mor and opt(opts, "hoodie.compact.schedule.inline"):
+    elif config.is_mor and option(opts, "hoodie.compact.schedule.inline"):
         steps.append(("compaction scheduling", lambda: _scheduled(storage, opts, lambda: compaction.schedule_compaction(storage, config, opts))))
-    if config.is_mor and opt(opts, "hoodie.log.compaction.inline"):
+    if config.is_mor and option(opts, "hoodie.log.compaction.inline"):
         steps.append(("log compaction", lambda: log_compaction.log_compact(storage, config, opts)))
-    if opt(opts, "hoodie.clustering.inline"):
+    if option(opts, "hoodie.clustering.inline"):
         steps.append(("clustering", lambda: clustering.cluster(storage, config, options=opts)))
-    elif opt(opts, "hoodie.clustering.schedule.inline"):
+    elif option(opts, "hoodie.clustering.schedule.inline"):
         steps.append(("clustering scheduling", lambda: _scheduled(storage, opts, lambda: clustering.schedule_clustering(storage, config, options=opts))))
     if option(opts, "hoodie.clean.automatic"):
         steps.append(("clean", lambda: cleaning.clean(storage, config, opts)))

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..log import BlockType, HeaderKey, encode_data_blocks, encode_delete_block, write_log_file
+from ..options import option
 from ..read.align import align_table
 from ..read.merge import (_HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete_aux,
                           apply_hard_deletes, collect_log_blocks, last_per_key)
@@ -39,7 +40,7 @@ from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write
 from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
 from ..transaction import Transaction
 from .common import (TableState, run_pending_then_new, compaction_plan_schema, encode_with_schema,
-                     new_instant_time, opt, pending_instants, pick_pending, rel_in_partition,
+                     new_instant_time, pending_instants, pick_pending, rel_in_partition,
                      schema_extra, service_files, validate_service_options)
 from .compaction import (COMPACTION_PLAN_VERSION, _log_order, build_compaction_operations,
                          compaction_due)
@@ -160,11 +161,11 @@ def schedule_log_compaction(storage: Storage, config: TableConfig, options: Mapp
         log.warning("not scheduling log compaction at %s: writes %s are still pending", ts_time,
                     ", ".join(i.timestamp for i in pending))
         return None
-    inline = opt(opts, "hoodie.log.compaction.inline")
+    inline = option(opts, "hoodie.log.compaction.inline")
     if (inline if check_trigger is None else check_trigger) and \
             not compaction_due(ts.timeline, config, opts, ts_time):
         return None
-    threshold = max(opt(opts, "hoodie.log.compaction.blocks.threshold"), 2)  # one block: nothing to stitch
+    threshold = max(option(opts, "hoodie.log.compaction.blocks.threshold"), 2)  # one block: nothing to stitch
     ops = build_compaction_operations(ts, ts_time, opts, min_log_blocks=threshold)
     if not ops:
         log.info("nothing to log-compact in %s", storage.url)
@@ -200,9 +201,9 @@ def _log_compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: d
         out.append(encode_delete_block(merged.hard_deletes, instant_time, extra_header=header))
     if merged.records.num_rows:
         out += encode_data_blocks(merged.records, avro, instant_time, extra_header=header,
-                                  block_format=opt(opts, "hoodie.logfile.data.block.format"),
-                                  max_block_size=opt(opts, "hoodie.logfile.data.block.max.size"),
-                                  compression=opt(opts, "hoodie.parquet.compression.codec"))
+                                  block_format=option(opts, "hoodie.logfile.data.block.format"),
+                                  max_block_size=option(opts, "hoodie.logfile.data.block.max.size"),
+                                  compression=option(opts, "hoodie.parquet.compression.codec"))
     if merged.deletes.num_rows:
         out.append(encode_delete_block(merged.deletes, instant_time, extra_header=header))
     if not out:
@@ -211,7 +212,7 @@ def _log_compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: d
     # v8+: a log file named by the log compaction instant; v6: the slice's base instant
     log_instant = instant_time if ts.config.version >= 8 else op["baseInstantTime"]
     results = write_log_file(storage, part, fid, log_instant, out, token,
-                             max_file_size=opt(opts, "hoodie.logfile.max.size"))
+                             max_file_size=option(opts, "hoodie.logfile.max.size"))
     written.extend(r.path for r in results)
     size = sum(r.size for r in results)
     n_deletes = merged.hard_deletes.num_rows + merged.deletes.num_rows

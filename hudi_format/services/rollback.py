@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from ..config import TableConfig
 from ..errors import InvalidOptionError, TimelineError
 from ..log import encode_rollback_block, read_log_file, write_log_file
+from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..view.file_names import parse_base_file_name, parse_log_file_name
@@ -210,10 +211,10 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
     Writes whose heartbeat is alive belong to a concurrent writer and are left alone.
     """
     opts = dict(options or {})
-    if str(opts.get("hoodie.cleaner.policy.failed.writes", "LAZY")).upper() == "NEVER":
+    if option(opts, "hoodie.cleaner.policy.failed.writes") == "NEVER":
         return []
-    interval = int(opts.get("hoodie.client.heartbeat.interval_in_ms", 60_000))
-    misses = int(opts.get("hoodie.client.heartbeat.tolerable.misses", 2))
+    interval = option(opts, "hoodie.client.heartbeat.interval_in_ms")
+    misses = option(opts, "hoodie.client.heartbeat.tolerable.misses")
     def failed(timeline: Timeline) -> list[Instant]:
         return [i for i in timeline.pending
                 if i.action in WRITE_ACTIONS and not (i.action == "replacecommit" and _is_clustering(timeline, i))

@@ -42,6 +42,7 @@ import fastavro
 from ..base_file import read_parquet_bytes
 from ..config import TableConfig
 from ..errors import StorageError, TimelineError
+from ..options import default
 from ..storage import Storage
 from .archived import VERSION_FILE, latest_manifest
 from .avro_schemas import decode_payload, parsed_schema, schema_json
@@ -51,9 +52,9 @@ from .writer import _commit_avro, jackson_json
 log = logging.getLogger(__name__)
 
 LSM_INSTANT_VERSION = 1  # LSMTimeline.LSM_TIMELINE_INSTANT_VERSION_1
-DEFAULT_BATCH_SIZE = 10  # hoodie.timeline.compaction.batch.size
-DEFAULT_TARGET_FILE_MAX_BYTES = 1024 * 1024 * 1024  # hoodie.timeline.compaction.target.file.max.bytes
-DEFAULT_ARCHIVAL_BATCH = 10  # hoodie.commits.archival.batch
+DEFAULT_BATCH_SIZE: int = default("hoodie.timeline.compaction.batch.size")
+DEFAULT_TARGET_FILE_MAX_BYTES: int = default("hoodie.timeline.compaction.target.file.max.bytes")
+DEFAULT_ARCHIVAL_BATCH: int = default("hoodie.commits.archival.batch")
 SNAPSHOTS_TO_KEEP = 3
 _LSM_FILE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
 _MANIFEST = re.compile(r"^manifest_(\d+)$")

@@ -21,11 +21,12 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from ..config import TableConfig
 from ..errors import HudiError, StorageError
+from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter
-from .heartbeat import DEFAULT_INTERVAL_MS, DEFAULT_TOLERABLE_MISSES, Heartbeat, heartbeat_expired
+from .heartbeat import Heartbeat, heartbeat_expired
 from .locks import TableLock
 from .markers import delete_markers, read_markers
 
@@ -89,7 +90,7 @@ def is_metadata_storage(storage: Storage) -> bool:
 
 
 def _locking(storage: Storage, options: Mapping[str, Any]) -> bool:
-    mode = str(options.get("hoodie.write.concurrency.mode") or "OPTIMISTIC_CONCURRENCY_CONTROL").upper()
+    mode = option(options, "hoodie.write.concurrency.mode")
     return mode != "SINGLE_WRITER" and not is_metadata_storage(storage)
 
 
@@ -282,11 +283,11 @@ def _hook(storage: Storage, hook: MetadataHook | None) -> MetadataHook | None:
 
 
 def _interval(opts: Mapping[str, Any]) -> int:
-    return int(opts.get("hoodie.client.heartbeat.interval_in_ms", DEFAULT_INTERVAL_MS))
+    return option(opts, "hoodie.client.heartbeat.interval_in_ms")
 
 
 def _misses(opts: Mapping[str, Any]) -> int:
-    return int(opts.get("hoodie.client.heartbeat.tolerable.misses", DEFAULT_TOLERABLE_MISSES))
+    return option(opts, "hoodie.client.heartbeat.tolerable.misses")
 
 
 def _quietly(fn: Callable[[], Any], what: str) -> None:

@@ -13,11 +13,12 @@ import socket
 import threading
 import time
 
+from ..options import default
 from ..storage import Storage
 
 HEARTBEAT_DIR = ".hoodie/.heartbeat"
-DEFAULT_INTERVAL_MS = 60_000
-DEFAULT_TOLERABLE_MISSES = 2
+DEFAULT_INTERVAL_MS: int = default("hoodie.client.heartbeat.interval_in_ms")
+DEFAULT_TOLERABLE_MISSES: int = default("hoodie.client.heartbeat.tolerable.misses")
 
 
 def heartbeat_path(instant: str) -> str:

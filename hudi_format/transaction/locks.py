@@ -23,6 +23,7 @@ import uuid
 from typing import Any, Mapping, Protocol
 
 from ..errors import InvalidOptionError, LockError
+from ..options import option
 from ..storage import Storage
 from .heartbeat import pid_alive
 
@@ -61,10 +62,10 @@ class FileSystemLockProvider:
     def __init__(self, storage: Storage, options: Mapping[str, Any] | None = None):
         opts = dict(options or {})
         self.storage = storage
-        folder = str(opts.get("hoodie.write.lock.filesystem.path") or DEFAULT_LOCK_PATH).rstrip("/")
+        folder = str(option(opts, "hoodie.write.lock.filesystem.path") or DEFAULT_LOCK_PATH).rstrip("/")
         self.path = f"{folder}/table.lock" if not folder.endswith(".lock") or "/" not in folder \
             else folder
-        expire_min = float(opts.get("hoodie.write.lock.filesystem.expire", 0) or 0)
+        expire_min = float(option(opts, "hoodie.write.lock.filesystem.expire"))
         # Hudi's 0 means "never expires"; a crashed holder would then block the table for good,
         # so we renew a short lease instead and treat a lease not renewed in time as abandoned.
         self.lease_ms = int(expire_min * 60_000) if expire_min > 0 else 60_000
@@ -130,7 +131,7 @@ class FileSystemLockProvider:
 
 def lock_provider(storage: Storage, options: Mapping[str, Any] | None) -> LockProvider:
     opts = dict(options or {})
-    name = str(opts.get("hoodie.write.lock.provider") or "filesystem").strip()
+    name = str(option(opts, "hoodie.write.lock.provider")).strip()
     key = name.lower()
     if key in _INPROCESS:
         return InProcessLockProvider(storage, opts)
@@ -160,8 +161,8 @@ class TableLock:
         self.provider = lock_provider(storage, opts)
         # Hudi waits wait_time_ms between num_retries attempts; we poll faster within the same
         # overall budget.
-        wait_ms = float(opts.get("hoodie.write.lock.wait_time_ms", 1000))
-        retries = int(opts.get("hoodie.write.lock.num_retries", 60))
+        wait_ms = float(option(opts, "hoodie.write.lock.wait_time_ms"))
+        retries = option(opts, "hoodie.write.lock.num_retries")
         self.timeout_s = max(1.0, wait_ms * max(1, retries) / 1000)
 
     @staticmethod

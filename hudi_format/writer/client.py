@@ -34,7 +34,8 @@ from . import handles
 from .file_sizing import assign_inserts, average_record_size, small_files
 from .index import is_global, known_locations, tag
 from .input import read_input
-from .options import OPERATIONS, option, sizing_config, validate_options
+from ..options import OPERATIONS, WRITE_SCOPES, option, validate
+from .options import sizing_config
 from .schema_evolution import conform, evolve, incoming_schema
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class WriteClient:
                  create: bool = False):
         self.storage = storage
         self.config = config
-        self.options = validate_options(options)
+        self.options = validate(options, WRITE_SCOPES)
         self.create = create
         self.keygen = KeyGenerator.from_config(config, self.options)
         self.spec = MergeSpec.from_config(config)
@@ -184,7 +185,7 @@ class WriteClient:
             if op == "insert_overwrite_table":
                 targets = None
             elif op == "delete_partition" and (table is None or table.num_rows == 0):
-                raw = self.options.get("hoodie.datasource.write.partitions.to.delete", "")
+                raw = option(self.options, "hoodie.datasource.write.partitions.to.delete") or ""
                 targets = {p.strip() for p in str(raw).split(",") if p.strip()}
                 if not targets:
                     raise InvalidOptionError("delete_partition needs data or the option "

@@ -14,10 +14,13 @@ from typing import Iterable, Sequence
 
 import attrs
 
-DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
-DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
-DEFAULT_INSERT_SPLIT_SIZE = 500_000
-DEFAULT_RECORD_SIZE_ESTIMATE = 1024
+from ..options import default
+
+# Hudi's defaults, declared once in the option registry
+DEFAULT_MAX_FILE_SIZE: int = default("hoodie.parquet.max.file.size")
+DEFAULT_SMALL_FILE_LIMIT: int = default("hoodie.parquet.small.file.limit")
+DEFAULT_INSERT_SPLIT_SIZE: int = default("hoodie.copyonwrite.insert.split.size")
+DEFAULT_RECORD_SIZE_ESTIMATE: int = default("hoodie.copyonwrite.record.size.estimate")
 # MOR: how much of a log file's size a base file would take once compacted.
 DEFAULT_LOG_TO_PARQUET_RATIO = 0.35
 

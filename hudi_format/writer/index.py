@@ -13,6 +13,7 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..options import option
 from ..read.merge import MergeSpec, existing_keys
 from ..storage import Storage
 from ..view import FileSlice
@@ -124,8 +125,6 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     Without a usable metadata partition the record index falls back to the global simple index
     and the metadata bloom index to footers.
     """
-    from ..metadata.options import mdt_option
-    from .options import option
     index_type = option(options, "hoodie.index.type")
     timeline = state.timeline if state is not None else None
     visible = state.visible if state is not None else (lambda _: False)
@@ -137,7 +136,7 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     candidates = slices
     if index_type.endswith("BLOOM") and slices:
         mdt = usable_metadata_table(storage, config, timeline, "bloom_filters") \
-            if mdt_option(options, "hoodie.bloom.index.use.metadata") else None
+            if option(options, "hoodie.bloom.index.use.metadata") else None
         if mdt is not None:
             candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
         else:
