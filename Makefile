@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint lint-imports demo venv clean bench
+.PHONY: test test-fast test-spark lint lint-imports demo venv clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +25,15 @@ lint: lint-imports
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-# PySpark (spark_adapter) tests: a local[2] Spark on Java 17, a few minutes; not part of `test`.
+# Only the PySpark (spark_adapter) tests: a local[2] Spark on Java 17, a few minutes. `make test`
+# runs them too once pyspark is installed (they skip without it).
 test-spark: $(STAMP)
 	$(PY) -c 'import pyspark, pandas' 2>/dev/null || $(PY) -m pip install --quiet -e '.[dev,spark]'
-	HUDI_FORMAT_SPARK_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_spark_adapter.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -m spark $(PYTEST_ARGS)
+
+# The quick loop while developing: no Spark, S3 server, randomised, crash or soak tests.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not spark and not s3" $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m hudi_format.demo conformance/fixtures/tables/sample_table__mor__avro__v9_txns_simple_meta.zip

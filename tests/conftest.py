@@ -15,6 +15,14 @@ from conformance.fixtures import (EXPECTED, FIXTURES, TABLES, UNITS, expected,  
 FIXTURE_TABLES = table_names()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests that talk to the S3 test server carry the ``s3`` marker (``-m "not s3"`` skips
+    them), whichever module they are in."""
+    for item in items:
+        if "moto_s3" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.s3)
+
+
 @pytest.fixture(scope="session")
 def fixture_tables(tmp_path_factory):
     """Lazily extracted fixture tables, one folder per table, shared by the whole session."""

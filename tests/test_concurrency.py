@@ -10,11 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import pyarrow as pa  # noqa: F401
 
 import hudi_format as hudi
 from concurrentchild import batch
 from writemodel import Model, data_rows, hudi_rs_read, make_rows, model_rows
+
+pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("concurrentchild.py")
 PROCS, ROUNDS = 4, 3

@@ -17,6 +17,8 @@ import pytest
 
 from soak_concurrency import clean, soak
 
+pytestmark = pytest.mark.slow
+
 SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "15"))
 S3_SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "10"))
 

@@ -18,12 +18,15 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import hudi_format as hudi
 from hudi_format.base_file import read_parquet_bytes
 from writemodel import make_rows
+
+pytestmark = pytest.mark.slow
 
 PROCESSES = 20
 # archival never passes the metadata table's latest compaction: let it compact every deltacommit

@@ -15,6 +15,8 @@ import pytest
 import hudi_format as hudi
 from writemodel import Model, data_rows, hudi_rs_read, make_rows, model_rows
 
+pytestmark = pytest.mark.slow
+
 CHILD = Path(__file__).with_name("faultchild.py")
 POINTS = ["after_requested", "before_data", "mid_base_file", "mid_log_append", "after_data",
           "mid_metadata_write", "after_metadata_commit", "after_commit"]

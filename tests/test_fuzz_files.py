@@ -18,6 +18,8 @@ from hudi_format.errors import HudiError
 from hudi_format.hfile.reader import HFileReader
 from hudi_format.storage import Storage
 
+pytestmark = pytest.mark.slow
+
 # a few examples per run keep the suite fast; HUDI_FUZZ_EXAMPLES=500 for a deeper soak
 FUZZ = settings(max_examples=int(os.environ.get("HUDI_FUZZ_EXAMPLES", "12")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -16,6 +16,8 @@ import pytest
 
 from crash_services import LAYOUTS, MOR_ONLY, SERVICES, check_kill, count_mutations, named_points, prepare, run_case
 
+pytestmark = pytest.mark.slow
+
 FULL = bool(os.environ.get("HUDI_FORMAT_CRASH_ALL"))
 BOUNDED = [("MERGE_ON_READ", 8), ("COPY_ON_WRITE", 6)]
 POINTS = ["first", "half", "metadata-committed", "metadata-dropping", "last"]

@@ -2,8 +2,8 @@
 operation to COW and MOR tables checked against hudi-rs and a model of the table, a
 multi-task 2M-row write, failed writes, save modes, types, filter push-down and column pruning.
 
-Needs pyspark (the ``spark`` extra) and Java 17, and about 3-4 minutes on 2 cores, so it is not
-part of ``make test``: ``make test-spark`` runs it (it sets ``HUDI_FORMAT_SPARK_TESTS=1``)."""
+Needs pyspark (the ``spark`` extra) and Java 17 (skipped without pyspark), about 3-4 minutes on
+2 cores; marked ``spark``: ``make test-spark`` runs only these, ``-m "not spark"`` leaves them out."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import sys
 
 import pytest
 
-if os.environ.get("HUDI_FORMAT_SPARK_TESTS") != "1":
-    pytest.skip("Spark tests run with `make test-spark` (HUDI_FORMAT_SPARK_TESTS=1)", allow_module_level=True)
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("pandas")   # PySpark's mapInArrow insists on it
 

@@ -3,10 +3,14 @@ within its bounds and the files per partition bounded, and the table stays corre
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.streaming_bench import OPTIONS, batch, stream
 
 import hudi_format as hudi
 from writemodel import hudi_rs_read
+
+pytestmark = pytest.mark.slow
 
 
 def test_two_hundred_commits_stay_bounded(tmp_path):

@@ -16,6 +16,8 @@ import hudi_format as hudi
 from torture import run_sequence, sequence_config
 from writemodel import data_rows, hudi_rs_read, make_rows, metadata_listing_problem
 
+pytestmark = pytest.mark.slow
+
 STEPS = 16
 # seed -> reason for the sequences that hit a known defect
 KNOWN: dict[int, str] = {}
