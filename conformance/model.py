@@ -130,9 +130,14 @@ class Model:
     """Rows by record key after each commit, and the commit that last wrote each row."""
 
     def __init__(self, key: str = "id", partition: str | None = "p", event_time: bool = True,
-                 ordering: str = "ts", global_index: bool = False):
+                 ordering: str = "ts", global_index: bool = False,
+                 ordered_ops: Iterable[str] = ("upsert",)):
+        """``ordered_ops``: the operations whose records lose to a stored record with a higher
+        ordering value under event-time merging (upserts always; inserts too where the writer
+        routes them through the index, as a model of a table whose inserts update keys)."""
         self.key, self.partition, self.event_time, self.ordering = key, partition, event_time, ordering
         self.global_index = global_index
+        self.ordered_ops = frozenset(ordered_ops)
         self.rows: dict[Any, dict] = {}
         self.writer: dict[Any, int] = {}
         self.history: list[tuple[dict, dict]] = []  # (rows, writer) after each commit
@@ -153,7 +158,8 @@ class Model:
         if op in ("insert", "upsert", "bulk_insert"):
             for k, r in batch.items():
                 old = self.rows.get(k)
-                if old is not None and self.event_time and op == "upsert" and r[self.ordering] < old[self.ordering]:
+                if old is not None and self.event_time and op in self.ordered_ops \
+                        and r[self.ordering] < old[self.ordering]:
                     continue
                 self.rows[k], self.writer[k] = r, commit
         elif op == "delete":

@@ -93,9 +93,6 @@ def test_v6_rollback_command_block_files_are_listed(tmp_path):
     run_sequence(sequence_config(19), given=V6_ROLLBACK_19, workdir=str(tmp_path))
 
 
-@pytest.mark.xfail(strict=False, reason="defect 1 (archival): replacecommits are archived while the file groups "
-                                        "they replaced are still on storage; hudi-rs (active timeline only) then "
-                                        "returns the replaced rows (ours reads the archived replacecommits)")
 def test_archival_keeps_replacecommits_until_replaced_files_are_cleaned(tmp_path):
     """Seed 55 (MOR v6, aggressive: keep 3/4, retained 2): savepoint, writes, restore, overwrites;
     hudi-rs shows 19 rows instead of 8 after the insert_overwrite_table of step 20."""

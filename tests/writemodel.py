@@ -12,6 +12,7 @@ from hudi import HudiReadOptions, HudiTableBuilder
 
 import hudi_format as hudi
 from canonical import canonical_rows
+from conformance.model import Model as RowModel
 
 SCHEMA = pa.schema([
     ("id", pa.string()), ("ts", pa.int64()), ("p", pa.string()), ("region", pa.string()), ("amount", pa.decimal128(12, 2)),
@@ -35,43 +36,15 @@ def make_rows(ids, ts, partitions=("a", "b", "c"), seed=0) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
-class Model:
-    """Expected rows (by record key) and the commit that last wrote each."""
+class Model(RowModel):
+    """The conformance suite's row model (one model for both), keyed like these tests' tables:
+    record key ``id``, partition ``p``, ordering field ``ts``; event-time ordering also applies
+    to inserts and bulk inserts of keys the table already has. A key lives in one partition
+    here (``make_rows`` derives ``p`` from it), so rows are keyed by ``id`` alone."""
 
     def __init__(self, event_time: bool):
-        self.event_time = event_time
-        self.rows: dict[str, dict] = {}
-        self.writer: dict[str, int] = {}
-        self.history: list[tuple[dict, dict]] = []  # after each commit: (rows, writer)
-
-    def _snapshot(self):
-        self.history.append((dict(self.rows), dict(self.writer)))
-
-    def apply(self, op: str, table: pa.Table | None, commit: int, partitions=None):
-        batch = {r["id"]: r for r in (table.to_pylist() if table is not None else [])}
-        if op in ("insert", "upsert", "bulk_insert"):
-            for k, r in batch.items():
-                old = self.rows.get(k)
-                if old is not None and self.event_time and r["ts"] < old["ts"]:
-                    continue
-                self.rows[k], self.writer[k] = r, commit
-        elif op == "delete":
-            for k in batch:
-                self.rows.pop(k, None)
-                self.writer.pop(k, None)
-        elif op == "insert_overwrite":
-            touched = {r["p"] for r in batch.values()}
-            for k in [k for k, r in self.rows.items() if r["p"] in touched]:
-                del self.rows[k], self.writer[k]
-            for k, r in batch.items():
-                self.rows[k], self.writer[k] = r, commit
-        elif op == "insert_overwrite_table":
-            self.rows = dict(batch)
-            self.writer = {k: commit for k in batch}
-        elif op == "delete_partition":
-            for k in [k for k, r in self.rows.items() if r["p"] in partitions]:
-                del self.rows[k], self.writer[k]
-        self._snapshot()
+        super().__init__(key="id", partition="p", event_time=event_time, ordering="ts", global_index=True,
+                         ordered_ops=("insert", "upsert", "bulk_insert"))
 
 
 def data_rows(table: pa.Table) -> list[dict]:
