@@ -101,10 +101,12 @@ class WriteSpec:
 
     def conform(self, rows: pa.Table) -> pa.Table:
         """``rows`` cast to the writer schema (a delete keeps only the columns it carries)."""
-        if self.deleting:
-            cols = [c for c in rows.column_names if c in self.schema.names]
-            return conform(rows.select(cols), pa.schema([self.schema.field(c) for c in cols]))
-        return conform(rows, self.schema)
+        return self.conform_present(rows) if self.deleting else conform(rows, self.schema)
+
+    def conform_present(self, rows: pa.Table) -> pa.Table:
+        """The columns of ``rows`` that the writer schema has, cast to it (e.g. key columns)."""
+        cols = [c for c in rows.column_names if c in self.schema.names]
+        return conform(rows.select(cols), pa.schema([self.schema.field(c) for c in cols]))
 
     def keys(self, rows: pa.Table) -> tuple[pa.Array, pa.Array]:
         """(record key, partition path) of each of ``rows`` (conformed), as strings."""
