@@ -107,6 +107,11 @@ class SliceGroup(InputPartition):
         super().__init__(len(tasks))
         self.tasks = tasks
 
+    @property
+    def slices(self) -> list:
+        """The file slices of the tasks."""
+        return [t.file_slice for t in self.tasks]
+
     def __repr__(self) -> str:
         return f"SliceGroup({len(self.tasks)} slices)"
 

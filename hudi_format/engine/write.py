@@ -24,6 +24,7 @@ from ..storage import Storage
 from ..transaction import WriteResult
 from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                           plan_write as _plan_write, prepare_write, write_bucket as _write_bucket)
+from ..writer.input import to_arrow
 from ..writer.new_table import new_table_config
 from ..writer.options import check_against_table, check_write_arguments, validate_options
 
@@ -68,11 +69,15 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: Any = None,
     Give the rows (``data``; then ``job.rows_of(bucket)`` says which rows of ``data`` each
     bucket takes), or only each record's ``keys`` and ``partitions`` when the rows are
     elsewhere (route them to buckets yourself; ``sample`` rows size bulk_insert files)."""
-    return _plan_write(job, data, keys=None if keys is None else pa.array(keys, pa.string())
-                       if not isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys,
-                       partitions=None if partitions is None else pa.array(partitions, pa.string())
-                       if not isinstance(partitions, (pa.Array, pa.ChunkedArray)) else partitions,
-                       sample=sample)
+    if data is not None and not isinstance(data, pa.Table):
+        data = to_arrow(data)
+    return _plan_write(job, data, keys=_strings(keys), partitions=_strings(partitions), sample=sample)
+
+
+def _strings(values: Any) -> pa.Array | pa.ChunkedArray | None:
+    if values is None or isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    return pa.array(values, pa.string())
 
 
 def write_bucket(bucket: WriteBucket, rows: pa.Table | None, storage_options: Mapping[str, Any] | None = None,
@@ -83,8 +88,12 @@ def write_bucket(bucket: WriteBucket, rows: pa.Table | None, storage_options: Ma
     (give each attempt its own, so a retry never overwrites a file). Returns the write stat
     to hand to :func:`commit`; a failure removes what this call wrote."""
     storage = Storage(bucket.spec.table_uri, dict(storage_options) if storage_options is not None else None)
-    return _write_bucket(storage, bucket, rows, keys=keys, deletes=deletes, delete_keys=delete_keys,
-                         write_token=write_token)
+    if rows is not None and not isinstance(rows, pa.Table):
+        rows = to_arrow(rows)
+    if deletes is not None and not isinstance(deletes, pa.Table):
+        deletes = to_arrow(deletes)
+    return _write_bucket(storage, bucket, rows, keys=_strings(keys), deletes=deletes,
+                         delete_keys=_strings(delete_keys), write_token=write_token)
 
 
 def commit(job: WriteJob, results: Iterable[BucketResult]) -> WriteResult:

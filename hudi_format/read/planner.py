@@ -123,6 +123,10 @@ class ScanPlanner:
                                                f"{self.storage.uri(s.base_file)}: {exc}") from exc
         return pa.schema([])
 
+    @cached_property
+    def merge_spec(self) -> MergeSpec:
+        return MergeSpec.from_config(self.config)
+
     # -- arguments ---------------------------------------------------------------------------
     def instant(self, value: Any, what: str) -> str | None:
         """An instant argument (string, datetime, epoch) as ``yyyyMMddHHmmssSSS``."""
@@ -165,7 +169,7 @@ class ScanPlanner:
         """What to read for ``columns``: plus filter columns, plus the merge's columns for logs."""
         need = set(columns) | {f.column for f in filters}
         if with_logs:
-            need |= set(MergeSpec.from_config(self.config).needed_columns())
+            need |= set(self.merge_spec.needed_columns())
             if self.config.populate_meta_fields:
                 need.add(COMMIT_TIME)
         return pa.schema([f for f in self.schema if f.name in need])
@@ -179,7 +183,7 @@ class ScanPlanner:
         return ScanTask(table_uri=self.storage.url, file_slice=s, columns=tuple(columns),
                         filters=tuple(filters),
                         read_schema=self.read_schema(read, filters, bool(s.log_files)),
-                        merge=MergeSpec.from_config(self.config), visibility=state.visibility(),
+                        merge=self.merge_spec, visibility=state.visibility(),
                         as_of=state.as_of, read_optimized=read_optimized, commit_times=commit_times)
 
     def plan(self, columns: Sequence[str] | None = None, filters: Any = None, as_of: Any = None,

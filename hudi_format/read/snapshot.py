@@ -105,9 +105,11 @@ class ReadState:
         return instant_time in self.archived_instants
 
     def visibility(self) -> Visibility:
-        """What :meth:`visible` decides, as a picklable value."""
-        archived = frozenset(self.archived_instants) if self.needs_archive else None
-        return Visibility(frozenset(self._visible_times), self.active_start, archived)
+        """What :meth:`visible` decides, as a picklable value (one per state, shared by its tasks)."""
+        if "_visibility" not in self.__dict__:
+            archived = frozenset(self.archived_instants) if self.needs_archive else None
+            self.__dict__["_visibility"] = Visibility(frozenset(self._visible_times), self.active_start, archived)
+        return self.__dict__["_visibility"]
 
     def completion_time(self, instant_time: str) -> str | None:
         """Completion time of a visible write instant; ``None`` if it is not visible.
