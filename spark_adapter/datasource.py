@@ -33,6 +33,9 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Filte
                                     LessThanOrEqual, Not)
 from pyspark.sql.types import StructType
 
+from hudi_format.read.bounds import normalize_instant
+from hudi_format.read.snapshot import ReadState
+
 from .arrow import spark_arrow_schema, spark_schema, to_spark_arrow
 
 NAME = "hudi_format"
@@ -97,16 +100,20 @@ class HudiDataSource(DataSource):
 
 
 class SliceGroup(InputPartition):
-    """File slices read by one Spark task (paths relative to the table); for an incremental
-    query, the instants whose records it keeps."""
+    """Scan tasks (``hudi_format.engine.ScanTask``: one file slice each, with the columns,
+    filters and commits to read) run by one Spark task."""
 
-    def __init__(self, slices: list, commit_times: list[str] | None = None):
-        super().__init__(len(slices))
-        self.slices = slices
-        self.commit_times = commit_times
+    def __init__(self, tasks: list):
+        super().__init__(len(tasks))
+        self.tasks = tasks
+
+    @property
+    def slices(self) -> list:
+        """The file slices of the tasks."""
+        return [t.file_slice for t in self.tasks]
 
     def __repr__(self) -> str:
-        return f"SliceGroup({len(self.slices)} slices)"
+        return f"SliceGroup({len(self.tasks)} slices)"
 
 
 class HudiReader(DataSourceReader):
@@ -129,20 +136,19 @@ class HudiReader(DataSourceReader):
         if self.query not in ("snapshot", "read_optimized", "incremental"):
             raise ValueError(f"option {QUERY_TYPE} must be snapshot, read_optimized or incremental, "
                              f"got {self.query!r}")
-        self.with_meta = table.config.populate_meta_fields
         # Pin the query to the timeline as loaded now, so that every task reads the same commits
         # even if a writer completes another one while the job runs.
-        from hudi_format.read.snapshot import ReadState
-        latest = ReadState(table.config, table.timeline).latest
-        pinned = ReadState(table.config, table.timeline).bound(latest) if latest is not None else None
+        timezone = table.config.timeline_timezone
+        state = ReadState(table.config, table.timeline)
+        pinned = state.bound(state.latest) if state.latest is not None else None
         if self.query == "incremental":
             begin = lower.get(BEGIN)
             if begin is None:
                 raise ValueError(f"an incremental query needs option {BEGIN}")
-            self.start = table._instant(begin, BEGIN) or "0"
-            self.as_of = table._instant(lower.get(END), END) or pinned
+            self.start = normalize_instant(begin, timezone, BEGIN) or "0"
+            self.as_of = normalize_instant(lower.get(END), timezone, END) or pinned
         else:
-            self.as_of = table._instant(lower.get(AS_OF), AS_OF) or pinned
+            self.as_of = normalize_instant(lower.get(AS_OF), timezone, AS_OF) or pinned
 
     # -- filter push-down ---------------------------------------------------------------------
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -157,75 +163,44 @@ class HudiReader(DataSourceReader):
 
     # -- planning -----------------------------------------------------------------------------
     def partitions(self) -> list[InputPartition]:
-        from hudi_format.read.filters import parse_filters
+        from hudi_format import engine
         table = self._table()
-        state = self._state(table)
-        parsed = parse_filters(self.filters)
-        commit_times = None
         if self.query == "incremental":
-            slices, commit_times = self._incremental_slices(table, state, parsed)
+            plan = engine.plan_scan(table, self.columns, self.filters, incremental=(self.start, self.as_of))
         else:
-            slices = table._slices(state, parsed, self.query == "read_optimized")
+            plan = engine.plan_scan(table, self.columns, self.filters, as_of=self.as_of,
+                                    read_optimized=self.query == "read_optimized")
         # Spark pickled this reader before calling partitions(): what tasks need goes in them.
-        return [SliceGroup(group, commit_times) for group in _pack(slices, self.max_bytes)]
+        return [SliceGroup(group) for group in _pack(list(plan.tasks), self.max_bytes)]
 
     def _table(self):
         import hudi_format as hudi
         return hudi.open_table(self.path, self.storage_options, self.table_options)
 
-    def _state(self, table):
-        from hudi_format.read.snapshot import ReadState
-        return ReadState(table.config, table.timeline, self.as_of)
-
-    def _incremental_slices(self, table, state, parsed) -> tuple[list, list[str]]:
-        """As ``Table.read_incremental``: the slices of file groups touched in (start, end];
-        each task keeps the rows whose commit time is in range."""
-        bound = state.bound
-        in_range = [i for i in state.instants if bound(i) > self.start]
-        if state.active_start and self.start < state.active_start:
-            in_range += [i for i in state.archived_instants.values() if bound(i) > self.start]
-        if not in_range:
-            return [], []
-        touched = table._touched_file_ids(in_range)
-        return ([s for s in table._slices(state, parsed, False) if touched is None or s.file_id in touched],
-                sorted({i.timestamp for i in in_range}))
-
     # -- reading (on the executors) -----------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-
-        from hudi_format.read.filters import parse_filters
-        slices = getattr(partition, "slices", None)
-        if not slices:
+        from hudi_format import engine
+        tasks = getattr(partition, "tasks", None)
+        if not tasks:
             return iter(())
-        table = self._table()
-        state = self._state(table)
-        parsed = parse_filters(self.filters)
         target = spark_arrow_schema(self.schema)
-        incremental = self.query == "incremental"
-        read_cols = list(self.columns)
-        if incremental and self.with_meta and "_hoodie_commit_time" not in read_cols:
-            read_cols.append("_hoodie_commit_time")
-        commit_times = pa.array(partition.commit_times or [], pa.string())
 
         def batches():
-            for s in slices:
-                t = table._read_slice(s, state, read_cols, parsed)
-                if incremental and self.with_meta:
-                    t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=commit_times))
+            for task in tasks:
+                t = engine.read_task_table(task, self.storage_options)
                 if not t.num_rows:
                     continue
-                yield from to_spark_arrow(t.select(self.columns), target).to_batches(_BATCH_ROWS)
+                yield from to_spark_arrow(t, target).to_batches(_BATCH_ROWS)
         return batches()
 
 
-def _pack(slices: list, max_bytes: int) -> list[list]:
-    """One group per slice, except that slices smaller than ``max_bytes`` share a group up to
-    that size (largest first, first fit)."""
+def _pack(tasks: list, max_bytes: int) -> list[list]:
+    """One group per scan task (file slice), except that tasks smaller than ``max_bytes``
+    share a group up to that size (largest first, first fit)."""
     groups: list[list] = []
     sizes: list[int] = []
-    for s in sorted(slices, key=lambda s: (-s.total_size, s.partition_path, s.file_id)):
-        size = max(s.total_size, 1)
+    for s in sorted(tasks, key=lambda t: (-t.size, t.file_slice.partition_path, t.file_slice.file_id)):
+        size = max(s.size, 1)
         for i, used in enumerate(sizes):
             if used + size <= max_bytes:
                 groups[i].append(s)

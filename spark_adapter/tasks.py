@@ -1,18 +1,25 @@
 """What the executors run for a distributed write (pickled into ``mapInArrow``).
 
-- :func:`with_keys`: every row's record key and partition path, by the core's key generator.
-- :func:`write_buckets`: the rows of one bucket (file group) written through the core's write
-  handles, with Hudi's write token ``<spark partition>-<stage>-<attempt>``; yields the write stat.
+- :func:`keys_of`: every row's record key and partition path, by the core's key generator.
+- :func:`route`: every row with its bucket (file group of the plan) and shuffle slot.
+- :func:`write_buckets`: the rows of one bucket written through the engine API
+  (``hudi_format.engine.write_bucket``) with Hudi's write token
+  ``<spark partition>-<stage>-<attempt>``; yields the bucket's result.
+
+Only ``hudi_format.engine`` and public names of the core are used here.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Iterator
 
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from hudi_format.engine import WriteSpec
+from hudi_format.errors import HudiError
 
 from .arrow import to_hudi_arrow
 
@@ -24,80 +31,28 @@ SLOT = "__hoodie_slot"
 _INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT)
 
 
-@attrs.frozen
-class Bucket:
-    """One file group of the plan: ``create`` a new one, ``merge`` into (COW) or ``append`` to
-    (MOR) the latest slice of an existing one."""
-
-    kind: str
-    partition: str
-    file_slice: Any = None
-    num_updates: int = 0
-    compaction_instant: str | None = None
-
-
-@attrs.define
-class WriteJob:
-    """Everything a task needs, computed once on the driver."""
-
-    url: str
-    storage_options: dict
-    config: Any
-    options: dict
-    schema: pa.Schema          # writer data schema (no meta fields)
-    full_schema: pa.Schema     # with meta fields, as written
-    avro: dict
-    in_schema: pa.Schema       # the DataFrame's columns as Hudi stores them
-    deleting: bool
-    dedupe: bool
-    buckets: list
-    instant: str
-
-
-def conform_batch(table: pa.Table, schema: pa.Schema, deleting: bool) -> pa.Table:
-    """The core's schema reconciliation of one batch (delete: only the columns it carries)."""
-    from hudi_format.writer.schema_evolution import conform
-    if deleting:
-        cols = [c for c in table.column_names if c in schema.names]
-        return conform(table.select(cols), pa.schema([schema.field(c) for c in cols]))
-    return conform(table, schema)
-
-
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Keyer:
     """Record keys and partition paths of Spark batches, by the core's key generator."""
 
-    config: Any
-    options: dict
+    spec: WriteSpec          # the write's spec (writer schema, key generator, operation)
     in_schema: pa.Schema     # the DataFrame's columns as Hudi stores them
-    schema: pa.Schema        # the writer schema (the key columns are cast to it)
-    op: str
-
-    @classmethod
-    def for_write(cls, config, options, in_schema: pa.Schema, schema: pa.Schema, op: str) -> "Keyer":
-        return cls(config, dict(options), in_schema, schema, op)
 
     @property
     def columns(self) -> list[str]:
         """The columns the keys depend on."""
-        fields = [] if self.op == "delete_partition" else list(self.config.record_key_fields)
-        return list(dict.fromkeys(fields + list(self.config.partition_fields)))
+        config = self.spec.config
+        fields = [] if self.spec.operation == "delete_partition" else list(config.record_key_fields)
+        return list(dict.fromkeys(fields + list(config.partition_fields)))
 
     def restrict(self, columns: list[str]) -> "Keyer":
         """The same keyer for batches carrying only ``columns``."""
         return attrs.evolve(self, in_schema=pa.schema([self.in_schema.field(c) for c in columns]))
 
     def keys(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
-        from hudi_format.keygen import KeyGenerator
         names = [c for c in self.columns if c in self.in_schema.names]
         data = to_hudi_arrow(batch.select(names), pa.schema([self.in_schema.field(c) for c in names]))
-        data = conform_batch(data, self.schema, deleting=True)
-        keygen = KeyGenerator.from_config(self.config, self.options)
-        n = batch.num_rows
-        keys = pc.cast(keygen.record_keys(data), pa.string()) if self.op != "delete_partition" and n \
-            else pa.nulls(n, pa.string())
-        parts = pc.cast(keygen.partition_paths(data), pa.string()) if n else pa.array([], pa.string())
-        return _flat(keys), _flat(parts)
+        return self.spec.keys(self.spec.conform_present(data))
 
 
 def keys_of(batches: Iterator[pa.RecordBatch], *, keyer: Keyer) -> Iterator[pa.RecordBatch]:
@@ -146,7 +101,6 @@ class Assignment:
             for p, idx in by_part.items():
                 targets = self.spread.get(p)
                 if not targets:
-                    from hudi_format.errors import HudiError
                     raise HudiError(f"records of partition {p!r} were not planned: the DataFrame gave "
                                     f"different rows when it was computed again for writing; "
                                     f"persist() it before writing")
@@ -178,92 +132,39 @@ def route(batches: Iterator[pa.RecordBatch], *, keyer: Keyer, assignment: Assign
         yield pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def _flat(arr) -> pa.Array:
-    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-
-
-def _task_token() -> tuple[int, str]:
+def _task_token() -> str:
     """Hudi's write token of this Spark task: ``<partition id>-<stage id>-<task attempt id>``."""
     from pyspark import TaskContext
     tc = TaskContext.get()
     if tc is None:
-        return 0, "0-0-0"
-    return tc.partitionId(), f"{tc.partitionId()}-{tc.stageId()}-{tc.taskAttemptId()}"
+        return "0-0-0"
+    return f"{tc.partitionId()}-{tc.stageId()}-{tc.taskAttemptId()}"
 
 
-def _context(job: WriteJob, storage):
-    from hudi_format.read.merge import MergeSpec
-    from hudi_format.writer import handles
-    from hudi_format.options import option
-
-    @attrs.define
-    class TaskWriteContext(handles.WriteContext):
-        """One Spark task's context: every file it writes carries the task's write token."""
-
-        task_id: int = 0
-        token: str = "0-0-0"
-
-        def next_token(self) -> tuple[int, str]:
-            return self.task_id, self.token
-
-    task_id, token = _task_token()
-    opts = job.options
-    return TaskWriteContext(
-        storage=storage, instant=job.instant, schema=job.full_schema, avro_schema=job.avro,
-        spec=MergeSpec.from_config(job.config), meta_fields=job.config.populate_meta_fields,
-        table_version=job.config.version,
-        log_block_format=option(opts, "hoodie.logfile.data.block.format"),
-        compression=option(opts, "hoodie.parquet.compression.codec"),
-        max_log_file_size=option(opts, "hoodie.logfile.max.size"),
-        bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
-        task_id=task_id, token=token)
+RESULT_SCHEMA = "bucket int, stat string, files string"
 
 
-def write_buckets(batches: Iterator[pa.RecordBatch], *, job: WriteJob) -> Iterator[pa.RecordBatch]:
-    """Write the buckets of this Spark partition (normally exactly one); yield their stats."""
-    from hudi_format.storage import Storage
-    from hudi_format.writer import handles
-    from hudi_format.writer.client import WriteClient
+def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema: pa.Schema,
+                  storage_options: dict | None) -> Iterator[pa.RecordBatch]:
+    """Write the buckets of this Spark partition (normally exactly one) through the engine
+    API; yield each one's result (its write stat and files)."""
+    from hudi_format import engine
 
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return
     table = pa.Table.from_batches(batches)
-    storage = Storage(job.url, job.storage_options)
-    ctx = _context(job, storage)
-    client = WriteClient(storage, job.config, job.options)
     data_cols = [c for c in table.column_names if c not in _INTERNAL]
-    try:
-        for b in pc.unique(table.column(BUCKET)).to_pylist():
-            rows = table.filter(pc.equal(table.column(BUCKET), b))
-            bucket = job.buckets[b]
-            data = conform_batch(to_hudi_arrow(rows.select(data_cols), job.in_schema), job.schema, job.deleting)
-            is_delete = rows.column(DELETE)
-            ups = data.filter(pc.invert(is_delete))
-            up_keys = rows.column(KEY).filter(pc.invert(is_delete))
-            if job.dedupe and ups.num_rows:
-                up_parts = rows.column(PARTITION).filter(pc.invert(is_delete))
-                ups, up_keys, _ = client._dedupe(ups, up_keys, up_parts)
-            del_keys = pc.unique(rows.column(KEY).filter(is_delete))
-            deletes = WriteClient._delete_keys(None, del_keys, pa.array(range(len(del_keys)), pa.int64()),
-                                               bucket.partition)
-            if not ups.num_rows:
-                ups, up_keys = job.full_schema.empty_table(), pa.array([], pa.string())
-            up_keys = _flat(up_keys)
-            if bucket.kind == "create":
-                stat = handles.create(ctx, bucket.partition, ups, up_keys)
-            elif bucket.kind == "merge":
-                stat = handles.merge(ctx, bucket.file_slice, ups, up_keys, deletes)
-            else:
-                stat = handles.append(ctx, bucket.file_slice, ups, up_keys, deletes,
-                                      bucket.num_updates, bucket.compaction_instant)
-            yield pa.RecordBatch.from_pydict({"partition": [bucket.partition], "stat": [json.dumps(stat)],
-                                              "files": [json.dumps(list(ctx.written))]})
-            ctx.written.clear()
-    except BaseException:
-        for path in ctx.written:
-            try:
-                storage.delete(path)
-            except Exception:  # noqa: BLE001 - the driver's abort or the next rollback removes it
-                pass
-        raise
+    token = _task_token()
+    for b in pc.unique(table.column(BUCKET)).to_pylist():
+        rows = table.filter(pc.equal(table.column(BUCKET), b))
+        is_delete = rows.column(DELETE)
+        upserting = pc.invert(is_delete)
+        data = to_hudi_arrow(rows.select(data_cols), in_schema).filter(upserting)
+        result = engine.write_bucket(buckets[b], data, storage_options,
+                                     keys=rows.column(KEY).filter(upserting).combine_chunks(),
+                                     delete_keys=pc.unique(rows.column(KEY).filter(is_delete).combine_chunks()),
+                                     write_token=token)
+        yield pa.RecordBatch.from_pydict({"bucket": pa.array([result.index], pa.int32()),
+                                          "stat": [json.dumps(dict(result.stat))],
+                                          "files": [json.dumps(list(result.files))]})

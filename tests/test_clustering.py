@@ -234,14 +234,14 @@ def test_pending_clustering_rejects_updates_to_its_file_groups(tmp_path):
 def test_pending_clustering_aborts_on_an_update_it_did_not_see(tmp_path, monkeypatch):
     """A writer that ignores pending clustering (another engine) updates a clustered file
     group: the clustering aborts, drops its plan and loses nothing."""
-    from hudi_format.writer.client import WriteClient
+    from hudi_format.writer.planning import WritePlanner
     path = tmp_path / "t"
     small_files(path, "COPY_ON_WRITE", 8)
     t = hudi.open_table(str(path))
     pending = schedule_clustering(t.storage, t.config, "score")
     from hudi_format.transaction import conflicts
     # neither at planning nor at its commit does this writer look at pending clustering
-    monkeypatch.setattr(WriteClient, "_reject_clustered", staticmethod(lambda plan, groups: None))
+    monkeypatch.setattr(WritePlanner, "reject_clustered", staticmethod(lambda plan, groups: None))
     monkeypatch.setattr(conflicts, "clustering_plan_groups", lambda timeline, inst: None)
     write(path, make_rows(range(0, 6), ts=50, seed=5), table_type="COPY_ON_WRITE")
     after_update = both(path)

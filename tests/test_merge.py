@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from hudi_format.read.merge import MergeSpec, _merge_pieces
+from hudi_format.read.merge import MergeSpec, merge_pieces
 
 SCHEMA = pa.schema([("_hoodie_record_key", pa.string()), ("ts", pa.int64()), ("v", pa.string()),
                     ("_hoodie_is_deleted", pa.bool_())])
@@ -29,7 +29,7 @@ def deletes(*items):
 def merged(pieces, spec):
     dels = [(i, p[1]) for i, p in enumerate(pieces) if isinstance(p, tuple)]
     plain = [None if isinstance(p, tuple) else p for p in pieces]
-    out = _merge_pieces(plain, dels, SCHEMA, spec)
+    out = merge_pieces(plain, dels, SCHEMA, spec)
     return {r["_hoodie_record_key"]: (r["ts"], r["v"]) for r in out.to_pylist()}
 
 
@@ -72,5 +72,5 @@ def test_is_deleted_flag_marks_deletes():
 def test_keys_missing_from_base_come_from_logs_and_order_is_kept():
     base = rows(("z", 1, "z"), ("y", 1, "y"))
     log1 = rows(("x", 1, "x"))
-    out = _merge_pieces([base, log1], [], SCHEMA, EVENT)
+    out = merge_pieces([base, log1], [], SCHEMA, EVENT)
     assert out.column("_hoodie_record_key").to_pylist() == ["z", "y", "x"]

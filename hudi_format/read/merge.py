@@ -123,7 +123,7 @@ def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema,
         else:
             recs = block.records(arrow_schema=schema)
             pieces.append(align_table(recs, schema, f"{storage.uri(block.path)}@{block.offset}"))
-    return _merge_pieces(pieces, deletes, schema, spec)
+    return merge_pieces(pieces, deletes, schema, spec)
 
 
 _HARD = "__hudi_hard_delete"
@@ -216,8 +216,8 @@ def _sort_indices_nulls_first(table: pa.Table, sort_keys: list[tuple[str, str]])
     return pc.sort_indices(table, sort_keys=sort_keys, null_placement="at_start")
 
 
-def _merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
-                  spec: MergeSpec) -> pa.Table:
+def merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
+                 spec: MergeSpec) -> pa.Table:
     delete_at = dict(deletes)
     spec = attrs.evolve(spec, ordering_fields=tuple(
         f for f in spec.ordering_fields if schema.get_field_index(f) >= 0))

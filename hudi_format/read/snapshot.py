@@ -11,6 +11,8 @@ import logging
 from functools import cached_property
 from typing import Callable
 
+import attrs
+
 from ..config import TableConfig
 from ..timeline import Instant, Timeline
 from ..view import FileSlice, FileSystemView
@@ -18,6 +20,23 @@ from ..view import FileSlice, FileSystemView
 log = logging.getLogger(__name__)
 
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
+
+
+@attrs.frozen
+class Visibility:
+    """``ReadState.visible`` as a value: which instants' data a reader may see, decided without
+    the timeline, so that a scan task pickled to another process reads the same commits."""
+
+    times: frozenset[str]                 # visible completed write instants of the active timeline
+    active_start: str | None              # where the active timeline starts
+    archived: frozenset[str] | None = None  # visible archived instants, when the query needs them
+
+    def __call__(self, instant_time: str) -> bool:
+        if instant_time in self.times:
+            return True
+        if self.active_start is None or instant_time >= self.active_start:
+            return False
+        return self.archived is None or instant_time in self.archived
 
 
 class ReadState:
@@ -84,6 +103,13 @@ class ReadState:
         if not self.needs_archive:
             return True
         return instant_time in self.archived_instants
+
+    def visibility(self) -> Visibility:
+        """What :meth:`visible` decides, as a picklable value (one per state, shared by its tasks)."""
+        if "_visibility" not in self.__dict__:
+            archived = frozenset(self.archived_instants) if self.needs_archive else None
+            self.__dict__["_visibility"] = Visibility(frozenset(self._visible_times), self.active_start, archived)
+        return self.__dict__["_visibility"]
 
     def completion_time(self, instant_time: str) -> str | None:
         """Completion time of a visible write instant; ``None`` if it is not visible.

@@ -36,7 +36,7 @@ from ..errors import HudiError, TimelineError
 from ..log import BlockType
 from ..options import option
 from ..read.align import align_table
-from ..read.merge import MergeSpec, _merge_pieces, collect_log_blocks, read_base_file, record_keys
+from ..read.merge import MergeSpec, merge_pieces, collect_log_blocks, read_base_file, record_keys
 from ..storage import Storage
 from ..timeline import Instant, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT
@@ -284,7 +284,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
             log_records += recs.num_rows
             log_keys.append(pc.cast(record_keys(recs, spec), pa.string()))
     t_scan = time.monotonic()
-    merged = _merge_pieces(pieces, deletes, schema, spec) if blocks else old
+    merged = merge_pieces(pieces, deletes, schema, spec) if blocks else old
 
     token = f"{task}-{1}-{task}"
     name = BaseFileName(fid, token, instant_time, ts.config.base_file_extension).name

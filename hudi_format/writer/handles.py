@@ -20,7 +20,7 @@ from ..base_file import write_base_file
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    next_log_version, write_log_file)
 from ..read.align import align_table
-from ..read.merge import MergeSpec, _merge_pieces, read_base_file, record_keys
+from ..read.merge import MergeSpec, merge_pieces, read_base_file, record_keys
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
 from ..transaction.markers import create_marker
@@ -50,9 +50,13 @@ class WriteContext:
     max_log_file_size: int = 1024 * 1024 * 1024
     bloom: dict | None = None
     written: list = attrs.field(factory=list)  # paths of files this commit created
+    file_id: str | None = None   # create: the new group's id, fixed at planning (a retried task reuses it)
+    token: tuple[int, str] | None = None   # (task number, Hudi write token) of the task writing
     _task: int = 0
 
     def next_token(self) -> tuple[int, str]:
+        if self.token is not None:
+            return self.token
         with _TOKEN_LOCK:
             self._task += 1
             task = self._task
@@ -102,7 +106,7 @@ def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
 
 def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) -> dict:
     """A new file group holding ``rows``."""
-    file_id = new_file_id()
+    file_id = ctx.file_id or new_file_id()
     task, token = ctx.next_token()
     name = _base_name(ctx, file_id, token)
     table = with_meta(ctx, rows, keys, partition, name, task)
@@ -124,7 +128,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     if deletes is not None and deletes.num_rows:
         pieces.append(None)
         dels.append((2, deletes))
-    merged = _merge_pieces(pieces, dels, ctx.schema, ctx.spec)
+    merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
     if ctx.meta_fields:
         idx = ctx.schema.get_field_index("_hoodie_file_name")
         merged = merged.set_column(idx, ctx.schema.field(idx), pa.repeat(pa.scalar(name), merged.num_rows))

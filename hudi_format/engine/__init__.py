@@ -1,0 +1,21 @@
+"""The public API for engines (Spark, Ray, Dask, Daft...): distributed reads and writes.
+
+Scan: :func:`plan_scan` turns a query into picklable :class:`ScanTask` values (one file slice
+each, with its columns, filters, merge spec and the commits it may see); :func:`read_task`
+reads one task into Arrow batches in any process.
+
+Write: :func:`begin_write` (recovery, table state, writer schema) -> :func:`plan_write`
+(index tagging and file sizing into picklable :class:`WriteBucket` values, one file group
+each; opens the instant) -> :func:`write_bucket` in any process (returns the bucket's
+:class:`BucketResult`: Hudi's write stat) -> :func:`commit` the results as one instant, or
+:func:`abort`. ``hudi_format.write`` runs the same steps in one process.
+"""
+
+from ..read.scan import ScanPlan, ScanTask
+from ..writer.job import BucketResult, WriteBucket, WriteJob, WriteSpec
+from .scan import plan_scan, read_task, read_task_table
+from .write import abort, begin_write, commit, plan_write, write_bucket
+
+__all__ = ["ScanPlan", "ScanTask", "plan_scan", "read_task", "read_task_table",
+           "WriteJob", "WriteSpec", "WriteBucket", "BucketResult",
+           "begin_write", "plan_write", "write_bucket", "commit", "abort"]

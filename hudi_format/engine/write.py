@@ -1,0 +1,112 @@
+"""Write side of the engine API: begin and plan on the driver, write buckets anywhere, commit once.
+
+    job = engine.begin_write(path, "upsert", schema=data.schema, options=opts)
+    try:
+        buckets = engine.plan_write(job, data)            # or keys=..., partitions=...
+        results = [engine.write_bucket(b, *split(b)) ...] # on workers
+        instant = engine.commit(job, results)
+    except BaseException:
+        engine.abort(job)
+        raise
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from ..config import TableConfig
+from ..services.inline import run_inline_services
+from ..services.rollback import rollback_failed_writes
+from ..storage import Storage
+from ..transaction import WriteResult
+from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
+                          plan_write as _plan_write, prepare_write, write_bucket as _write_bucket)
+from ..writer.input import to_arrow
+from ..writer.new_table import new_table_config
+from ..options import WRITE_SCOPES, validate
+from ..writer.options import check_against_table, check_write_arguments
+
+
+def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | None,
+                options: Mapping[str, Any] | None = None, storage_options: Mapping[str, Any] | None = None,
+                record_key: Any = None, ordering_field: Any = None, partition_by: Any = None,
+                table_type: str | None = None, table_version: int | None = None,
+                table_name: str | None = None) -> WriteJob:
+    """Begin a write of data with ``schema`` (Arrow; ``None``: delete_partition by option).
+
+    ``table``: a path / URL, or an open ``hudi_format.Table``. A missing table is created by
+    the commit from the arguments and options, as ``hudi_format.write`` does; on an existing
+    one they must agree with its properties. Rolls back writes whose writer died first.
+    Writes nothing else: the instant opens when the write is planned."""
+    op = check_operation(operation)
+    opts = validate(options, WRITE_SCOPES)
+    if isinstance(table, (str, os.PathLike)):
+        storage = Storage(table, dict(storage_options) if storage_options is not None else None)
+    else:
+        storage = table.storage
+    check_write_arguments(record_key=record_key, ordering_field=ordering_field, partition_by=partition_by,
+                          table_type=table_type, table_version=table_version, table_name=table_name,
+                          operation=op)
+    if storage.exists(".hoodie/hoodie.properties"):
+        config = TableConfig.load(storage)
+        check_against_table(config, opts, storage.url, record_key=record_key, partition_by=partition_by,
+                            ordering_field=ordering_field, table_type=table_type,
+                            table_version=table_version, table_name=table_name)
+        rollback_failed_writes(storage, config, opts)
+        return prepare_write(storage, config, op, opts, schema)
+    config = new_table_config(storage, opts, record_key=record_key, ordering_field=ordering_field,
+                              partition_by=partition_by, table_type=table_type,
+                              table_version=table_version, table_name=table_name)
+    return prepare_write(storage, config, op, opts, schema, create=True)
+
+
+def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: Any = None, partitions: Any = None,
+               sample: pa.Table | None = None) -> list[WriteBucket]:
+    """Tag and size the write into buckets (one file group each) and open its instant.
+
+    Give the rows (``data``; then ``job.rows_of(bucket)`` says which rows of ``data`` each
+    bucket takes), or only each record's ``keys`` and ``partitions`` when the rows are
+    elsewhere (route them to buckets yourself; ``sample`` rows size bulk_insert files)."""
+    if data is not None and not isinstance(data, pa.Table):
+        data = to_arrow(data)
+    return _plan_write(job, data, keys=_strings(keys), partitions=_strings(partitions), sample=sample)
+
+
+def _strings(values: Any) -> pa.Array | pa.ChunkedArray | None:
+    if values is None or isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    return pa.array(values, pa.string())
+
+
+def write_bucket(bucket: WriteBucket, rows: pa.Table | None, storage_options: Mapping[str, Any] | None = None,
+                 *, keys: Any = None, deletes: pa.Table | None = None, delete_keys: Any = None,
+                 write_token: str | None = None) -> BucketResult:
+    """Write one bucket in this process: ``rows`` to insert or update, ``deletes`` (rows) or
+    ``delete_keys`` (record keys) to delete. ``write_token``: Hudi's ``<task>-<stage>-<attempt>``
+    (give each attempt its own, so a retry never overwrites a file). Returns the write stat
+    to hand to :func:`commit`; a failure removes what this call wrote."""
+    storage = Storage(bucket.spec.table_uri, dict(storage_options) if storage_options is not None else None)
+    if rows is not None and not isinstance(rows, pa.Table):
+        rows = to_arrow(rows)
+    if deletes is not None and not isinstance(deletes, pa.Table):
+        deletes = to_arrow(deletes)
+    return _write_bucket(storage, bucket, rows, keys=_strings(keys), deletes=deletes,
+                         delete_keys=_strings(delete_keys), write_token=write_token)
+
+
+def commit(job: WriteJob, results: Iterable[BucketResult]) -> WriteResult:
+    """Commit the buckets' results as one instant: files of attempts no result reports are
+    deleted, then lock, conflict check, metadata table, completed instant. Inline table
+    services run after it (their errors are in ``service_errors``, never raised). A failed
+    commit is aborted (nothing becomes visible) and raises."""
+    done = commit_write(job, results, discard_unreported=True)
+    errors = run_inline_services(job.storage, TableConfig.load(job.storage), job.options)
+    return WriteResult.of(done, errors)
+
+
+def abort(job: WriteJob) -> None:
+    """Undo the write: every file its buckets wrote (by their markers), its instant."""
+    abort_write(job)

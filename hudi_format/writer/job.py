@@ -1,0 +1,452 @@
+"""One write as steps that any engine can run: prepare -> plan -> write buckets -> commit | abort.
+
+- :func:`prepare_write` loads the table state once and settles the writer schema.
+- :func:`plan_write` tags and sizes the records (from the rows, or from their keys and
+  partition paths alone) into :class:`WriteBucket` values, one file group each, then opens the
+  instant (requested, inflight) through the one commit path (:class:`Transaction`). A plan
+  that fails (bad data, a file group being clustered) has written nothing.
+- :func:`write_bucket` writes one bucket's rows; it needs only the bucket and the rows, so it
+  runs in any thread or process, and returns a :class:`BucketResult` (the Hudi write stat).
+- :func:`commit_write` commits every bucket's stat as one instant (table lock, conflict
+  check, metadata table, completed file); :func:`abort_write` removes what was written.
+
+``WriteClient.write`` is these steps in one process; ``hudi_format.engine`` exposes them to
+engines (Spark, Ray, Dask...) with recovery and inline services around them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import META_FIELDS, TableConfig
+from ..errors import HudiError, InvalidOptionError
+from ..keygen import KeyGenerator
+from ..read.merge import MergeSpec, merge_pieces
+from ..read.snapshot import ReadState
+from ..read.table_schema import latest_data_schema
+from ..schema import arrow_to_avro_schema, avro_to_arrow_schema
+from ..storage import Storage
+from ..table_init import ensure_table, write_partition_metadata
+from ..timeline import Instant, Timeline
+from ..timeline.metadata import WriteStat
+from ..transaction import Transaction, check_write_conflicts, new_file_groups, started_with, touched_file_groups
+from ..transaction.markers import read_markers
+from ..view import FileSlice, FileSystemView
+from . import handles
+from .input import check_fields
+from ..options import OPERATIONS, WRITE_SCOPES, option, validate
+from .planning import REPLACE_OPS, Plan, WritePlanner, concat_rows
+from .schema_evolution import conform, evolve, incoming_schema
+
+log = logging.getLogger(__name__)
+
+OPERATION_TYPES = {"insert": "INSERT", "upsert": "UPSERT", "bulk_insert": "BULK_INSERT",
+                   "delete": "DELETE", "insert_overwrite": "INSERT_OVERWRITE",
+                   "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
+                   "delete_partition": "DELETE_PARTITION"}
+_EMPTY_ROWS = pa.array([], pa.int64())
+
+
+def compact_json(obj: Any) -> str:
+    """JSON as Hudi's Jackson writes it into commit metadata (no spaces)."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def check_operation(operation: Any) -> str:
+    """The operation's canonical name, or ``InvalidOptionError`` listing the known ones."""
+    op = operation.strip().lower() if isinstance(operation, str) else operation
+    if op not in OPERATIONS:
+        raise InvalidOptionError(f"unknown write operation {operation!r}; use one of {', '.join(OPERATIONS)}")
+    return op
+
+
+def should_dedupe(op: str, options: Mapping[str, Any]) -> bool:
+    """Precombine the batch (one record per key) before writing, as Hudi's options say."""
+    if op == "upsert":
+        return bool(option(options, "hoodie.combine.before.upsert"))
+    if op == "delete":
+        return bool(option(options, "hoodie.combine.before.delete"))
+    if op in ("insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table"):
+        return bool(option(options, "hoodie.combine.before.insert")
+                    or option(options, "hoodie.datasource.write.insert.drop.duplicates"))
+    return False
+
+
+@attrs.frozen(eq=False)
+class WriteSpec:
+    """What every bucket of one write shares (picklable: shipped with each bucket)."""
+
+    table_uri: str
+    config: TableConfig
+    options: Mapping[str, Any]
+    operation: str
+    schema: pa.Schema          # the writer's data schema (no meta fields)
+    full_schema: pa.Schema     # as written: meta fields first, when the table populates them
+    avro: dict                 # ``full_schema`` as Avro (log blocks, Parquet footers)
+
+    @property
+    def deleting(self) -> bool:
+        return self.operation in ("delete", "delete_partition")
+
+    @property
+    def keygen(self) -> KeyGenerator:
+        return KeyGenerator.from_config(self.config, self.options)
+
+    def conform(self, rows: pa.Table) -> pa.Table:
+        """``rows`` cast to the writer schema (a delete keeps only the columns it carries)."""
+        return self.conform_present(rows) if self.deleting else conform(rows, self.schema)
+
+    def conform_present(self, rows: pa.Table) -> pa.Table:
+        """The columns of ``rows`` that the writer schema has, cast to it (e.g. key columns)."""
+        cols = [c for c in rows.column_names if c in self.schema.names]
+        return conform(rows.select(cols), pa.schema([self.schema.field(c) for c in cols]))
+
+    def keys(self, rows: pa.Table) -> tuple[pa.Array, pa.Array]:
+        """(record key, partition path) of each of ``rows`` (conformed), as strings."""
+        keygen = self.keygen
+        n = rows.num_rows
+        keys = pc.cast(keygen.record_keys(rows), pa.string()) \
+            if self.operation != "delete_partition" and n else pa.nulls(n, pa.string())
+        parts = pc.cast(keygen.partition_paths(rows), pa.string()) if n else pa.array([], pa.string())
+        return _flat(keys), _flat(parts)
+
+    def dedupe(self, rows: pa.Table) -> pa.Array:
+        """Row numbers of ``rows`` to keep: one record per key, the highest ordering value
+        winning (Hudi's precombine), in their original order."""
+        spec = MergeSpec.from_config(self.config)
+        keygen = self.keygen
+        spec = attrs.evolve(spec, event_time=bool(spec.ordering_fields), has_meta_fields=False,
+                            keygen=KeyGenerator(keygen.record_key_fields, (), keygen.keygen_type))
+        numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
+        merged = merge_pieces([numbered], [], numbered.schema, spec)
+        return pc.take(merged.column("__row"), pc.sort_indices(merged.column("__row")))
+
+
+@attrs.frozen(eq=False)
+class WriteBucket:
+    """One file group of a write: ``create`` a new one, ``merge`` into (COW) or ``append`` to
+    (MOR) the latest slice of an existing one. Picklable; carries what an executor needs."""
+
+    spec: WriteSpec
+    instant_time: str
+    index: int                       # position in the plan; the default write token is index+1
+    kind: str                        # create | merge | append
+    partition: str
+    file_id: str
+    file_slice: FileSlice | None = None
+    num_updates: int = 0             # append: how many records update existing ones
+    compaction_instant: str | None = None   # v6 MOR: the pending compaction log files go under
+    dedupe: bool = False             # precombine the rows in the task (planned from unique keys)
+    num_records: int = 0             # planned records (inserts and updates, not deletes)
+
+
+@attrs.frozen(eq=False)
+class BucketResult:
+    """What writing one bucket produced: Hudi's write stat and the files written."""
+
+    index: int
+    partition: str
+    stat: Mapping[str, Any]          # the ``HoodieWriteStat`` as the commit metadata carries it
+    files: tuple[str, ...]
+
+    @property
+    def write_stat(self) -> WriteStat:
+        """The stat as the typed class the timeline reads commit metadata into."""
+        return WriteStat.from_dict(self.stat, self.partition)
+
+
+class WriteJob:
+    """The driver's side of one write: the table state it planned against, the plan, and the
+    open instant. Not shipped to workers (buckets are)."""
+
+    def __init__(self, storage: Storage, config: TableConfig, options: dict[str, Any], operation: str,
+                 create: bool, state: ReadState | None, spec: WriteSpec, data_avro: dict):
+        self.storage = storage
+        self.config = config
+        self.options = options
+        self.operation = operation
+        self.create = create
+        self.state = state
+        self.spec = spec
+        self.data_avro = data_avro
+        self.view = FileSystemView(storage, config)
+        self.planner = WritePlanner(storage, config, options, MergeSpec.from_config(config))
+        self.dedupe = should_dedupe(operation, options)
+        self.plan: Plan | None = None
+        self.buckets: list[WriteBucket] = []
+        self.txn: Transaction | None = None
+        self.done: Instant | None = None
+        # per bucket: row numbers (of the planned, precombined input) to write and to delete
+        self._rows: dict[int, tuple[pa.Array, pa.Array]] = {}
+        self._kept: pa.Array | None = None       # input row of each precombined row
+        self._input: tuple[pa.Table, pa.Array] | None = None   # planned rows (conformed), keys
+
+    @property
+    def instant_time(self) -> str | None:
+        return self.txn.instant_time if self.txn is not None else None
+
+    def rows_of(self, bucket: WriteBucket) -> tuple[pa.Array, pa.Array]:
+        """Row numbers of the input given to :func:`plan_write` that go to ``bucket``:
+        (records to write, records whose keys it deletes)."""
+        rows, dels = self._rows.get(bucket.index, (_EMPTY_ROWS, _EMPTY_ROWS))
+        if self._kept is not None:
+            rows, dels = pc.take(self._kept, rows), pc.take(self._kept, dels)
+        return rows, dels
+
+    def inputs_of(self, bucket: WriteBucket) -> dict[str, Any]:
+        """``write_bucket`` arguments for ``bucket`` from the rows given to ``plan_write``,
+        already conformed and keyed (no key computed twice)."""
+        if self._input is None:
+            raise HudiError("this write was planned from keys: route the rows with rows_of()")
+        table, keys = self._input
+        rows, dels = self._rows.get(bucket.index, (_EMPTY_ROWS, _EMPTY_ROWS))
+        return {"rows": table.take(rows), "keys": pc.take(keys, rows), "delete_keys": pc.take(keys, dels)}
+
+
+def _flat(arr: Any) -> pa.Array:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+# -- prepare -------------------------------------------------------------------------------------
+def prepare_write(storage: Storage, config: TableConfig, operation: str, options: Mapping[str, Any] | None,
+                  data_schema: pa.Schema | None, *, create: bool = False) -> WriteJob:
+    """Load the table state once and settle the writer schema (``data_schema``: the columns
+    of the data, as Arrow; ``None`` for a delete_partition by option). Writes nothing."""
+    op = check_operation(operation)
+    opts = validate(options, WRITE_SCOPES)
+    timeline = Timeline.load(storage, config) if not create else None
+    state = ReadState(config, timeline) if timeline is not None else None
+    existing = latest_data_schema(config, timeline) if timeline is not None else None
+    if existing is None and config.create_schema:
+        existing = avro_to_arrow_schema(config.create_schema)
+    if data_schema is not None:
+        empty = data_schema.empty_table()
+        check_fields(empty, config, op)
+        incoming = incoming_schema(empty)
+        schema = (existing or incoming) if op in ("delete", "delete_partition") else evolve(existing, incoming)
+    else:
+        schema = existing
+    if schema is None:
+        raise InvalidOptionError("the table has no schema yet: its first write must carry data")
+    fields = [f for f in schema if f.name not in META_FIELDS]
+    meta = [pa.field(n, pa.string()) for n in META_FIELDS] if config.populate_meta_fields else []
+    full_schema = pa.schema(meta + fields)
+    name = config.name
+    avro = arrow_to_avro_schema(full_schema, f"{name}_record", f"hoodie.{name}")
+    data_avro = arrow_to_avro_schema(schema, f"{name}_record", f"hoodie.{name}")
+    spec = WriteSpec(storage.url, config, opts, op, schema, full_schema, avro)
+    return WriteJob(storage, config, opts, op, create, state, spec, data_avro)
+
+
+# -- plan ----------------------------------------------------------------------------------------
+def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | None = None,
+               partitions: pa.Array | None = None, sample: pa.Table | None = None) -> list[WriteBucket]:
+    """Plan the write into buckets and open its instant.
+
+    Either ``data`` (the rows: conformed, keyed and precombined here; ``job.rows_of(bucket)``
+    then gives each bucket's row numbers of ``data``), or ``keys`` and ``partitions`` (one entry
+    per record; records of one key are then precombined by the task, ``bucket.dedupe``), with
+    ``sample`` rows to size bulk_insert files from. Neither: delete_partition by option."""
+    if job.plan is not None:
+        raise HudiError("this write is already planned")
+    op = job.operation
+    kept = None
+    if data is not None:
+        table = job.spec.conform(data)
+        rec_keys, parts = job.spec.keys(table)
+        if op != "delete_partition" and job.dedupe and table.num_rows:
+            kept = job.spec.dedupe(table)
+            if len(kept) == table.num_rows:
+                kept = None
+            else:
+                table, rec_keys, parts = table.take(kept), pc.take(rec_keys, kept), pc.take(parts, kept)
+        planned, dedupe_in_task = table, False
+        job._input, job._kept = (table, rec_keys), kept
+        plan_keys = rec_keys if op != "delete_partition" else None
+    elif partitions is not None:
+        parts = _flat(partitions)
+        rec_keys = _flat(keys) if keys is not None else pa.nulls(len(parts), pa.string())
+        planned = pa.table({"key": rec_keys, "partition": parts})
+        plan_keys = rec_keys if op != "delete_partition" else None
+        dedupe_in_task = job.dedupe
+        if op == "delete_partition" and not len(parts):
+            planned = None
+    else:
+        if op != "delete_partition":
+            raise InvalidOptionError(f"operation {op!r} needs data")
+        planned, parts, plan_keys, dedupe_in_task = None, None, None, False
+    job.planner.sample = sample
+    plan = job.planner.plan(op, planned, plan_keys, parts, job.state, job.view, job.spec.full_schema)
+    job.plan = plan
+    _open(job)
+    try:
+        job.buckets = _buckets(job, plan, dedupe_in_task)
+        for part in sorted({b.partition for b in job.buckets if b.kind == "create"}):
+            write_partition_metadata(job.storage, part, job.txn.instant_time, part.count("/") + 1 if part else 0)
+    except BaseException:
+        abort_write(job)
+        raise
+    return list(job.buckets)
+
+
+def _open(job: WriteJob) -> None:
+    """Create the table (first write) and open the instant: requested, inflight, heartbeat."""
+    config = job.config
+    if job.create and not config.create_schema:
+        # As Hudi: the first writer's schema is kept in hoodie.properties, so a table whose
+        # every commit is rolled back (or not yet written) still has its columns.
+        config = TableConfig({**dict(config), "hoodie.table.create.schema": compact_json(job.data_avro)})
+    job.config = ensure_table(job.storage, config, create=job.create)
+    job.spec = attrs.evolve(job.spec, config=job.config)
+    op = job.operation
+    action = "replacecommit" if op in REPLACE_OPS else "deltacommit" if job.config.is_mor else "commit"
+    # Hudi records the operation of a replacecommit in its requested file.
+    requested = ({"operationType": OPERATION_TYPES[op], "clusteringPlan": None, "extraMetadata": {},
+                  "version": 1} if action == "replacecommit" else None)
+    job.txn = Transaction.begin(job.storage, job.config, action, job.options, plan=requested)
+
+
+def _buckets(job: WriteJob, plan: Plan, dedupe: bool) -> list[WriteBucket]:
+    instant = job.txn.instant_time
+    existing = sorted(set(plan.upserts) | set(plan.deletes))
+    slices = {(s.partition_path, s.file_id): s
+              for s in job.planner.latest_slices(job.state, job.view, {p for p, _ in existing})} if existing else {}
+    compacting, _ = job.planner.pending_service_groups(job.state)
+    mor = job.config.is_mor
+    out: list[WriteBucket] = []
+    for key in existing:
+        part, fid = key
+        up, dels = concat_rows(plan.upserts.get(key, [])), concat_rows(plan.deletes.get(key, []))
+        job._rows[len(out)] = (up, dels)
+        out.append(WriteBucket(
+            job.spec, instant, len(out), "append" if mor else "merge", part, fid, slices[key],
+            num_updates=plan.updates.get(key, 0),
+            compaction_instant=compacting.get(key) if mor and job.config.version < 8 else None,
+            dedupe=dedupe, num_records=len(up)))
+    for part, rows in plan.new_groups:
+        job._rows[len(out)] = (rows, _EMPTY_ROWS)
+        out.append(WriteBucket(job.spec, instant, len(out), "create", part, handles.new_file_id(),
+                               dedupe=dedupe, num_records=len(rows)))
+    return out
+
+
+# -- write ---------------------------------------------------------------------------------------
+def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *, keys: pa.Array | None = None,
+                 deletes: pa.Table | None = None, delete_keys: pa.Array | None = None,
+                 write_token: str | None = None) -> BucketResult:
+    """Write one bucket: ``rows`` to insert or update (keys by the table's key generator
+    unless ``keys`` is given) and records to delete (``deletes`` rows or ``delete_keys``).
+    ``write_token``: Hudi's ``<task>-<stage>-<attempt>`` for the file names (default: from the
+    bucket index). A failure removes the files this call wrote."""
+    spec = bucket.spec
+    ups: pa.Table | None = spec.conform(rows) if rows is not None and rows.num_rows else None
+    up_keys = pa.array([], pa.string())
+    if ups is not None:
+        up_keys = _flat(keys) if keys is not None else spec.keys(ups)[0]
+        if bucket.dedupe:
+            keep = spec.dedupe(ups)
+            if len(keep) != ups.num_rows:
+                ups, up_keys = ups.take(keep), pc.take(up_keys, keep)
+    if ups is None:
+        ups = spec.full_schema.empty_table()
+    if delete_keys is None and deletes is not None and deletes.num_rows:
+        delete_keys = spec.keys(spec.conform(deletes))[0] if spec.operation != "delete_partition" else None
+    dels = _delete_records(delete_keys, bucket.partition)
+    task = bucket.index + 1
+    token = (int(write_token.split("-", 1)[0]), write_token) if write_token else (task, f"{task}-1-{task}")
+    opts = spec.options
+    ctx = handles.WriteContext(
+        storage=storage, instant=bucket.instant_time, schema=spec.full_schema, avro_schema=spec.avro,
+        spec=MergeSpec.from_config(spec.config), meta_fields=spec.config.populate_meta_fields,
+        table_version=spec.config.version,
+        log_block_format=option(opts, "hoodie.logfile.data.block.format"),
+        compression=option(opts, "hoodie.parquet.compression.codec"),
+        max_log_file_size=option(opts, "hoodie.logfile.max.size"),
+        bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
+        file_id=bucket.file_id, token=token)
+    try:
+        if bucket.kind == "create":
+            stat = handles.create(ctx, bucket.partition, ups, up_keys)
+        elif bucket.kind == "merge":
+            stat = handles.merge(ctx, bucket.file_slice, ups, up_keys, dels)
+        else:
+            stat = handles.append(ctx, bucket.file_slice, ups, up_keys, dels, bucket.num_updates,
+                                  bucket.compaction_instant)
+    except BaseException:
+        for path in ctx.written:
+            try:
+                if storage.exists(path):
+                    storage.delete(path)
+            except (HudiError, OSError) as exc:   # the abort, or the next rollback, removes it
+                log.warning("could not remove %s of a failed bucket: %s", path, exc)
+        raise
+    return BucketResult(bucket.index, bucket.partition, stat, tuple(ctx.written))
+
+
+def _delete_records(keys: pa.Array | None, partition: str) -> pa.Table | None:
+    """Delete markers as Hudi's delete operation writes them: the default ordering value 0,
+    so the delete wins over every earlier write of the key whatever its ordering value."""
+    if keys is None or not len(keys):
+        return None
+    n = len(keys)
+    return pa.table({"record_key": pc.cast(keys, pa.string()),
+                     "partition_path": pa.repeat(pa.scalar(partition), n),
+                     "ordering_value": pa.repeat(pa.scalar(0, pa.int32()), n)})
+
+
+# -- commit / abort ------------------------------------------------------------------------------
+def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unreported: bool = True) -> Instant:
+    """Commit the buckets' stats as one instant. ``discard_unreported``: first delete files
+    the markers name but no result reports (task attempts an engine retried or discarded), as
+    Hudi's finalize-write does."""
+    if job.txn is None:
+        raise HudiError("this write has no open instant: plan_write() opens it")
+    by_index: dict[int, BucketResult] = {}
+    for r in results:
+        if r.index in by_index:
+            raise HudiError(f"bucket {r.index} of {job.instant_time} was reported twice; "
+                            "report one attempt per bucket")
+        by_index[r.index] = r
+    stats: dict[str, list[dict]] = defaultdict(list)
+    written: set[str] = set()
+    for i in sorted(by_index):
+        r = by_index[i]
+        stats[r.partition].append(dict(r.stat))
+        written.update(r.files)
+    job.txn.written.extend(sorted(written - set(job.txn.written)))
+    if discard_unreported:
+        for path, _ in read_markers(job.storage, job.txn.instant_time):
+            if path not in written and job.storage.exists(path):
+                log.info("removing %s, written by a discarded attempt of %s", path, job.txn.instant_time)
+                job.storage.delete(path)
+    metadata: dict[str, Any] = {"partitionToWriteStats": dict(stats), "compacted": False,
+                                "extraMetadata": {"schema": compact_json(job.data_avro)},
+                                "operationType": OPERATION_TYPES[job.operation]}
+    if job.operation in REPLACE_OPS:
+        metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in job.plan.replaced.items()}
+    txn = job.txn
+    mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
+    new_groups = new_file_groups(metadata["partitionToWriteStats"])
+    seen = started_with(job.state.timeline if job.state is not None else None)
+    try:
+        # the conflict check under the table lock makes exactly one of two overlapping writers commit
+        job.done = txn.commit(metadata, lambda now: check_write_conflicts(now, txn.instant_time, seen, mine,
+                                                                           new_groups))
+    except BaseException:
+        abort_write(job)
+        raise
+    job.config = txn.config
+    return job.done
+
+
+def abort_write(job: WriteJob) -> None:
+    """Undo the write: its files (every marker's), the metadata table's part, its instant."""
+    if job.txn is not None and job.done is None:
+        job.txn.abort()

@@ -1,0 +1,234 @@
+"""Write planning: which file group each record of a write goes to.
+
+Index tagging (which existing file group holds each key), small-file top-up and file sizing
+(how inserts are spread over new file groups), replaced file groups (insert_overwrite,
+delete_partition) and the pending-service checks, all decided from the records' keys and
+partition paths alone, without touching storage beyond reads. The result, a :class:`Plan`,
+becomes the write's buckets (:mod:`hudi_format.writer.job`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Mapping
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import TableConfig
+from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
+from ..read.merge import MergeSpec
+from ..storage import Storage
+from .file_sizing import assign_inserts, average_record_size, small_files
+from .index import is_global, known_locations, tag
+from ..options import option
+from .options import sizing_config
+
+REPLACE_OPS = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
+
+
+@attrs.define
+class Plan:
+    """Per file group: records to upsert (with their keys), keys to delete; new groups."""
+
+    upserts: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row arrays]
+    updates: dict = attrs.field(factory=lambda: defaultdict(int))    # (partition, fid) -> count
+    deletes: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row arrays]
+    new_groups: list = attrs.field(factory=list)                     # [(partition, row array)]
+    replaced: dict = attrs.field(factory=lambda: defaultdict(list))  # partition -> [fid]
+
+
+def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
+    """Row numbers (column ``row``) of ``table`` grouped by the ``by`` columns, in row order."""
+    if table.num_rows == 0:
+        return []
+    agg = table.group_by(by, use_threads=False).aggregate([("row", "list")])
+    keys = [agg.column(c).to_pylist() for c in by]
+    lists = agg.column("row_list")
+    return [(tuple(k[i] for k in keys), lists[i].values) for i in range(agg.num_rows)]
+
+
+def concat_rows(chunks: list) -> pa.Array:
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.int64())
+
+
+class WritePlanner:
+    """Plans one write against the table state it was given (see the module doc)."""
+
+    def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any], spec: MergeSpec,
+                 sample: pa.Table | None = None):
+        self.storage = storage
+        self.config = config
+        self.options = options
+        self.spec = spec
+        self.sample = sample     # bulk_insert: real rows to size files from, when planning from keys
+
+    @staticmethod
+    def pending_service_groups(state) -> tuple[dict, set]:
+        """File groups under a pending compaction (-> its instant) and under pending clustering."""
+        compacting, clustering = {}, set()
+        if state is None:
+            return compacting, clustering
+        timeline = state.timeline
+        for inst in timeline.pending:
+            if inst.action not in ("compaction", "clustering", "replacecommit"):
+                continue
+            try:
+                plan = timeline.plan(inst)
+            except HudiError:
+                continue
+            if inst.action == "compaction":
+                for op in plan.get("operations") or []:
+                    compacting[(op.get("partitionPath") or "", op.get("fileId"))] = inst.timestamp
+            else:
+                for group in ((plan.get("clusteringPlan") or {}).get("inputGroups") or []):
+                    for sl in group.get("slices") or []:
+                        clustering.add((sl.get("partitionPath") or "", sl.get("fileId")))
+        return compacting, clustering
+
+    def latest_slices(self, state, view, partitions=None):
+        if state is None:
+            return []
+        return state.file_slices(view, (lambda p: p in partitions) if partitions is not None else None)
+
+    def plan(self, op, table, keys, partitions, state, view, full_schema) -> Plan:
+        """Where each row of ``table`` (its ``keys`` and ``partitions``) goes; ``table`` may be
+        just the key columns (its row count is what sizing needs), or ``None`` for a
+        delete_partition by option."""
+        plan = Plan()
+        rows = pa.array(range(table.num_rows), pa.int64()) if table is not None else None
+        if op in REPLACE_OPS:
+            if op == "insert_overwrite_table":
+                targets = None
+            elif op == "delete_partition" and (table is None or table.num_rows == 0):
+                raw = option(self.options, "hoodie.datasource.write.partitions.to.delete") or ""
+                targets = {p.strip() for p in str(raw).split(",") if p.strip()}
+                if not targets:
+                    raise InvalidOptionError("delete_partition needs data or the option "
+                                             "hoodie.datasource.write.partitions.to.delete")
+            else:
+                targets = set(pc.unique(partitions).to_pylist())
+            for s in self.latest_slices(state, view, targets):
+                plan.replaced[s.partition_path].append(s.file_id)
+            if op != "delete_partition":
+                avg = average_record_size(self.commit_sizes(state), sizing_config(self.options).small_file_limit,
+                                          sizing_config(self.options).record_size_estimate)
+                self.plan_new_groups(plan, partitions, rows, avg)
+            return plan
+        if op == "bulk_insert":
+            # Hudi's bulk insert rolls files over by the bytes actually written; we size them
+            # from the compressed size of a sample of this batch.
+            sample = self.sample if self.sample is not None else table
+            self.plan_new_groups(plan, partitions, rows, self.measured_record_size(sample))
+            return plan
+
+        index_type = option(self.options, "hoodie.index.type")
+        global_index = is_global(index_type)
+        touched = None if global_index else set(pc.unique(partitions).to_pylist())
+        slices = self.latest_slices(state, view, touched)
+        tagged = None
+        if op in ("upsert", "delete") or option(self.options, "hoodie.datasource.write.insert.drop.duplicates"):
+            from ..base_file import read_footer
+            known = known_locations(self.storage, self.config, self.options, state, slices, keys,
+                                    self.spec, full_schema, read_footer)
+            incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions, "row": rows})
+            tagged = tag(incoming, known, global_index)
+
+        _, clustering = self.pending_service_groups(state)
+        if op == "delete":
+            found = tagged.filter(pc.is_valid(tagged.column("file_id")))
+            for (part, fid), idx in groups_of(found, ["existing_partition", "file_id"]):
+                plan.deletes[(part, fid)].append(idx)
+            self.reject_clustered(plan, clustering)
+            return plan
+
+        if tagged is not None:
+            fid = tagged.column("file_id")
+            known_mask = pc.is_valid(fid)
+            moved = pc.and_(known_mask, pc.not_equal(tagged.column("existing_partition"), tagged.column("partition")))
+            if not (global_index and option(self.options, "hoodie.simple.index.update.partition.path")):
+                moved = pc.and_(moved, pa.scalar(False))
+            moved = pc.fill_null(moved, False)
+            for (part, f), idx in groups_of(tagged.filter(moved), ["existing_partition", "file_id"]):
+                plan.deletes[(part, f)].append(idx)   # a move: delete there, insert here
+            if op != "insert":                        # insert with drop-duplicates skips known keys
+                updates = tagged.filter(pc.and_(known_mask, pc.invert(moved)))
+                for (part, f), idx in groups_of(updates, ["existing_partition", "file_id"]):
+                    plan.upserts[(part, f)].append(idx)
+                    plan.updates[(part, f)] += len(idx)
+            inserts = tagged.filter(pc.or_(pc.invert(known_mask), moved))
+        else:
+            inserts = pa.table({"partition": partitions, "row": rows})
+        insert_rows = {part: idx for (part,), idx in groups_of(inserts, ["partition"])}
+
+        cfg = sizing_config(self.options)
+        avg = average_record_size(self.commit_sizes(state), cfg.small_file_limit, cfg.record_size_estimate)
+        by_partition = defaultdict(list)
+        for s in slices:
+            by_partition[s.partition_path].append(s)
+        for part, idx in insert_rows.items():
+            candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
+                          if s.base_file and (not self.config.is_mor or not s.log_files)
+                          and (part, s.file_id) not in clustering]
+            small = small_files(candidates, cfg)
+            if self.config.is_mor:
+                # As Hudi: slices with log files cannot be padded without compacting them first
+                # (the index cannot see log-only inserts), so only the smallest few base files
+                # take inserts, as new log blocks.
+                small = small[:option(self.options, "hoodie.merge.small.file.group.candidates.limit")]
+            pos = 0
+            for b in assign_inserts(len(idx), small, avg, cfg):
+                chunk = idx.slice(pos, b.count)
+                pos += b.count
+                if b.is_new:
+                    plan.new_groups.append((part, chunk))
+                else:
+                    plan.upserts[(part, b.file_id)].append(chunk)
+        self.reject_clustered(plan, clustering)
+        return plan
+
+    @staticmethod
+    def reject_clustered(plan: Plan, clustering: set) -> None:
+        """As Hudi's default update strategy: no updates to file groups being clustered."""
+        blocked = sorted((set(plan.upserts) | set(plan.deletes)) & clustering)
+        if blocked:
+            raise ConcurrentWriteError(
+                f"{len(blocked)} file group(s) this write updates are being clustered by a pending "
+                f"clustering (e.g. {blocked[0][0]}/{blocked[0][1]}); retry after it completes")
+
+    def plan_new_groups(self, plan: Plan, partitions, rows, avg: int) -> None:
+        cfg = sizing_config(self.options)
+        for (part,), idx in groups_of(pa.table({"partition": partitions, "row": rows}), ["partition"]):
+            pos = 0
+            for b in assign_inserts(len(idx), [], avg, cfg, bin_pack=False):
+                plan.new_groups.append((part, idx.slice(pos, b.count)))
+                pos += b.count
+
+    def measured_record_size(self, table: pa.Table) -> int:
+        """Compressed bytes per record of a sample of ``table``, meta fields included."""
+        import io
+
+        import pyarrow.parquet as pq
+        sample = table.slice(0, min(table.num_rows, 50_000))
+        if sample.num_rows == 0:
+            return sizing_config(self.options).record_size_estimate
+        buf = io.BytesIO()
+        codec = option(self.options, "hoodie.parquet.compression.codec")
+        pq.write_table(sample, buf, compression=None if codec == "uncompressed" else codec)
+        meta_overhead = 40 if self.config.populate_meta_fields else 0  # seqno + key, compressed
+        return max(1, buf.tell() // sample.num_rows + meta_overhead)
+
+    def commit_sizes(self, state):
+        """(bytes, records) written to base files by each commit, newest first."""
+        if state is None:
+            return
+        ext = self.config.base_file_extension
+        for inst in reversed(state.instants):
+            try:
+                meta = state.timeline.metadata(inst)
+            except HudiError:
+                continue
+            stats = [st for sts in meta.partition_to_write_stats.values() for st in sts
+                     if (st.path or "").endswith(ext)]
+            yield (sum(st.total_write_bytes or 0 for st in stats), sum(st.num_writes or 0 for st in stats))
