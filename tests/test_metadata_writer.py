@@ -825,3 +825,23 @@ def test_restore_over_log_appends_keeps_the_listing(tmp_path, version):
     _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
     model.apply("upsert", rows, 30)
     check_in_step(path, model)
+
+
+def test_metadata_table_services_are_handed_in_by_the_services_layer(tmp_path):
+    """The metadata layer never imports the table services (cleaning, archival, rollback plans)
+    it runs on its own table: the services layer installs them in the transaction layer's
+    default metadata hook; a writer built without them runs no services and refuses to roll
+    back a metadata instant instead of leaving it half done."""
+    from hudi_format.metadata.options import MetadataTableError
+    from hudi_format.metadata.writer import MetadataWriter
+    from hudi_format.services.metadata_table import MetadataTableServiceRunner
+    from hudi_format.transaction import default_metadata_hook
+
+    assert isinstance(default_metadata_hook().services, MetadataTableServiceRunner)
+    path = tmp_path / "t"
+    _write(path, make_rows(range(5), ts=0))
+    w = MetadataWriter(*_st(path))
+    w.run_table_services()
+    plan = {"instantToRollback": {"commitTime": "1", "action": "deltacommit"}, "RollbackRequests": [], "version": 1}
+    with pytest.raises(MetadataTableError, match="no table services"):
+        w.execute_rollback_plan(plan, "2")

@@ -80,6 +80,14 @@ _STR_MAP = ["null", {"type": "map", "values": "string"}]
 _STR_LIST = ["null", {"type": "array", "items": "string"}]
 
 
+def _record(schema: dict, name: str) -> dict:
+    """The record ``name`` defined somewhere in ``schema`` (the bundled schemas define it)."""
+    found = _find_record(schema, name)
+    if found is None:
+        raise KeyError(f"no record {name} in the Avro schema {schema.get('name')}")
+    return found
+
+
 def _find_record(node: Any, name: str) -> dict | None:
     if isinstance(node, dict):
         if node.get("type") == "record" and node.get("name", "").rsplit(".", 1)[-1] == name:
@@ -118,10 +126,10 @@ def compaction_plan_schema(table_version: int) -> dict:
 def requested_replace_schema(table_version: int) -> dict:
     """``HoodieRequestedReplaceMetadata`` as Hudi 1.x (v8+) or 0.14 (v6) writes it."""
     schema = copy.deepcopy(json.loads(schema_json("HoodieRequestedReplaceMetadata")))
-    group = _find_record(schema, "HoodieClusteringGroup")
+    group = _record(schema, "HoodieClusteringGroup")
     _add_field(group, {"name": "extraMetadata", "type": _STR_MAP, "default": None}, after="numOutputFileGroups")
     if table_version >= 8:
-        plan = _find_record(schema, "HoodieClusteringPlan")
+        plan = _record(schema, "HoodieClusteringPlan")
         _add_field(plan, {"name": "missingSchedulePartitions", "type": _STR_LIST, "default": None})
     return schema
 
