@@ -28,6 +28,7 @@ from hudi_format.metadata.options import MetadataTableError
 from hudi_format.metadata.writer import MetadataWriter
 from hudi_format.services.archival import _delete_active_files, archive
 from hudi_format.services.cleaning import run_clean, schedule_clean
+from hudi_format.services.metadata_table import archive_metadata_table
 from hudi_format.storage import Storage
 from hudi_format.timeline import Timeline
 from hudi_format.timeline.history_writer import ActiveAction, LSMTimelineWriter, write_v6_archive
@@ -99,14 +100,14 @@ def test_clean_completed_after_a_metadata_compaction_is_never_dropped(tmp_path, 
     clean_ts = _clean_across_a_compaction(path, ttype, version)
     _archive_past(path, clean_ts, ttype, version)
     st, cfg, w = _mdt(path)
-    w.archive_if_due()
+    archive_metadata_table(w)
     _assert_consistent(path, "after archival")
     md = Timeline.load(w.md, w.md_config)
     assert any(i.timestamp == clean_ts for i in md.instants), \
         "the metadata table archived a deltacommit no compaction folded into a base file"
     assert _mdt(path)[2].compact() is not None
     _assert_consistent(path, "after the next metadata compaction")
-    _mdt(path)[2].archive_if_due()
+    archive_metadata_table(_mdt(path)[2])
     _write(path, 20, ttype, version)
     _assert_consistent(path, "after archiving the compacted deltacommit")
 

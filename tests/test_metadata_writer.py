@@ -751,3 +751,97 @@ def test_non_partitioned_table(tmp_path, ttype):
     assert sorted(mt.read(K.FILES)) == [".", "__all_partitions__"]
     assert {loc.partition for loc in mt.all_record_locations().values()} == {""}
     assert set(mt.all_record_locations()) == set(model.rows)
+
+
+def _two_file_groups_per_partition(path, version: int) -> tuple[Model, dict]:
+    """A MOR table whose partitions hold two file groups each (small files off), with log
+    files in every file group: the next upsert appends to both groups of a partition."""
+    opts = {"hoodie.parquet.small.file.limit": "0"}
+    model = Model(event_time=True)
+    for i, keys in enumerate((range(0, 12), range(12, 24))):
+        rows = make_rows(keys, ts=i, seed=i)
+        _write(path, rows, op="insert", ttype="MERGE_ON_READ", version=version, options=opts)
+        model.apply("insert", rows, i)
+    opts["hoodie.parquet.small.file.limit"] = str(100 << 20)
+    rows = make_rows(range(0, 24, 2), ts=5, seed=5)
+    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
+    model.apply("upsert", rows, 5)
+    groups = {}
+    for part, names in committed_files(path).items():
+        groups[part] = {parse_base_file_name(n).file_id for n in names if not n.startswith(".")}
+    assert any(len(g) == 2 for g in groups.values()), groups
+    return model, opts
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_rollback_lists_the_command_block_log_file_of_every_file_group(tmp_path, version):
+    """v6 rollback of a deltacommit that appended to two file groups of one partition: each gets
+    a rollback command block in a new log file, and the rollback metadata lists both per
+    partition (Hudi merges the rollback stats of a partition), so the metadata table lists
+    both: hudi-rs reading through the metadata table sees the same slices as from storage."""
+    path = tmp_path / "t"
+    model, opts = _two_file_groups_per_partition(path, version)
+    last = _write(path, make_rows(range(0, 24, 3), ts=9, seed=9), ttype="MERGE_ON_READ", version=version,
+                  options=opts)
+    hudi.open_table(str(path)).rollback(last.timestamp)
+    st, cfg = _st(path)
+    tl = Timeline.load(st, cfg)
+    rb = next(i for i in tl.completed if i.action == "rollback")
+    if version == 6:
+        logs = [p for pm in tl.raw_metadata(rb)["partitionMetadata"].values()
+                for p in (pm.get("rollbackLogFiles") or {})]
+        plan = tl.plan(rb)
+        assert len(logs) == len(plan["RollbackRequests"]) >= 2, (logs, plan)
+    check_in_step(path, model)
+    rows = make_rows(range(30, 34), ts=10, seed=10)
+    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
+    model.apply("upsert", rows, 10)
+    check_in_step(path, model)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_restore_over_log_appends_keeps_the_listing(tmp_path, version):
+    """Restore to a savepoint over deltacommits that appended to two file groups per partition
+    (v6: command blocks in new log files): the metadata table is dropped and built again by the
+    next write, listing what is on storage; hudi-rs reads the same through it."""
+    path = tmp_path / "t"
+    model, opts = _two_file_groups_per_partition(path, version)
+    sp_ts = Timeline.load(*_st(path)).completed[-1].timestamp
+    hudi.open_table(str(path)).savepoint(sp_ts)
+    for i in range(2):
+        _write(path, make_rows(range(i, 24, 3), ts=20 + i, seed=20 + i), ttype="MERGE_ON_READ",
+               version=version, options=opts)
+    hudi.open_table(str(path)).restore(sp_ts)
+    assert data_rows(hudi.open_table(str(path)).read()) == model_rows(model.rows)
+    if version == 6:   # every command-block log file the restore wrote is in its metadata
+        st, cfg = _st(path)
+        tl = Timeline.load(st, cfg)
+        meta = tl.raw_metadata(next(i for i in tl.completed if i.action == "restore"))
+        listed = {posixpath.basename(p) for rbs in meta["hoodieRestoreMetadata"].values() for rb in rbs
+                  for pm in rb["partitionMetadata"].values() for p in (pm.get("rollbackLogFiles") or {})}
+        on_storage = {n for names in committed_files(path).values() for n in names if n.endswith("_0-0-0")}
+        assert listed == on_storage and len(listed) >= 4, (listed, on_storage)
+    rows = make_rows(range(30, 34), ts=30, seed=30)
+    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
+    model.apply("upsert", rows, 30)
+    check_in_step(path, model)
+
+
+def test_metadata_table_services_are_handed_in_by_the_services_layer(tmp_path):
+    """The metadata layer never imports the table services (cleaning, archival, rollback plans)
+    it runs on its own table: the services layer installs them in the transaction layer's
+    default metadata hook; a writer built without them runs no services and refuses to roll
+    back a metadata instant instead of leaving it half done."""
+    from hudi_format.metadata.options import MetadataTableError
+    from hudi_format.metadata.writer import MetadataWriter
+    from hudi_format.services.metadata_table import MetadataTableServiceRunner
+    from hudi_format.transaction import default_metadata_hook
+
+    assert isinstance(default_metadata_hook().services, MetadataTableServiceRunner)
+    path = tmp_path / "t"
+    _write(path, make_rows(range(5), ts=0))
+    w = MetadataWriter(*_st(path))
+    w.run_table_services()
+    plan = {"instantToRollback": {"commitTime": "1", "action": "deltacommit"}, "RollbackRequests": [], "version": 1}
+    with pytest.raises(MetadataTableError, match="no table services"):
+        w.execute_rollback_plan(plan, "2")

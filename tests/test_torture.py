@@ -85,9 +85,6 @@ def test_rows_survive_metadata_compaction_and_archival(tmp_path):
     run_sequence(sequence_config(45), given=ROWS_LOST_45, workdir=str(tmp_path))
 
 
-@pytest.mark.xfail(strict=False, reason="NEW: v6 MERGE_ON_READ rollback of a deltacommit: the log file holding "
-                                        "the rollback command block is on storage but not in the metadata "
-                                        "table's files listing (Hudi lists rollbackLogFiles)")
 def test_v6_rollback_command_block_files_are_listed(tmp_path):
     """Seed 19 (MOR v6, default options) shrunk to 4 upserts and the rollback of the last one."""
     run_sequence(sequence_config(19), given=V6_ROLLBACK_19, workdir=str(tmp_path))

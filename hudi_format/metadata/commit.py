@@ -5,7 +5,8 @@ deltacommit with the *same instant time*, completed before the data instant comp
 only trust metadata blocks whose instant is completed on the data timeline. A data instant that
 failed after its deltacommit has that deltacommit rolled back (:meth:`MetadataTableHook.abort`),
 and a retried one rolls back the stale deltacommit before applying it again
-(:meth:`MetadataWriter.commit`).
+(:meth:`MetadataWriter.commit`). The metadata table's own table services reach the writer
+through the hook (:class:`MetadataTableHook`'s ``services``), given by the services layer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter
 from . import init as I
 from .options import _WRITE_ACTIONS
-from .writer import MetadataWriter, is_metadata_table, metadata_enabled
+from .writer import MetadataTableServices, MetadataWriter, is_metadata_table, metadata_enabled
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,12 @@ def _rollback_log_files(metadata: Mapping[str, Any]) -> dict[str, dict[str, int]
 
 
 def before_complete(storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
-                    options: Mapping[str, Any] | None = None, clock: InstantClock | None = None) -> TableConfig:
+                    options: Mapping[str, Any] | None = None, clock: InstantClock | None = None,
+                    services: MetadataTableServices | None = None) -> TableConfig:
     """Bring the metadata table along with the data instant ``inflight`` that is about to
     complete with ``metadata``; call right before the data instant's completed file is
-    written (under the table lock). Returns the data table's config (its metadata partitions
-    may have changed)."""
+    written (under the table lock). ``services`` are the metadata table's own table services.
+    Returns the data table's config (its metadata partitions may have changed)."""
     if is_metadata_table(storage, config):
         return config
     if not metadata_enabled(storage, config, options):
@@ -82,7 +84,7 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
     action = inflight.action
     if action not in _WRITE_ACTIONS and action not in ("clean", "rollback", "restore"):
         return config   # savepoints change no files
-    w = MetadataWriter(storage, config, options, clock, inflight.timestamp)
+    w = MetadataWriter(storage, config, options, clock, inflight.timestamp, services)
     meta = getattr(metadata, "raw", metadata) or {}
     if action == "restore":
         if w.exists() or config.metadata_partitions:
@@ -92,10 +94,10 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
         return w.config
     ts = inflight.timestamp
     if action in _WRITE_ACTIONS:
-        w.services()
+        w.run_table_services()
         w.commit(ts, w.commit_deltas(ts, meta))
     elif action == "clean":
-        w.services()
+        w.run_table_services()
         w.commit(ts, w.clean_deltas(ts, meta))
     elif action == "rollback":
         targets = meta.get("commitsRollback") or []
@@ -110,13 +112,13 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
 
 
 def abort(storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any] | None = None,
-          clock: InstantClock | None = None) -> None:
+          clock: InstantClock | None = None, services: MetadataTableServices | None = None) -> None:
     """The data instant ``instant`` failed after its MDT deltacommit: roll that back."""
     if is_metadata_table(storage, config) or not I.metadata_table_exists(storage):
         return
     try:
         cfg = TableConfig.load(storage)
-        w = MetadataWriter(storage, cfg, options, clock)
+        w = MetadataWriter(storage, cfg, options, clock, services=services)
         md_tl = w.md_timeline()
         same = [i for i in md_tl.instants if i.timestamp == instant and i.action == "deltacommit"]
         if not same:
@@ -133,12 +135,16 @@ def abort(storage: Storage, config: TableConfig, instant: str, options: Mapping[
 
 
 class MetadataTableHook:
-    """The default :class:`hudi_format.transaction.MetadataHook`: this package's metadata table."""
+    """The default :class:`hudi_format.transaction.MetadataHook`: this package's metadata table,
+    with ``services`` its own table services (:class:`.writer.MetadataTableServices`)."""
+
+    def __init__(self, services: MetadataTableServices | None = None):
+        self.services = services
 
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                         options: Mapping[str, Any], clock: InstantClock) -> TableConfig:
-        return before_complete(storage, config, inflight, metadata, options, clock)
+        return before_complete(storage, config, inflight, metadata, options, clock, self.services)
 
     def abort(self, storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any],
               clock: InstantClock) -> None:
-        abort(storage, config, instant, options, clock)
+        abort(storage, config, instant, options, clock, self.services)

@@ -11,7 +11,7 @@ from typing import Mapping
 
 from ..errors import HudiError
 from ..log import read_log_file
-from ..timeline import Instant, State, Timeline
+from ..timeline import Instant, State
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from . import keys as K
 from . import payloads as P
@@ -23,9 +23,6 @@ __all__ = ["MetadataRollback"]
 
 class MetadataRollback:
     """Mixin of :class:`~hudi_format.metadata.writer.MetadataWriter`: rollbacks."""
-
-    def _compaction_instants(self, md_tl: Timeline) -> list[Instant]:
-        return [i for i in md_tl.instants if i.is_completed and i.action == "commit"]
 
     def _files_written_by(self, target: Instant) -> list[str]:
         """MDT files an MDT instant wrote: its commit metadata, else names carrying it (v8) or
@@ -104,7 +101,7 @@ class MetadataRollback:
         if added:
             rollback_ts = rollback_ts + "006"
         target = targets[0]
-        compactions = self._compaction_instants(md_tl)
+        compactions = self.compaction_instants(md_tl)
         if target.is_completed and compactions:
             last = max(compactions, key=lambda i: i.completion_time or i.timestamp)
             if (target.completion_time or target.timestamp) <= (last.completion_time or last.timestamp):
@@ -126,12 +123,11 @@ class MetadataRollback:
                                     for (p, f), paths in sorted(by_group.items())]
         requested = writer.create_requested("rollback", rollback_ts, plan=plan)
         inflight = writer.transition_to_inflight(requested)
-        from ..services.rollback import execute_plan
         if target.is_completed:
             done_name = md_tl.files_of(target).get(State.COMPLETED)
             if done_name:
                 self.md.delete(f"{md_tl.timeline_dir}/{done_name}")
-        metadata = execute_plan(self.md, self.md_config, plan, rollback_ts)
+        metadata = self.execute_rollback_plan(plan, rollback_ts)
         writer.complete(inflight, metadata)
         for name in md_tl.files_of(target).values():
             rel = f"{md_tl.timeline_dir}/{name}"

@@ -32,8 +32,10 @@ latest data commit only undoes a deltacommit: cleaning with ``KEEP_LATEST_COMMIT
 (``max(20, 1.2 * hoodie.cleaner.commits.retained)`` commits, as
 ``HoodieMetadataWriteUtils.createMetadataWriteConfig``), compaction once
 ``hoodie.metadata.compact.max.delta.commits`` deltacommits followed the last one (all file
-groups, HFile base files, ``UnBoundedCompactionStrategy``), and archival of the MDT timeline
-(:mod:`.services`). Rollbacks are in :mod:`.rollback`, the HFile encodings in :mod:`.hfiles`.
+groups, HFile base files, ``UnBoundedCompactionStrategy``, :mod:`.compaction`), and archival of
+the MDT timeline. Cleaning, archival and the plan execution of rollbacks are the data table's
+services, run on the MDT: the services layer hands them in, this layer
+never imports them (:class:`MetadataTableServices`). Rollbacks are in :mod:`.rollback`, the HFile encodings in :mod:`.hfiles`.
 
 The transaction layer reaches this through :mod:`hudi_format.metadata.commit` (the metadata
 hook of every data commit).
@@ -44,7 +46,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,8 +69,8 @@ from .data_files import DataFiles
 from .payloads import Delta, records_delta
 from ..options import option
 from .hfiles import hfile_data_block, md_stat, write_base_hfile  # noqa: F401 - re-exported
+from .compaction import MetadataCompaction
 from .rollback import MetadataRollback
-from .services import MetadataServices
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
                       DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MDT_OPTIONS, MetadataTableError)
 
@@ -76,7 +78,7 @@ from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_A
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MDT_OPTIONS", "MetadataTableError", "MetadataWriter", "Delta",
+    "MDT_OPTIONS", "MetadataTableError", "MetadataWriter", "MetadataTableServices", "Delta",
     "is_metadata_table", "metadata_enabled",
 ]
 
@@ -91,18 +93,42 @@ def metadata_enabled(storage: Storage, config: TableConfig, options: Mapping[str
     return bool(option(options, "hoodie.metadata.enable")) and not is_metadata_table(storage, config)
 
 
+class MetadataTableServices(Protocol):
+    """What the MDT needs from the table services layer above this one.
+
+    The MDT is a Hudi table of its own: it is cleaned and archived, and its deltacommits rolled
+    back, by the same services as the data table (Hudi's metadata writer drives them through a
+    write client of its own). Those services commit through the transaction layer, which calls
+    this one, so the metadata writer never imports them: the services layer hands them in
+    (``hudi_format.services.metadata_table``) through the transaction layer's metadata hook.
+    """
+
+    def run(self, writer: "MetadataWriter") -> None:
+        """Clean, compact and archive the MDT when due, before ``writer`` adds a deltacommit
+        (under the data table's lock). Never raises: the data commit goes on."""
+
+    def execute_rollback_plan(self, storage: Storage, config: TableConfig, plan: Mapping[str, Any],
+                              rollback_time: str) -> dict:
+        """Carry out a rollback plan on the table at ``storage`` (idempotent); return its
+        ``HoodieRollbackMetadata``."""
+
+
 # -- the writer --------------------------------------------------------------------------------------
-class MetadataWriter(MetadataRollback, MetadataServices):
+class MetadataWriter(MetadataRollback, MetadataCompaction):
     """Writes the metadata table of the data table at ``storage`` (config ``config``).
 
     ``clock`` is the data table's instant clock (the MDT's completion times come from it, as
     Hudi builds the MDT meta client with the data table's time generator); ``inflight`` is the
-    data instant being completed, whose files bootstrapping must not list.
+    data instant being completed, whose files bootstrapping must not list; ``services`` are the
+    MDT's own table services (cleaning, archival, rollback plans), given by the services layer:
+    without them the MDT is never cleaned nor archived and cannot roll back a deltacommit.
     """
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-                 clock: InstantClock | None = None, inflight: str | None = None):
+                 clock: InstantClock | None = None, inflight: str | None = None,
+                 services: MetadataTableServices | None = None):
         self.storage = storage
+        self.services = services
         self.config = config
         self.options = dict(options or {})
         self.md = I.metadata_storage(storage)
@@ -128,6 +154,22 @@ class MetadataWriter(MetadataRollback, MetadataServices):
 
     def exists(self) -> bool:
         return I.metadata_table_exists(self.storage)
+
+    # -- the MDT's own table services (given by the services layer) ------------------------------
+    def run_table_services(self) -> None:
+        """Clean, compact and archive the MDT when due, before a new deltacommit."""
+        if self.services is None:
+            log.debug("no table services given for the metadata table of %s", self.storage.url)
+            return
+        self.services.run(self)
+
+    def execute_rollback_plan(self, plan: Mapping[str, Any], rollback_time: str) -> dict:
+        """Carry out an MDT rollback plan with the services layer's rollback executor."""
+        if self.services is None:
+            raise MetadataTableError(f"cannot roll back metadata instant {plan['instantToRollback']['commitTime']} "
+                                     f"of {self.storage.url}: no table services were given to the "
+                                     "metadata writer (hudi_format.services installs them)")
+        return self.services.execute_rollback_plan(self.md, self.md_config, plan, rollback_time)
 
     def latest_slices(self, partition: str) -> list[FileSlice]:
         """Latest slice of each file group of a metadata partition (completed MDT instants), by id."""

@@ -17,3 +17,9 @@ __all__ = [
     "schedule_log_compaction", "run_log_compaction", "log_compact",
     "schedule_clustering", "run_clustering", "cluster",
 ]
+
+# -- the metadata table's own services, handed to the metadata hook of every commit -------------
+from ..transaction import install_metadata_table_services
+from .metadata_table import MetadataTableServiceRunner
+
+install_metadata_table_services(MetadataTableServiceRunner())

@@ -48,15 +48,16 @@ from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_key
 from ..storage import Storage
 from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import CLUSTERING, COMMIT, DELTA_COMMIT, REPLACE_COMMIT
+from ..timeline.plans import encode_with_schema, requested_replace_schema
 from ..transaction import Transaction
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_base_file_name
 from ..writer.handles import new_file_id
 from . import space_curves
 from .common import (EXECUTION_STRATEGIES, PLAN_STRATEGIES, ServiceConflictError, TableState,
-                     encode_with_schema, full_uri, is_clustering, new_instant_time,
+                     full_uri, is_clustering, new_instant_time,
                      pending_instants, pending_service_file_groups, pick_pending,
-                     rel_in_partition, requested_replace_schema, run_pending_then_new, runtime, schema_extra,
+                     rel_in_partition, run_pending_then_new, runtime, schema_extra,
                      slice_metrics, split_partitions, validate_service_options)
 
 log = logging.getLogger(__name__)

@@ -1,26 +1,16 @@
-"""What compaction, log compaction and clustering share: options, table state, plan encoding,
-pending-service bookkeeping and the run/abort protocol of a service instant.
-
-Plans are written with the Avro schema Hudi itself embeds: for table version 8+ Hudi 1.x's
-``HoodieCompactionPlan`` (with ``strategy``, ``preserveHoodieMetadata`` and
-``missingSchedulePartitions``) and ``HoodieRequestedReplaceMetadata`` (clustering groups with
-``extraMetadata``, plans with ``missingSchedulePartitions``); for version 6 Hudi 0.14/0.15's,
-which lack ``missingSchedulePartitions``. The bundled ``.avsc`` copies predate those fields, so
-the schemas are built here from them by adding the fields with Hudi's defaults -- every reader
-of either release resolves them (new fields have defaults; unknown writer fields are skipped).
+"""What compaction, log compaction and clustering share: options, table state,
+pending-service bookkeeping and the run/abort protocol of a service instant. Their plans are
+serialised by :mod:`hudi_format.timeline.plans`.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
-import io
 import json
 import logging
 import posixpath
 from typing import Any, Callable, Iterable, Mapping
 
-import fastavro
 import pyarrow as pa
 
 from ..config import META_FIELDS, TableConfig
@@ -31,9 +21,8 @@ from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema
 from ..storage import Storage
-from ..timeline import Instant, Timeline, schema_json
+from ..timeline import Instant, Timeline
 from ..timeline.instant import CLUSTERING, COMPACTION, LOG_COMPACTION, REPLACE_COMMIT
-from ..timeline.writer import _avro_maps_in_java_order
 from ..transaction import ServiceBusyError, table_lock
 from ..view import FileSlice, FileSystemView
 from ..view.file_names import parse_base_file_name, parse_log_file_name
@@ -207,66 +196,6 @@ def pick_pending(timeline: Timeline, action: str, instant: "Instant | str | None
     raise TimelineError(f"no pending {action} at instant {ts}")
 
 
-# -- plan encoding ----------------------------------------------------------------------------
-
-_STR_MAP = ["null", {"type": "map", "values": "string"}]
-_STR_LIST = ["null", {"type": "array", "items": "string"}]
-
-
-def _find_record(node: Any, name: str) -> dict | None:
-    if isinstance(node, dict):
-        if node.get("type") == "record" and node.get("name", "").rsplit(".", 1)[-1] == name:
-            return node
-        for v in node.values():
-            got = _find_record(v, name)
-            if got is not None:
-                return got
-    elif isinstance(node, list):
-        for v in node:
-            got = _find_record(v, name)
-            if got is not None:
-                return got
-    return None
-
-
-def _add_field(record: dict, field: dict, after: str | None = None) -> None:
-    names = [f["name"] for f in record["fields"]]
-    if field["name"] in names:
-        return
-    at = names.index(after) + 1 if after in names else len(names)
-    record["fields"].insert(at, field)
-
-
-def compaction_plan_schema(table_version: int) -> dict:
-    """``HoodieCompactionPlan`` as Hudi 1.x (v8+) or 0.14 (v6) writes it."""
-    schema = copy.deepcopy(json.loads(schema_json("HoodieCompactionPlan")))
-    strategy = json.loads(schema_json("HoodieCompactionStrategy"))
-    _add_field(schema, {"name": "strategy", "type": ["null", strategy], "default": None})
-    _add_field(schema, {"name": "preserveHoodieMetadata", "type": ["boolean", "null"], "default": False})
-    if table_version >= 8:
-        _add_field(schema, {"name": "missingSchedulePartitions", "type": _STR_LIST, "default": None})
-    return schema
-
-
-def requested_replace_schema(table_version: int) -> dict:
-    """``HoodieRequestedReplaceMetadata`` as Hudi 1.x (v8+) or 0.14 (v6) writes it."""
-    schema = copy.deepcopy(json.loads(schema_json("HoodieRequestedReplaceMetadata")))
-    group = _find_record(schema, "HoodieClusteringGroup")
-    _add_field(group, {"name": "extraMetadata", "type": _STR_MAP, "default": None}, after="numOutputFileGroups")
-    if table_version >= 8:
-        plan = _find_record(schema, "HoodieClusteringPlan")
-        _add_field(plan, {"name": "missingSchedulePartitions", "type": _STR_LIST, "default": None})
-    return schema
-
-
-def encode_with_schema(schema: dict, record: Mapping[str, Any]) -> bytes:
-    """One record as an Avro container (no codec), maps in Java HashMap order, as Hudi does."""
-    datum = _avro_maps_in_java_order(schema, dict(record), {})
-    buf = io.BytesIO()
-    fastavro.writer(buf, fastavro.parse_schema(copy.deepcopy(schema)), [datum], codec="null")
-    return buf.getvalue()
-
-
 def slice_metrics(slices: Iterable[FileSlice], default_base_size: int) -> dict[str, float]:
     """``FileSliceMetricUtils.addFileSliceCommonMetrics`` (the five keys Hudi 1.1 records)."""
     num_logs = total_log = read = write = 0
@@ -373,5 +302,4 @@ def split_partitions(value: str | None) -> list[str]:
 
 
 __all__ = ["SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options",
-           "TableState", "pending_service_file_groups", "pending_instants",
-           "compaction_plan_schema", "requested_replace_schema"]
+           "TableState", "pending_service_file_groups", "pending_instants"]

@@ -40,11 +40,12 @@ from ..read.merge import MergeSpec, merge_pieces, collect_log_blocks, read_base_
 from ..storage import Storage
 from ..timeline import Instant, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT
+from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_log_file_name
 from ..transaction import Transaction
-from .common import (ServiceConflictError, TableState, run_pending_then_new, compaction_plan_schema,
-                     compaction_strategy, encode_with_schema, new_instant_time,
+from .common import (ServiceConflictError, TableState, run_pending_then_new,
+                     compaction_strategy, new_instant_time,
                      parse_instant_seconds, pending_instants, pending_service_file_groups,
                      pick_pending, rel_in_partition, runtime, schema_extra, service_files,
                      slice_metrics, validate_service_options)

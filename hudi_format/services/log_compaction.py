@@ -38,8 +38,9 @@ from ..read.merge import (_HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete
 from ..storage import Storage
 from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
 from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
+from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..transaction import Transaction
-from .common import (TableState, run_pending_then_new, compaction_plan_schema, encode_with_schema,
+from .common import (TableState, run_pending_then_new,
                      new_instant_time, pending_instants, pick_pending, rel_in_partition,
                      schema_extra, service_files, validate_service_options)
 from .compaction import (COMPACTION_PLAN_VERSION, _log_order, build_compaction_operations,

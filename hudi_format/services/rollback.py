@@ -115,7 +115,8 @@ def execute_plan(storage: Storage, config: TableConfig, plan: Mapping[str, Any],
             block = encode_rollback_block(rollback_time, target)
             results = write_log_file(storage, part, req["fileId"], req["latestBaseInstant"], [block],
                                      "0-0-0")
-            meta["rollbackLogFiles"] = {r.path: r.size for r in results}
+            # every file group of the partition adds its own (Hudi's ``mergeRollbackStat``)
+            meta["rollbackLogFiles"] = {**(meta["rollbackLogFiles"] or {}), **{r.path: r.size for r in results}}
     return {"startRollbackTime": rollback_time, "timeTakenInMillis": int((time.time() - start) * 1000),
             "totalFilesDeleted": deleted, "commitsRollback": [target],
             "partitionMetadata": {p: dict(m) for p, m in partitions.items()}, "version": 1,

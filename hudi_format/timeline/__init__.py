@@ -11,8 +11,8 @@ from .instant import (ACTIONS, WRITE_ACTIONS, Instant, State, comparable_action,
                       format_file_name, format_instant_time, instant_file_name, parse_file_name)
 from .metadata import CommitMetadata, WriteStat, decode_commit_metadata
 from .clock import InstantClock
-from .writer import (TimelineWriter, commit_metadata, encode_commit_metadata, encode_plan,
-                     write_stat)
+from .plans import encode_plan
+from .writer import TimelineWriter, commit_metadata, encode_commit_metadata, write_stat
 
 __all__ = [
     "Timeline", "ArchivedTimeline", "Instant", "State", "CommitMetadata", "WriteStat",

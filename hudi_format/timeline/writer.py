@@ -40,6 +40,7 @@ from .instant import (ACTIONS, CLEAN, CLUSTERING, COMMIT, COMPACTION, DELTA_COMM
                       LOG_COMPACTION, REPLACE_COMMIT, RESTORE, ROLLBACK, SAVEPOINT, Instant,
                       State, comparable_action, format_file_name, parse_file_name)
 from .metadata import CommitMetadata
+from .plans import encode_plan
 
 NULL_COMMIT = "null"  # HoodieWriteStat.NULL_COMMIT
 
@@ -293,50 +294,6 @@ def encode_commit_metadata(meta: Mapping[str, Any] | CommitMetadata, table_versi
 
 
 # -- payloads per action and state ------------------------------------------------------------
-
-
-def _avro_maps_in_java_order(schema: Any, datum: Any, named: dict[str, Any]) -> Any:
-    """Reorder every Avro map in ``datum`` as a ``java.util.HashMap`` would iterate it."""
-    if isinstance(schema, str):
-        schema = named.get(schema, schema)
-    if isinstance(schema, list):  # union: follow the branch the value fits
-        if datum is None:
-            return None
-        for branch in schema:
-            b = named.get(branch, branch) if isinstance(branch, str) else branch
-            kind = b.get("type") if isinstance(b, dict) else b
-            if (kind == "map" and isinstance(datum, Mapping)) or \
-                    (kind == "record" and isinstance(datum, Mapping)) or \
-                    (kind == "array" and isinstance(datum, (list, tuple))):
-                return _avro_maps_in_java_order(b, datum, named)
-        return datum
-    if not isinstance(schema, dict):
-        return datum
-    kind = schema.get("type")
-    if kind == "record":
-        named[schema["name"]] = schema
-        named[schema["name"].rsplit(".", 1)[-1]] = schema
-        if not isinstance(datum, Mapping):
-            return datum
-        out = dict(datum)
-        for f in schema["fields"]:
-            if f["name"] in out:
-                out[f["name"]] = _avro_maps_in_java_order(f["type"], out[f["name"]], named)
-        return out
-    if kind == "map" and isinstance(datum, Mapping):
-        return {k: _avro_maps_in_java_order(schema["values"], datum[k], named)
-                for k in java_hashmap_order(datum)}
-    if kind == "array" and isinstance(datum, (list, tuple)):
-        return [_avro_maps_in_java_order(schema["items"], x, named) for x in datum]
-    if isinstance(kind, (dict, list)):
-        return _avro_maps_in_java_order(kind, datum, named)
-    return datum
-
-
-def encode_plan(schema_name: str, record: Mapping[str, Any]) -> bytes:
-    """An Avro payload (plan or non-commit metadata) with its maps in Java HashMap order."""
-    schema = json.loads(schema_json(schema_name))
-    return encode_avro(schema_name, _avro_maps_in_java_order(schema, dict(record), {}))
 
 
 def _payload(action: str, state: State, metadata: Any, table_version: int) -> bytes:

@@ -4,11 +4,12 @@ commit through :class:`Transaction`; it sits below ``writer`` and ``services`` a
 ``metadata``, ``read``, ``view`` and ``timeline``."""
 
 from .commit import (MetadataHook, ServiceBusyError, Transaction, WriteResult, default_metadata_hook,
-                     is_metadata_storage, table_lock)
+                     install_metadata_table_services, is_metadata_storage, table_lock)
 from .conflicts import (check_write_conflicts, clustering_plan_groups, new_file_groups, started_with,
                         touched_file_groups)
 from .locks import TableLock, holds_lock
 
 __all__ = ["Transaction", "WriteResult", "MetadataHook", "ServiceBusyError", "default_metadata_hook",
-           "is_metadata_storage", "table_lock", "check_write_conflicts", "clustering_plan_groups", "new_file_groups",
-           "started_with", "touched_file_groups", "TableLock", "holds_lock"]
+           "install_metadata_table_services", "is_metadata_storage", "table_lock", "check_write_conflicts",
+           "clustering_plan_groups", "new_file_groups", "started_with", "touched_file_groups", "TableLock",
+           "holds_lock"]

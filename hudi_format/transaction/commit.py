@@ -10,8 +10,11 @@ metadata table's deltacommit undone, the instant removed (a service's plan stays
 unless it is dropped). Use it as a context manager: leaving the block without a commit aborts.
 
 The metadata table plugs in as a :class:`MetadataHook`; the default one is
-``hudi_format.metadata.commit.MetadataTableHook``. The metadata table's own instants commit
-through the same path without a lock (the data table's lock is held around them) or a hook.
+``hudi_format.metadata.commit.MetadataTableHook``, given the metadata table's own table services
+(cleaning, compaction, archival, rollback plans) that the services layer above installs with
+:func:`install_metadata_table_services` -- this layer and the metadata layer never import them.
+The metadata table's own instants commit through the same path without a lock (the data table's
+lock is held around them) or a hook.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from ..config import TableConfig
 from ..errors import HudiError, StorageError
+from ..metadata.commit import MetadataTableHook
+from ..metadata.writer import MetadataTableServices
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
@@ -80,9 +85,20 @@ class WriteResult(Instant):
     __hash__ = Instant.__hash__
 
 
+_metadata_table_services: MetadataTableServices | None = None
+
+
+def install_metadata_table_services(services: MetadataTableServices | None) -> None:
+    """Give the default metadata hook the metadata table's own table services. The services
+    layer installs its own when it is imported (``hudi_format.services``); every commit after
+    that runs them on the metadata table (Hudi's metadata writer runs its services through a
+    write client of its own, which in this package's layering sits above the hook)."""
+    global _metadata_table_services
+    _metadata_table_services = services
+
+
 def default_metadata_hook() -> MetadataHook:
-    from ..metadata.commit import MetadataTableHook
-    return MetadataTableHook()
+    return MetadataTableHook(_metadata_table_services)
 
 
 def is_metadata_storage(storage: Storage) -> bool:

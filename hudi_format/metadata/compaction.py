@@ -1,13 +1,12 @@
-"""Table services of the metadata table itself: compaction, cleaning and archival.
+"""Compaction of the metadata table itself: every file group of every metadata partition into
+new base HFiles (``UnBoundedCompactionStrategy``), once ``hoodie.metadata.compact.max.delta.commits``
+deltacommits followed the last compaction.
 
-They run before each new metadata deltacommit (Hudi 1.x's ``performTableServices``), under
-the data table's lock, so the deltacommit about to be written is never compacted yet. The
-rules that keep the ``files`` listing equal to storage:
-
-* compaction selects log blocks exactly as readers do (:meth:`MetadataTable.log_blocks`) and
-  reads each slice whole or fails: compacting never changes what a reader sees;
-* archival never passes a deltacommit the latest compaction did not fold into a base file
-  (:func:`hudi_format.services.archival.instants_to_archive`).
+It runs before each new metadata deltacommit (Hudi 1.x's ``performTableServices``), under the
+data table's lock, so the deltacommit about to be written is never compacted yet. It selects
+log blocks exactly as readers do (:meth:`MetadataTable.log_blocks`) and reads each slice whole
+or fails: compacting never changes what a reader sees. The metadata table's cleaning, archival
+and the order they all run in are the services layer's (:mod:`hudi_format.services.metadata_table`).
 """
 
 from __future__ import annotations
@@ -18,27 +17,31 @@ from typing import TYPE_CHECKING
 
 from ..hfile import HFileReader
 from ..log import BlockType
+from ..options import option
 from ..timeline import Instant, Timeline
+from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..timeline.writer import TimelineWriter, commit_metadata
 from ..view import FileSlice
 from ..view.file_names import BaseFileName
 from . import init as I
-from . import keys as K
 from . import payloads as P
 from .hfiles import md_stat, write_base_hfile
-from ..options import option
-from .options import DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MetadataTableError
+from .options import MetadataTableError
 
 if TYPE_CHECKING:
     from .reader import MetadataTable
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MetadataServices"]
+__all__ = ["MetadataCompaction"]
 
 
-class MetadataServices:
-    """Mixin of :class:`~hudi_format.metadata.writer.MetadataWriter`: its table services."""
+class MetadataCompaction:
+    """Mixin of :class:`~hudi_format.metadata.writer.MetadataWriter`: its compaction."""
+
+    def compaction_instants(self, md_tl: Timeline) -> list[Instant]:
+        """The completed compactions of the metadata timeline ``md_tl``."""
+        return [i for i in md_tl.instants if i.is_completed and i.action == "commit"]
 
     def _valid(self, md_inst: Instant, data_tl: Timeline) -> bool:
         ts = md_inst.timestamp
@@ -57,7 +60,7 @@ class MetadataServices:
             self._rollback_files(pending)
             TimelineWriter(self.md, self.md_config).delete_instant_files(pending)
             md_tl = self.md_timeline()
-        compactions = self._compaction_instants(md_tl)
+        compactions = self.compaction_instants(md_tl)
         # after the last compaction: by completion time (v8; a deltacommit requested before a
         # compaction and completed after it is on top of it), by instant time (v6)
         when = (lambda i: i.completion_time or i.timestamp) if self.md_config.version >= 8 \
@@ -103,7 +106,6 @@ class MetadataServices:
                             "bootstrapFilePath": None})
         if not ops:
             return None
-        from ..services.common import compaction_plan_schema, encode_with_schema
         plan = {"operations": ops, "extraMetadata": {}, "version": 2, "strategy": None,
                 "preserveHoodieMetadata": False}
         if self.md_config.version >= 8:
@@ -175,44 +177,3 @@ class MetadataServices:
             if c is not None:
                 out[key] = c
         return out, nblocks
-
-    # -- cleaning of the metadata table ---------------------------------------------------------------
-    def clean_if_due(self) -> Instant | None:
-        retained = option(self.options, "hoodie.metadata.cleaner.commits.retained")
-        if retained is None:
-            data_retained = int(option(self.options, "hoodie.cleaner.commits.retained"))
-            retained = max(DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, int(data_retained * 1.2))
-        from ..services.cleaning import clean
-        return clean(self.md, self.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
-                                               "hoodie.cleaner.commits.retained": int(retained)})
-
-    def archive_if_due(self) -> list[Instant]:
-        """Archive the MDT's timeline as Hudi does (``archiveCommitsWith(min + 1, max + 1)`` of
-        the data table's ``hoodie.keep.min/max.commits``); only instants before its latest
-        compaction go, whose records live in base files."""
-        md_tl = self.md_timeline()
-        if not self._compaction_instants(md_tl):
-            return []
-        lo = int(option(self.options, "hoodie.keep.min.commits")) + 1
-        hi = int(option(self.options, "hoodie.keep.max.commits")) + 1
-        from ..services.archival import archive
-        return archive(self.md, self.md_config, {
-            "hoodie.keep.min.commits": lo, "hoodie.keep.max.commits": hi,
-            "hoodie.cleaner.commits.retained": max(1, lo - 1),
-            "hoodie.compact.inline.max.delta.commits":
-                int(option(self.options, "hoodie.metadata.compact.max.delta.commits"))},
-            data_timeline=self.data_timeline())
-
-    def services(self) -> None:
-        """The MDT's own table services, run before a new deltacommit (as Hudi 1.x's
-        ``performTableServices``): cleaning, then compaction when due. The deltacommit about to
-        be written is never in the compaction, so rolling back the latest data commit only
-        ever undoes a deltacommit. A failure is logged, never raised (the data commit goes on)."""
-        if not self.exists() or K.FILES not in self.config.metadata_partitions:
-            return
-        try:
-            self.clean_if_due()
-            self.compact_if_due()
-            self.archive_if_due()
-        except Exception as exc:  # noqa: BLE001
-            log.warning("metadata table services of %s failed: %s", self.storage.url, exc)
