@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any, Mapping
 
 from ..config import TableConfig
-from ..errors import InvalidOptionError, TimelineError
+from ..errors import HudiError, InvalidOptionError, TimelineError
 from ..log import encode_rollback_block, read_log_file, write_log_file
 from ..options import option
 from ..storage import Storage
@@ -149,6 +149,12 @@ def rollback(storage: Storage, config: TableConfig, instant: str | Instant,
     """Roll back ``instant``: a pending one, or the latest completed write."""
     timeline = Timeline.load(storage, config)
     ts = instant.timestamp if isinstance(instant, Instant) else str(instant)
+    pending = _pending_rollback_of(timeline, ts)
+    if pending is not None:   # a killed rollback of it: finish that one (Hudi reuses its plan)
+        done = _resume(storage, config, timeline, pending, options)
+        if done is not None:
+            return done
+        timeline = Timeline.load(storage, config)
     matches = [i for i in timeline.instants if i.timestamp == ts and i.action not in ("rollback", "clean", "restore")]
     if not matches:
         raise InvalidOptionError(f"no instant {ts} to roll back on the timeline of {storage.url}")
@@ -189,20 +195,44 @@ def resume_pending_rollbacks(storage: Storage, config: TableConfig,
     for inst in timeline.pending:
         if inst.action != "rollback":
             continue
-        plan = timeline.plan(inst)
-        if not plan:
-            continue
-        target_ts = plan["instantToRollback"]["commitTime"]
-        target = next((i for i in timeline.instants if i.timestamp == target_ts
-                       and i.action not in ("rollback", "clean", "restore")), None)
         try:
-            txn = Transaction.resume(storage, config, inst, options, undo_on_abort=False)
+            done = _resume(storage, config, timeline, inst, options)
         except ServiceBusyError as exc:
             log.info("not resuming rollback %s: %s", inst.timestamp, exc)
             continue
-        with txn:
-            out.append(_finish(storage, timeline, txn, plan, target))
+        if done is not None:
+            out.append(done)
     return out
+
+
+def _target_of(timeline: Timeline, plan: Mapping[str, Any]) -> Instant | None:
+    target_ts = plan["instantToRollback"]["commitTime"]
+    return next((i for i in timeline.instants if i.timestamp == target_ts
+                 and i.action not in ("rollback", "clean", "restore")), None)
+
+
+def _pending_rollback_of(timeline: Timeline, ts: str) -> Instant | None:
+    for inst in timeline.pending:
+        if inst.action == "rollback":
+            try:
+                plan = timeline.plan(inst)
+            except HudiError:
+                continue
+            if plan and (plan.get("instantToRollback") or {}).get("commitTime") == ts:
+                return inst
+    return None
+
+
+def _resume(storage: Storage, config: TableConfig, timeline: Timeline, inst: Instant,
+            options: Mapping[str, Any] | None) -> Instant | None:
+    """Finish the pending rollback ``inst`` from its plan, under its own instant time (raises
+    ``ServiceBusyError`` while a live process runs it). ``None`` if it has no plan."""
+    plan = timeline.plan(inst)
+    if not plan:
+        return None
+    txn = Transaction.resume(storage, config, inst, options, undo_on_abort=False)
+    with txn:
+        return _finish(storage, timeline, txn, plan, _target_of(timeline, plan))
 
 
 def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> list[Instant]:
