@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any, Mapping
 
 from ..config import TableConfig
-from ..errors import HudiError, InvalidOptionError, TimelineError
+from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError, TimelineError
 from ..log import encode_rollback_block, read_log_file, write_log_file
 from ..options import option
 from ..storage import Storage
@@ -130,12 +130,16 @@ def _hide(storage: Storage, timeline: Timeline, target: Instant) -> None:
         storage.delete(f"{timeline.timeline_dir}/{done}")
 
 
-def _drop_instant_files(storage: Storage, timeline: Timeline, target: Instant) -> None:
+def _drop_instant_files(storage: Storage, timeline: Timeline, target: Instant,
+                        keep_requested: bool | None = None) -> None:
+    """Remove the target's instant files (a rolled-back service plan stays requested, unless
+    ``keep_requested`` is False: a restore removes later plans too), markers and heartbeat."""
     try:
         files = timeline.files_of(target)
     except TimelineError:
         return
-    keep_requested = target.action in _REPLANNABLE
+    if keep_requested is None:
+        keep_requested = target.action in _REPLANNABLE
     for state, name in files.items():
         if keep_requested and state is State.REQUESTED:
             continue
@@ -235,6 +239,61 @@ def _resume(storage: Storage, config: TableConfig, timeline: Timeline, inst: Ins
         return _finish(storage, timeline, txn, plan, _target_of(timeline, plan))
 
 
+# -- restore: every instant after a savepoint rolled back under one restore instant ------------
+# (here rather than in ``savepoint``: a write's recovery finishes a killed restore too)
+
+NOT_RESTORED = ("rollback", "clean", "restore", "savepoint")
+
+
+def restore_plan(timeline: Timeline, savepoint_ts: str) -> dict:
+    """HoodieRestorePlan: every instant after the savepoint (but rollbacks, cleans, restores and
+    savepoints), newest first."""
+    targets = sorted((i for i in timeline.instants if i.timestamp > savepoint_ts and i.action not in NOT_RESTORED),
+                     key=lambda i: i.timestamp, reverse=True)
+    return {"instantsToRollback": [{"commitTime": t.timestamp, "action": t.action} for t in targets],
+            "version": 2, "savepointToRestoreTimestamp": savepoint_ts}
+
+
+def run_restore(storage: Storage, config: TableConfig, txn: Transaction, plan: Mapping[str, Any]) -> Instant:
+    """Roll back, newest first, each instant of a restore ``plan`` still on the timeline, then
+    commit the restore (the metadata hook drops the metadata table). Every step is idempotent,
+    so a restore killed anywhere is finished by running this again on its instant."""
+    start = time.time()
+    timeline = Timeline.load(storage, config)
+    per_instant: dict[str, list[dict]] = {}
+    for entry in plan.get("instantsToRollback") or ():
+        ts = entry["commitTime"]
+        target = next((i for i in timeline.instants if i.timestamp == ts and i.action not in NOT_RESTORED), None)
+        if target is None:   # rolled back by a run that was killed afterwards
+            per_instant[ts] = []
+            continue
+        rb_plan = build_plan(storage, config, timeline, target)
+        if target.state is State.COMPLETED:
+            _hide(storage, timeline, target)
+        per_instant[ts] = [execute_plan(storage, config, rb_plan, txn.instant_time)]
+        _drop_instant_files(storage, timeline, target, keep_requested=False)
+    targets = [e["commitTime"] for e in plan.get("instantsToRollback") or ()]
+    metadata = {"startRestoreTime": txn.instant_time, "timeTakenInMillis": int((time.time() - start) * 1000),
+                "instantsToRollback": targets, "hoodieRestoreMetadata": per_instant, "version": 1,
+                "restoreInstantInfo": list(plan.get("instantsToRollback") or ()), "extraMetadata": None}
+    return txn.commit(metadata)
+
+
+def resume_pending_restores(storage: Storage, config: TableConfig,
+                            options: Mapping[str, Any] | None = None) -> list[Instant]:
+    """Finish restores a killed process left pending, from their plans (Hudi resumes a pending
+    restore rather than starting another). ``ServiceBusyError`` while a live process runs one."""
+    timeline = Timeline.load(storage, config)
+    out = []
+    for inst in [i for i in timeline.pending if i.action == "restore"]:
+        plan = timeline.plan(inst)
+        txn = Transaction.resume(storage, config, inst, options, undo_on_abort=False)
+        with txn:
+            out.append(run_restore(storage, config, txn, plan))
+        log.info("finished the interrupted restore %s", inst.timestamp)
+    return out
+
+
 def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> list[Instant]:
     """Roll back pending writes whose writer is gone (no live heartbeat); finish pending rollbacks.
 
@@ -251,12 +310,19 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
                 and heartbeat_expired(storage, i.timestamp, interval, misses)]
 
     timeline = Timeline.load(storage, config)
-    if not failed(timeline) and not any(i.action == "rollback" for i in timeline.pending):
+    if not failed(timeline) and not any(i.action in ("rollback", "restore") for i in timeline.pending):
         return []
     # Under the table lock, so that two writers never undo the same instant, and re-checked
     # there: the instant may have completed, or its writer may have beaten in the meantime.
     with TableLock(storage, opts):
-        done = resume_pending_rollbacks(storage, config, opts)
+        # A pending restore first: writes wait until it is done (its hidden targets must not
+        # be rolled back one by one, nor new data land in between).
+        try:
+            done = resume_pending_restores(storage, config, opts)
+        except ServiceBusyError as exc:
+            raise ConcurrentWriteError(f"{storage.url} is being restored by another process; "
+                                       f"write once it finished ({exc})") from exc
+        done += resume_pending_rollbacks(storage, config, opts)
         for inst in failed(Timeline.load(storage, config)):
             if not any(i.timestamp == inst.timestamp for i in Timeline.load(storage, config).pending):
                 continue  # its writer removed it meanwhile (a write that lost a conflict aborts
