@@ -6,7 +6,12 @@ writer able to finish the job: (1) a ``rollback`` instant with its plan (HoodieR
 base files and (v8) log files are deleted, and for v6 log files, whose names do not say which
 instant wrote them, a rollback command block is appended to the file group instead; (4) the
 rollback completes with HoodieRollbackMetadata; (5) the target's remaining instant files go.
-A pending rollback found later is simply executed again from its plan.
+Every step is idempotent: a pending rollback found later (by ``rollback()`` of the same target
+or by a write's recovery) is taken over and executed again from its plan under its own instant
+time, and the metadata table's rollback of that instant is resumed or skipped if complete.
+
+A restore is the same, for every instant after a savepoint, under one ``restore`` instant; it
+lives here because a write's recovery finishes a killed restore before anything else.
 """
 
 from __future__ import annotations

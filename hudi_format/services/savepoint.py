@@ -3,7 +3,8 @@
 A savepoint (``<ts>.savepoint``, HoodieSavepointMetadata) pins the files of the table as of a
 completed commit, so cleaning keeps them; ``restore`` brings the table back to a savepoint by
 rolling back, newest first, every instant after it, under one ``restore`` instant
-(HoodieRestorePlan, HoodieRestoreMetadata) as Apache Hudi does.
+(HoodieRestorePlan, HoodieRestoreMetadata) as Apache Hudi does. The execution, resumable at
+every step, is in ``rollback`` (a write's recovery finishes a killed restore too).
 """
 
 from __future__ import annotations
