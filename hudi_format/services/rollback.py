@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError, TimelineError
-from ..log import encode_rollback_block, read_log_file, write_log_file
+from ..log import BlockType, encode_rollback_block, read_log_file, write_log_file
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
@@ -117,14 +117,41 @@ def execute_plan(storage: Storage, config: TableConfig, plan: Mapping[str, Any],
             except Exception:  # noqa: BLE001 - reported in the metadata, as Hudi does
                 meta["failedDeleteFiles"].append(path)
         if req.get("logBlocksToBeDeleted"):
-            block = encode_rollback_block(rollback_time, target)
-            results = write_log_file(storage, part, req["fileId"], req["latestBaseInstant"], [block],
-                                     "0-0-0")
-            meta["rollbackLogFiles"] = {r.path: r.size for r in results}
+            done = _rollback_block_files(storage, part, req["fileId"], req["latestBaseInstant"],
+                                         rollback_time, target)
+            if not done:   # once: a resumed run finds the block its killed attempt wrote
+                block = encode_rollback_block(rollback_time, target)
+                results = write_log_file(storage, part, req["fileId"], req["latestBaseInstant"], [block],
+                                         "0-0-0")
+                done = {r.path: r.size for r in results}
+            meta["rollbackLogFiles"] = done
     return {"startRollbackTime": rollback_time, "timeTakenInMillis": int((time.time() - start) * 1000),
             "totalFilesDeleted": deleted, "commitsRollback": [target],
             "partitionMetadata": {p: dict(m) for p, m in partitions.items()}, "version": 1,
             "instantsRollback": [dict(plan["instantToRollback"])]}
+
+
+def _rollback_block_files(storage: Storage, partition: str, file_id: str, base_instant: str,
+                          rollback_time: str, target: str) -> dict[str, int]:
+    """Log files of the file group already holding the command block that ``rollback_time``
+    appends to undo ``target`` (written by an attempt killed before it completed)."""
+    out: dict[str, int] = {}
+    try:
+        entries = storage.list(partition)
+    except HudiError:
+        return out
+    for f in entries:
+        lf = None if f.is_dir else parse_log_file_name(f.name)
+        if lf is None or lf.file_id != file_id or lf.instant_time != base_instant:
+            continue
+        try:
+            blocks = read_log_file(storage, f.path)
+        except (HudiError, OSError):
+            continue
+        if any(b.block_type == BlockType.COMMAND and b.instant_time == rollback_time
+               and b.target_instant_time == target for b in blocks):
+            out[f.path] = storage.size(f.path)
+    return out
 
 
 def _hide(storage: Storage, timeline: Timeline, target: Instant) -> None:
