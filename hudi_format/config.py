@@ -8,6 +8,7 @@ bad key, rather than letting it guess and return wrong rows.
 from __future__ import annotations
 
 import re
+import uuid
 import zlib
 from collections.abc import Mapping
 from typing import Iterator
@@ -124,6 +125,28 @@ def format_properties(props: Mapping[str, str], comment: str | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
+def replace_properties(storage: Storage, text: str, rel: str = PROPS_PATH) -> None:
+    """Rewrite ``hoodie.properties`` so that a reader (or a process killed half-way) sees the old
+    file or the new one whole, never a part: as Hudi's ``HoodieTableConfig.modify``, a backup
+    copy first (``load`` falls back to it), then the new file (locally a temp file renamed over
+    the old one, atomically; on object stores one PUT, atomic by itself), then the backup goes."""
+    backup = rel + ".backup"
+    storage.write_bytes(backup, storage.read_bytes(rel))
+    data = text.encode("utf-8")
+    if storage.is_local:
+        folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+        tmp = f"{folder}/.{name}.{uuid.uuid4().hex}.tmp" if folder else f".{name}.{uuid.uuid4().hex}.tmp"
+        storage.write_bytes(tmp, data)
+        try:
+            storage.rename(tmp, rel, overwrite=True)
+        except BaseException:
+            storage.delete(tmp)
+            raise
+    else:
+        storage.write_bytes(rel, data)
+    storage.delete(backup)
+
+
 def table_checksum(name: str, database: str = "") -> int:
     """CRC32 of ``"<database>.<table>"``: the value Hudi stores as ``hoodie.table.checksum``."""
     return zlib.crc32(f"{database}.{name}".encode("utf-8"))
@@ -166,11 +189,11 @@ class TableConfig(Mapping):
 
     @classmethod
     def load(cls, storage: Storage, rel: str = PROPS_PATH) -> "TableConfig":
+        backup = rel + ".backup"
         try:
             raw = storage.read_bytes(rel)
         except StorageError:
             # Hudi keeps a backup while it rewrites the file; fall back to it like Hudi does.
-            backup = rel + ".backup"
             if storage.exists(backup):
                 raw = storage.read_bytes(backup)
             elif not storage.exists(rel):
@@ -179,10 +202,20 @@ class TableConfig(Mapping):
             else:
                 raise
         try:
+            return cls._parse(raw, storage.uri(rel))
+        except TableConfigError:
+            # a file another writer's rewrite left broken: the backup is the last good one
+            if not storage.exists(backup):
+                raise
+            return cls._parse(storage.read_bytes(backup), storage.uri(backup))
+
+    @classmethod
+    def _parse(cls, raw: bytes, source: str) -> "TableConfig":
+        try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             text = raw.decode("latin-1")
-        cfg = cls(parse_properties(text), storage.uri(rel))
+        cfg = cls(parse_properties(text), source)
         cfg.validate()
         return cfg
 

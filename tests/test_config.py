@@ -95,3 +95,22 @@ def test_java_properties_syntax_round_trips():
                      "cont": "first second", "empty": "", "colon": "value"}
     assert parse_properties(format_properties(props, "saved")) == props
     assert table_checksum("trips") == 3761586722  # the value Hudi wrote in table_props_valid
+
+
+def test_replace_properties_is_whole_or_nothing(tmp_path):
+    """A rewrite of hoodie.properties never shows a part: the new file replaces the old one in one
+    step (a hidden temp file renamed over it), and a file another writer's rewrite left broken is
+    read from the backup it wrote first."""
+    from hudi_format.config import PROPS_PATH, replace_properties
+    shutil.copytree(UNITS / "table_props_valid", tmp_path / "t")
+    storage = Storage(str(tmp_path / "t"))
+    hoodie = tmp_path / "t" / ".hoodie"
+    old = (hoodie / "hoodie.properties").read_text()
+    replace_properties(storage, old.replace("hoodie.table.cdc.enabled=false", "hoodie.table.cdc.enabled=true"))
+    assert TableConfig.load(storage)["hoodie.table.cdc.enabled"] == "true"
+    assert sorted(p.name for p in hoodie.iterdir() if p.name.startswith((".hoodie.prop", "hoodie.prop"))) == \
+        ["hoodie.properties"]   # no backup, no temp file left
+    # killed half-way through a non-atomic rewrite: the backup is there, the file is cut short
+    storage.write_bytes(PROPS_PATH + ".backup", storage.read_bytes(PROPS_PATH))
+    (hoodie / "hoodie.properties").write_text("hoodie.table.name=trips\nhoodie.table.ty")
+    assert TableConfig.load(storage)["hoodie.table.cdc.enabled"] == "true"

@@ -30,7 +30,7 @@ import logging
 import math
 from typing import Any, Iterable, Mapping
 
-from ..config import PROPS_PATH, TableConfig
+from ..config import PROPS_PATH, TableConfig, replace_properties
 from ..errors import HudiError
 from ..storage import Storage
 from ..table_init import properties_text
@@ -126,20 +126,25 @@ def create_metadata_table(storage: Storage, data_config: TableConfig) -> TableCo
 
 
 def delete_metadata_table(storage: Storage, data_config: TableConfig) -> TableConfig:
-    """Drop the metadata table (files and the partitions in the data table's config), so that
-    the next write bootstraps it again from the file system."""
+    """Drop the metadata table (the partitions in the data table's config, then its files), so
+    that the next write bootstraps it again from the file system.
+
+    Un-declared first (one atomic rewrite of ``hoodie.properties``): from then on readers list
+    storage, so a drop killed half-way never shows a half-deleted metadata table; what is left
+    is an undeclared leftover that the next bootstrap removes."""
+    config = set_metadata_partitions(storage, data_config, [], [])
     md = metadata_storage(storage)
     try:
         paths = [f.path for f in md.walk_files("")]
     except (HudiError, OSError):
         paths = []
-    # the properties last: a half-deleted metadata table is still recognised as one
+    # the properties last: a half-deleted metadata table is still recognised as a leftover
     for rel in sorted(paths, key=lambda p: p.endswith("hoodie.properties")):
         try:
             md.delete(rel)
         except (HudiError, OSError):
             log.warning("could not delete %s of the metadata table", md.uri(rel))
-    return set_metadata_partitions(storage, data_config, [], [])
+    return config
 
 
 def set_metadata_partitions(storage: Storage, data_config: TableConfig, partitions: Iterable[str],
@@ -160,17 +165,10 @@ def set_metadata_partitions(storage: Storage, data_config: TableConfig, partitio
         return current
     props["hoodie.table.metadata.partitions"] = value
     props["hoodie.table.metadata.partitions.inflight"] = inflight_value
-    raw = storage.read_bytes(PROPS_PATH)
-    backup = PROPS_PATH + ".backup"
-    storage.write_bytes(backup, raw)
     text = properties_text(props, current.version)
     lines = text.split("\n", 1)
     text = lines[0].replace("#Properties saved on ", "#Updated at ") + "\n" + lines[1]
-    storage.write_bytes(PROPS_PATH, text.encode("utf-8"))
-    try:
-        storage.delete(backup)
-    except (HudiError, OSError):
-        log.warning("could not remove %s", storage.uri(backup))
+    replace_properties(storage, text)
     return TableConfig.load(storage)
 
 

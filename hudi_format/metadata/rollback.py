@@ -7,11 +7,12 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..errors import HudiError
 from ..log import read_log_file
-from ..timeline import Instant, State
+from ..timeline import Instant, State, Timeline
+from ..timeline.writer import TimelineWriter
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from . import keys as K
 from . import payloads as P
@@ -81,6 +82,12 @@ class MetadataRollback:
         added = {p: dict(f) for p, f in (added_log_files or {}).items() if f}
         if rollback_ts in done and not targets:
             return   # applied already (a resumed data rollback)
+        # A resumed data rollback: its MDT rollback (same time, or +"006" on v6) is finished
+        # or taken over from its plan, never started again (Hudi reuses a pending rollback).
+        mine = [i for i in md_tl.instants if i.action == "rollback"
+                and i.timestamp in (rollback_ts, rollback_ts + "006")]
+        if mine and self._resume_rollback(md_tl, mine[0], targets[0] if targets else None):
+            return
 
         def files_deltacommit() -> None:
             files = [(p, posixpath.basename(f)) for p, fs in deleted_data_files.items() for f in fs]
@@ -122,14 +129,40 @@ class MetadataRollback:
                                      "filesToBeDeleted": paths, "logBlocksToBeDeleted": None}
                                     for (p, f), paths in sorted(by_group.items())]
         requested = writer.create_requested("rollback", rollback_ts, plan=plan)
-        inflight = writer.transition_to_inflight(requested)
-        if target.is_completed:
+        self._run_rollback(md_tl, requested, plan, target)
+
+    def _run_rollback(self, md_tl: Timeline, rb: Instant, plan: Mapping[str, Any], target: Instant | None) -> None:
+        """Carry out the MDT rollback ``rb`` (requested or inflight) of ``target``: hide the
+        target, delete its files, complete, drop the target's instant files. Every step is
+        idempotent, so a run killed anywhere is finished by running it again."""
+        writer = self._md_writer()
+        inflight = writer.transition_to_inflight(rb) if rb.state is State.REQUESTED else rb
+        if target is not None and target.is_completed:
             done_name = md_tl.files_of(target).get(State.COMPLETED)
             if done_name:
                 self.md.delete(f"{md_tl.timeline_dir}/{done_name}")
-        metadata = self.execute_rollback_plan(plan, rollback_ts)
+        metadata = self.execute_rollback_plan(plan, rb.timestamp)
         writer.complete(inflight, metadata)
+        self._drop_target_files(md_tl, target)
+
+    def _drop_target_files(self, md_tl: Timeline, target: Instant | None) -> None:
+        if target is None:
+            return
         for name in md_tl.files_of(target).values():
             rel = f"{md_tl.timeline_dir}/{name}"
             if self.md.exists(rel):
                 self.md.delete(rel)
+
+    def _resume_rollback(self, md_tl: Timeline, rb: Instant, target: Instant | None) -> bool:
+        """Finish an MDT rollback a killed data rollback left: completed -> only the target's
+        remaining instant files go; pending -> executed again from its plan. False when it
+        has no plan (nothing was done under it): it is removed, to be started afresh."""
+        if rb.is_completed:
+            self._drop_target_files(md_tl, target)
+            return True
+        plan = md_tl.plan(rb)
+        if not plan:
+            TimelineWriter(self.md, self.md_config).delete_instant_files(rb)
+            return False
+        self._run_rollback(md_tl, rb, plan, target)
+        return True

@@ -281,6 +281,37 @@ def service_files(storage: Storage, partition: str, file_ids: Iterable[str], ins
     return out
 
 
+def attempt_log_files(storage: Storage, instant_time: str, groups: Mapping[tuple[str, str], str],
+                      listed: Iterable[str] = ()) -> list[str]:
+    """Log files an earlier attempt of the service instant ``instant_time`` wrote into the file
+    groups ``(partition, file_id) -> base instant`` (v6, where log files carry the slice's base
+    instant, not the writer's): those its markers name (even a file cut short), and any other
+    log file of the group, not in ``listed``, whose blocks carry the instant (a file the log
+    writer rolled over to)."""
+    from ..log import read_log_file
+    from ..transaction.markers import read_markers
+    out = [p for p, _ in read_markers(storage, instant_time)]
+    skip = set(listed) | set(out)
+    by_partition: dict[str, dict[str, str]] = {}
+    for (part, fid), base in groups.items():
+        by_partition.setdefault(part, {})[fid] = base
+    for part, fids in by_partition.items():
+        try:
+            entries = storage.list(part)
+        except StorageError:
+            continue
+        for f in entries:
+            lf = None if f.is_dir else parse_log_file_name(f.name)
+            if lf is None or fids.get(lf.file_id) != lf.instant_time or f.path in skip:
+                continue
+            try:
+                if any(b.instant_time == instant_time for b in read_log_file(storage, f.path)):
+                    out.append(f.path)
+            except (HudiError, OSError) as exc:
+                log.warning("cannot read %s while looking for an earlier attempt's files: %s", f.path, exc)
+    return out
+
+
 def schema_extra(data_avro: dict) -> dict[str, str]:
     return {"schema": json.dumps(data_avro, separators=(",", ":"))}
 

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..log import BlockType, HeaderKey, encode_data_blocks, encode_delete_block, write_log_file
+from ..log.writer import next_log_version
 from ..options import option
 from ..read.align import align_table
 from ..read.merge import (_HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete_aux,
@@ -40,9 +41,11 @@ from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write
 from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
 from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..transaction import Transaction
-from .common import (TableState, run_pending_then_new,
-                     new_instant_time, pending_instants, pick_pending, rel_in_partition,
-                     schema_extra, service_files, validate_service_options)
+from ..transaction.markers import create_marker
+from ..view.file_names import LogFileName
+from .common import (TableState, attempt_log_files, new_instant_time, pending_instants, pick_pending,
+                     rel_in_partition, run_pending_then_new, schema_extra, service_files,
+                     validate_service_options)
 from .compaction import (COMPACTION_PLAN_VERSION, _log_order, build_compaction_operations,
                          compaction_due)
 
@@ -212,6 +215,10 @@ def _log_compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: d
     token = f"{task}-1-{task}"
     # v8+: a log file named by the log compaction instant; v6: the slice's base instant
     log_instant = instant_time if ts.config.version >= 8 else op["baseInstantTime"]
+    # a marker first (Hudi's APPEND marker): a run killed while writing is undone exactly
+    version = next_log_version(storage, part, fid, log_instant)
+    first = LogFileName(fid, log_instant, version, token).name
+    create_marker(storage, instant_time, posixpath.join(part, first) if part else first, "APPEND")
     results = write_log_file(storage, part, fid, log_instant, out, token,
                              max_file_size=option(opts, "hoodie.logfile.max.size"))
     written.extend(r.path for r in results)
@@ -239,13 +246,20 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
     ops = list(ts.timeline.plan(inst).get("operations") or ())
     schema, avro, data_avro = ts.schemas()
     spec = MergeSpec.from_config(config)
-    leftovers = []
-    if config.version >= 8:       # v6 log files carry the base instant: nothing named by ours
-        by_partition: dict[str, list[str]] = {}
-        for o in ops:
-            by_partition.setdefault(o.get("partitionPath") or "", []).append(o["fileId"])
-        for part, fids in by_partition.items():
-            leftovers += service_files(storage, part, fids, inst.timestamp)
+
+    def leftovers() -> list[str]:
+        """What a killed attempt wrote: v8+ names its log files with the instant; v6 names
+        them with the slice's base instant, so its markers and block headers tell."""
+        if config.version >= 8:
+            by_partition: dict[str, list[str]] = {}
+            for o in ops:
+                by_partition.setdefault(o.get("partitionPath") or "", []).append(o["fileId"])
+            return [f for part, fids in by_partition.items()
+                    for f in service_files(storage, part, fids, inst.timestamp)]
+        groups = {(o.get("partitionPath") or "", o["fileId"]): o["baseInstantTime"] for o in ops}
+        listed = [rel_in_partition(o.get("partitionPath") or "", f) for o in ops for f in o.get("deltaFilePaths") or ()]
+        return attempt_log_files(storage, inst.timestamp, groups, listed)
+
     with Transaction.resume(storage, config, inst, opts, leftovers=leftovers) as txn:
         written = txn.written
         tasks = [(o, i) for i, o in enumerate(ops)]

@@ -6,7 +6,12 @@ writer able to finish the job: (1) a ``rollback`` instant with its plan (HoodieR
 base files and (v8) log files are deleted, and for v6 log files, whose names do not say which
 instant wrote them, a rollback command block is appended to the file group instead; (4) the
 rollback completes with HoodieRollbackMetadata; (5) the target's remaining instant files go.
-A pending rollback found later is simply executed again from its plan.
+Every step is idempotent: a pending rollback found later (by ``rollback()`` of the same target
+or by a write's recovery) is taken over and executed again from its plan under its own instant
+time, and the metadata table's rollback of that instant is resumed or skipped if complete.
+
+A restore is the same, for every instant after a savepoint, under one ``restore`` instant; it
+lives here because a write's recovery finishes a killed restore before anything else.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from collections import defaultdict
 from typing import Any, Mapping
 
 from ..config import TableConfig
-from ..errors import InvalidOptionError, TimelineError
-from ..log import encode_rollback_block, read_log_file, write_log_file
+from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError, TimelineError
+from ..log import BlockType, encode_rollback_block, read_log_file, write_log_file
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
@@ -112,15 +117,42 @@ def execute_plan(storage: Storage, config: TableConfig, plan: Mapping[str, Any],
             except Exception:  # noqa: BLE001 - reported in the metadata, as Hudi does
                 meta["failedDeleteFiles"].append(path)
         if req.get("logBlocksToBeDeleted"):
-            block = encode_rollback_block(rollback_time, target)
-            results = write_log_file(storage, part, req["fileId"], req["latestBaseInstant"], [block],
-                                     "0-0-0")
+            done = _rollback_block_files(storage, part, req["fileId"], req["latestBaseInstant"],
+                                         rollback_time, target)
+            if not done:   # once: a resumed run finds the block its killed attempt wrote
+                block = encode_rollback_block(rollback_time, target)
+                results = write_log_file(storage, part, req["fileId"], req["latestBaseInstant"], [block],
+                                         "0-0-0")
+                done = {r.path: r.size for r in results}
             # every file group of the partition adds its own (Hudi's ``mergeRollbackStat``)
-            meta["rollbackLogFiles"] = {**(meta["rollbackLogFiles"] or {}), **{r.path: r.size for r in results}}
+            meta["rollbackLogFiles"] = {**(meta["rollbackLogFiles"] or {}), **done}
     return {"startRollbackTime": rollback_time, "timeTakenInMillis": int((time.time() - start) * 1000),
             "totalFilesDeleted": deleted, "commitsRollback": [target],
             "partitionMetadata": {p: dict(m) for p, m in partitions.items()}, "version": 1,
             "instantsRollback": [dict(plan["instantToRollback"])]}
+
+
+def _rollback_block_files(storage: Storage, partition: str, file_id: str, base_instant: str,
+                          rollback_time: str, target: str) -> dict[str, int]:
+    """Log files of the file group already holding the command block that ``rollback_time``
+    appends to undo ``target`` (written by an attempt killed before it completed)."""
+    out: dict[str, int] = {}
+    try:
+        entries = storage.list(partition)
+    except HudiError:
+        return out
+    for f in entries:
+        lf = None if f.is_dir else parse_log_file_name(f.name)
+        if lf is None or lf.file_id != file_id or lf.instant_time != base_instant:
+            continue
+        try:
+            blocks = read_log_file(storage, f.path)
+        except (HudiError, OSError):
+            continue
+        if any(b.block_type == BlockType.COMMAND and b.instant_time == rollback_time
+               and b.target_instant_time == target for b in blocks):
+            out[f.path] = storage.size(f.path)
+    return out
 
 
 def _hide(storage: Storage, timeline: Timeline, target: Instant) -> None:
@@ -131,12 +163,16 @@ def _hide(storage: Storage, timeline: Timeline, target: Instant) -> None:
         storage.delete(f"{timeline.timeline_dir}/{done}")
 
 
-def _drop_instant_files(storage: Storage, timeline: Timeline, target: Instant) -> None:
+def _drop_instant_files(storage: Storage, timeline: Timeline, target: Instant,
+                        keep_requested: bool | None = None) -> None:
+    """Remove the target's instant files (a rolled-back service plan stays requested, unless
+    ``keep_requested`` is False: a restore removes later plans too), markers and heartbeat."""
     try:
         files = timeline.files_of(target)
     except TimelineError:
         return
-    keep_requested = target.action in _REPLANNABLE
+    if keep_requested is None:
+        keep_requested = target.action in _REPLANNABLE
     for state, name in files.items():
         if keep_requested and state is State.REQUESTED:
             continue
@@ -150,6 +186,12 @@ def rollback(storage: Storage, config: TableConfig, instant: str | Instant,
     """Roll back ``instant``: a pending one, or the latest completed write."""
     timeline = Timeline.load(storage, config)
     ts = instant.timestamp if isinstance(instant, Instant) else str(instant)
+    pending = _pending_rollback_of(timeline, ts)
+    if pending is not None:   # a killed rollback of it: finish that one (Hudi reuses its plan)
+        done = _resume(storage, config, timeline, pending, options)
+        if done is not None:
+            return done
+        timeline = Timeline.load(storage, config)
     matches = [i for i in timeline.instants if i.timestamp == ts and i.action not in ("rollback", "clean", "restore")]
     if not matches:
         raise InvalidOptionError(f"no instant {ts} to roll back on the timeline of {storage.url}")
@@ -190,19 +232,98 @@ def resume_pending_rollbacks(storage: Storage, config: TableConfig,
     for inst in timeline.pending:
         if inst.action != "rollback":
             continue
-        plan = timeline.plan(inst)
-        if not plan:
-            continue
-        target_ts = plan["instantToRollback"]["commitTime"]
-        target = next((i for i in timeline.instants if i.timestamp == target_ts
-                       and i.action not in ("rollback", "clean", "restore")), None)
         try:
-            txn = Transaction.resume(storage, config, inst, options, undo_on_abort=False)
+            done = _resume(storage, config, timeline, inst, options)
         except ServiceBusyError as exc:
             log.info("not resuming rollback %s: %s", inst.timestamp, exc)
             continue
+        if done is not None:
+            out.append(done)
+    return out
+
+
+def _target_of(timeline: Timeline, plan: Mapping[str, Any]) -> Instant | None:
+    target_ts = plan["instantToRollback"]["commitTime"]
+    return next((i for i in timeline.instants if i.timestamp == target_ts
+                 and i.action not in ("rollback", "clean", "restore")), None)
+
+
+def _pending_rollback_of(timeline: Timeline, ts: str) -> Instant | None:
+    for inst in timeline.pending:
+        if inst.action == "rollback":
+            try:
+                plan = timeline.plan(inst)
+            except HudiError:
+                continue
+            if plan and (plan.get("instantToRollback") or {}).get("commitTime") == ts:
+                return inst
+    return None
+
+
+def _resume(storage: Storage, config: TableConfig, timeline: Timeline, inst: Instant,
+            options: Mapping[str, Any] | None) -> Instant | None:
+    """Finish the pending rollback ``inst`` from its plan, under its own instant time (raises
+    ``ServiceBusyError`` while a live process runs it). ``None`` if it has no plan."""
+    plan = timeline.plan(inst)
+    if not plan:
+        return None
+    txn = Transaction.resume(storage, config, inst, options, undo_on_abort=False)
+    with txn:
+        return _finish(storage, timeline, txn, plan, _target_of(timeline, plan))
+
+
+# -- restore: every instant after a savepoint rolled back under one restore instant ------------
+# (here rather than in ``savepoint``: a write's recovery finishes a killed restore too)
+
+NOT_RESTORED = ("rollback", "clean", "restore", "savepoint")
+
+
+def restore_plan(timeline: Timeline, savepoint_ts: str) -> dict:
+    """HoodieRestorePlan: every instant after the savepoint (but rollbacks, cleans, restores and
+    savepoints), newest first."""
+    targets = sorted((i for i in timeline.instants if i.timestamp > savepoint_ts and i.action not in NOT_RESTORED),
+                     key=lambda i: i.timestamp, reverse=True)
+    return {"instantsToRollback": [{"commitTime": t.timestamp, "action": t.action} for t in targets],
+            "version": 2, "savepointToRestoreTimestamp": savepoint_ts}
+
+
+def run_restore(storage: Storage, config: TableConfig, txn: Transaction, plan: Mapping[str, Any]) -> Instant:
+    """Roll back, newest first, each instant of a restore ``plan`` still on the timeline, then
+    commit the restore (the metadata hook drops the metadata table). Every step is idempotent,
+    so a restore killed anywhere is finished by running this again on its instant."""
+    start = time.time()
+    timeline = Timeline.load(storage, config)
+    per_instant: dict[str, list[dict]] = {}
+    for entry in plan.get("instantsToRollback") or ():
+        ts = entry["commitTime"]
+        target = next((i for i in timeline.instants if i.timestamp == ts and i.action not in NOT_RESTORED), None)
+        if target is None:   # rolled back by a run that was killed afterwards
+            per_instant[ts] = []
+            continue
+        rb_plan = build_plan(storage, config, timeline, target)
+        if target.state is State.COMPLETED:
+            _hide(storage, timeline, target)
+        per_instant[ts] = [execute_plan(storage, config, rb_plan, txn.instant_time)]
+        _drop_instant_files(storage, timeline, target, keep_requested=False)
+    targets = [e["commitTime"] for e in plan.get("instantsToRollback") or ()]
+    metadata = {"startRestoreTime": txn.instant_time, "timeTakenInMillis": int((time.time() - start) * 1000),
+                "instantsToRollback": targets, "hoodieRestoreMetadata": per_instant, "version": 1,
+                "restoreInstantInfo": list(plan.get("instantsToRollback") or ()), "extraMetadata": None}
+    return txn.commit(metadata)
+
+
+def resume_pending_restores(storage: Storage, config: TableConfig,
+                            options: Mapping[str, Any] | None = None) -> list[Instant]:
+    """Finish restores a killed process left pending, from their plans (Hudi resumes a pending
+    restore rather than starting another). ``ServiceBusyError`` while a live process runs one."""
+    timeline = Timeline.load(storage, config)
+    out = []
+    for inst in [i for i in timeline.pending if i.action == "restore"]:
+        plan = timeline.plan(inst)
+        txn = Transaction.resume(storage, config, inst, options, undo_on_abort=False)
         with txn:
-            out.append(_finish(storage, timeline, txn, plan, target))
+            out.append(run_restore(storage, config, txn, plan))
+        log.info("finished the interrupted restore %s", inst.timestamp)
     return out
 
 
@@ -222,12 +343,19 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
                 and heartbeat_expired(storage, i.timestamp, interval, misses)]
 
     timeline = Timeline.load(storage, config)
-    if not failed(timeline) and not any(i.action == "rollback" for i in timeline.pending):
+    if not failed(timeline) and not any(i.action in ("rollback", "restore") for i in timeline.pending):
         return []
     # Under the table lock, so that two writers never undo the same instant, and re-checked
     # there: the instant may have completed, or its writer may have beaten in the meantime.
     with TableLock(storage, opts):
-        done = resume_pending_rollbacks(storage, config, opts)
+        # A pending restore first: writes wait until it is done (its hidden targets must not
+        # be rolled back one by one, nor new data land in between).
+        try:
+            done = resume_pending_restores(storage, config, opts)
+        except ServiceBusyError as exc:
+            raise ConcurrentWriteError(f"{storage.url} is being restored by another process; "
+                                       f"write once it finished ({exc})") from exc
+        done += resume_pending_rollbacks(storage, config, opts)
         for inst in failed(Timeline.load(storage, config)):
             if not any(i.timestamp == inst.timestamp for i in Timeline.load(storage, config).pending):
                 continue  # its writer removed it meanwhile (a write that lost a conflict aborts

@@ -3,7 +3,8 @@
 A savepoint (``<ts>.savepoint``, HoodieSavepointMetadata) pins the files of the table as of a
 completed commit, so cleaning keeps them; ``restore`` brings the table back to a savepoint by
 rolling back, newest first, every instant after it, under one ``restore`` instant
-(HoodieRestorePlan, HoodieRestoreMetadata) as Apache Hudi does.
+(HoodieRestorePlan, HoodieRestoreMetadata) as Apache Hudi does. The execution, resumable at
+every step, is in ``rollback`` (a write's recovery finishes a killed restore too).
 """
 
 from __future__ import annotations
@@ -20,10 +21,7 @@ from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..transaction import Transaction
 from ..view import FileSystemView
-from .rollback import _drop_instant_files, _hide, build_plan, execute_plan
-
-_NOT_ROLLED_BACK = ("rollback", "clean", "restore", "savepoint")
-
+from .rollback import restore_plan, resume_pending_restores, run_restore
 
 def savepoint(storage: Storage, config: TableConfig, instant: str, user: str | None = None,
               comment: str = "") -> Instant:
@@ -59,37 +57,22 @@ def delete_savepoint(storage: Storage, config: TableConfig, instant: str) -> Non
 
 def restore(storage: Storage, config: TableConfig, instant: str,
             options: Mapping[str, Any] | None = None) -> Instant:
-    """Roll the table back to the savepoint ``instant``."""
+    """Roll the table back to the savepoint ``instant``.
+
+    A restore that a killed process left pending is finished first, from its plan and under its
+    own instant (as Hudi does); if it was to this savepoint, that is the restore returned."""
     timeline = Timeline.load(storage, config)
     if not any(i.action == "savepoint" and i.timestamp == str(instant) and i.state is State.COMPLETED
                for i in timeline.instants):
         raise InvalidOptionError(f"{instant} is not a savepoint; restore needs one (savepoint it first)")
-    targets = sorted((i for i in timeline.instants
-                      if i.timestamp > str(instant) and i.action not in _NOT_ROLLED_BACK),
-                     key=lambda i: i.timestamp, reverse=True)
-    start = time.time()
-    plan = {"instantsToRollback": [{"commitTime": t.timestamp, "action": t.action} for t in targets],
-            "version": 2, "savepointToRestoreTimestamp": str(instant)}
+    pending = {i.timestamp: timeline.plan(i) for i in timeline.pending if i.action == "restore"}
+    resumed = resume_pending_restores(storage, config, options) if pending else []
+    for done in resumed:
+        if (pending.get(done.timestamp) or {}).get("savepointToRestoreTimestamp") == str(instant):
+            return done
+    plan = restore_plan(Timeline.load(storage, config) if resumed else timeline, str(instant))
     with Transaction.begin(storage, config, "restore", options, plan=plan, undo_on_abort=False) as txn:
-        per_instant = {}
-        for target in targets:
-            rb_plan = build_plan(storage, config, timeline, target)
-            if target.state is State.COMPLETED:
-                _hide(storage, timeline, target)
-            per_instant[target.timestamp] = [execute_plan(storage, config, rb_plan, txn.instant_time)]
-            _drop_requested_too(storage, timeline, target)
-        metadata = {"startRestoreTime": txn.instant_time,
-                    "timeTakenInMillis": int((time.time() - start) * 1000),
-                    "instantsToRollback": [t.timestamp for t in targets], "hoodieRestoreMetadata": per_instant,
-                    "version": 1, "restoreInstantInfo": plan["instantsToRollback"], "extraMetadata": None}
-        return txn.commit(metadata)
-
-
-def _drop_requested_too(storage: Storage, timeline: Timeline, target: Instant) -> None:
-    """A restore removes later service plans entirely, not back to requested."""
-    _drop_instant_files(storage, timeline, target)
-    for name in timeline.files_of(target).values():
-        storage.delete(f"{timeline.timeline_dir}/{name}")
+        return run_restore(storage, config, txn, plan)
 
 
 def _user() -> str:
