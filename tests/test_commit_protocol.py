@@ -234,3 +234,29 @@ def test_concurrent_writers_with_inline_clean(tmp_path, ttype):
         model.apply("upsert", batch(r["proc"], r["round"], True), 1)
     assert data_rows(hudi.open_table(path).read()) == model_rows(model.rows)
     assert mdt_files(path) == {p: f for p, f in committed_files(path).items() if f}
+
+
+def test_abort_keeps_a_log_file_another_writer_won(tmp_path):
+    """A v6 writer creates the marker of the next log version before creating the file; when
+    another writer took that version first, the loser's abort must not delete the winner's
+    committed file (it did: acknowledged rows vanished under concurrent MOR v6 upserts)."""
+    from hudi_format.transaction import Transaction
+    from hudi_format.transaction.markers import create_marker
+
+    path = str(tmp_path / "t")
+    model = Model(False)
+    hudi.write(path, make_rows(range(6), ts=1), operation="insert", record_key="id", ordering_field="ts",
+               partition_by="p", table_type="MERGE_ON_READ", table_version=6)
+    model.apply("insert", make_rows(range(6), ts=1), 0)
+    hudi.write(path, make_rows(range(3), ts=2, seed=1), operation="upsert")
+    model.apply("upsert", make_rows(range(3), ts=2, seed=1), 1)
+    storage = Storage(path)
+    logs = [f.path for f in storage.walk_files("", skip_dirs=(".hoodie",)) if ".log." in f.name]
+    assert logs, "the upsert wrote log files"
+    loser = Transaction.begin(storage, TableConfig.load(storage), "deltacommit")
+    for rel in logs:   # the loser's markers name the winner's files
+        create_marker(storage, loser.instant_time, rel, "APPEND")
+    loser.abort()
+    assert all(storage.exists(rel) for rel in logs)
+    assert data_rows(hudi.open_table(path).read()) == model_rows(model.rows)
+    assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)

@@ -33,7 +33,7 @@ from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter
 from .heartbeat import Heartbeat, heartbeat_expired
 from .locks import TableLock
-from .markers import delete_markers, read_markers
+from .markers import delete_markers, read_markers, written_by
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +261,10 @@ class Transaction:
             return
         paths = list(self.written)
         try:
-            paths += [p for p, _ in read_markers(self.storage, self.instant_time) if p not in paths]
+            # a marker alone does not make a file ours: its create may have lost the race for
+            # the name to another writer, whose committed file must stay
+            paths += [p for p, _ in read_markers(self.storage, self.instant_time)
+                      if p not in paths and written_by(self.storage, p, self.instant_time)]
         except (HudiError, OSError):
             pass
         for path in paths:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import posixpath
 
+from ..errors import HudiError
+from ..log import read_log_file
 from ..storage import Storage
+from ..view.file_names import parse_base_file_name, parse_log_file_name
 
 TEMP_DIR = ".hoodie/.temp"
 IO_TYPES = ("CREATE", "MERGE", "APPEND")
@@ -49,3 +52,28 @@ def delete_markers(storage: Storage, instant: str) -> None:
         storage.fs.rm(storage.full(marker_dir(instant)), recursive=True)
     except (FileNotFoundError, OSError):
         pass
+
+
+def written_by(storage: Storage, path: str, instant: str) -> bool:
+    """Whether the data file ``path`` was written by ``instant``.
+
+    A marker is created *before* its file: a writer whose exclusive create then lost the race
+    for a v6 log file version (``.log.N``) holds a marker naming another writer's file. Base
+    files and v8 log files carry their instant in their name; a v6 log file is named after its
+    slice's base instant, so its first block's header says who wrote it. A file that cannot be
+    read is not claimed."""
+    name = posixpath.basename(path)
+    base = parse_base_file_name(name)
+    if base is not None:
+        return base.instant_time == instant
+    log_name = parse_log_file_name(name)
+    if log_name is None:
+        return False
+    if log_name.instant_time == instant:
+        return True
+    try:
+        for block in read_log_file(storage, path):
+            return block.instant_time == instant
+    except (HudiError, OSError):
+        return False
+    return False
