@@ -27,12 +27,18 @@ from .errors import StorageError
 # process while the count is unchanged: an operation reuses it instead of listing again. Other
 # processes' changes are not counted; code that must see them (the conflict check under the
 # commit lock) lists again.
-_CHANGES: dict[tuple[int, str], int] = {}
+_CHANGES: dict[tuple[str, str], int] = {}
 _CHANGES_LOCK = threading.Lock()
 
 
+def _folder_key(fs: fsspec.AbstractFileSystem, folder: str) -> tuple[str, str]:
+    # by protocol and path, not filesystem instance: two Storage objects of one location count
+    # each other's changes
+    return (_protocols(fs)[0] if _protocols(fs) else type(fs).__name__, folder.rstrip("/"))
+
+
 def _changed(fs: fsspec.AbstractFileSystem, path: str) -> None:
-    key = (id(fs), posixpath.dirname(path.rstrip("/")))
+    key = _folder_key(fs, posixpath.dirname(path.rstrip("/")))
     with _CHANGES_LOCK:
         _CHANGES[key] = _CHANGES.get(key, 0) + 1
 
@@ -208,7 +214,7 @@ class Storage:
 
     def changes(self, rel: str) -> int:
         """How many times this process changed a file directly in folder ``rel`` (see ``_CHANGES``)."""
-        return _CHANGES.get((id(self.fs), self.full(rel).rstrip("/")), 0)
+        return _CHANGES.get(_folder_key(self.fs, self.full(rel)), 0)
 
     # -- writes ------------------------------------------------------------------------------
     def write_bytes(self, rel: str, data: bytes) -> None:

@@ -62,8 +62,8 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
         config = TableConfig.load(storage)
     if config is not None:
         check_against_table(config, opts, storage.url, **table_args)
-        # Load once: recovery and planning share one listing of the timeline (recovery reloads
-        # only when it changed the table).
+        # Load once: recovery and planning share one listing of the timeline (listed again only
+        # when recovery changed it).
         timeline = recover(storage, config, opts, Timeline.load(storage, config))
         client = WriteClient(storage, config, opts, timeline=timeline)
         instant = client.write(data, operation)
@@ -75,14 +75,13 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
 
 
 def recover(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
-            timeline: Timeline | None = None) -> Timeline | None:
+            timeline: Timeline | None = None) -> Timeline:
     """Before writing: finish interrupted rollbacks and roll back writes whose writer died, so a
     new commit never lands beside the leftovers of a failed one. ``timeline``: the table's
-    timeline as the caller loaded it; returned as is when nothing was rolled back, else ``None``
-    (the table changed: load it again)."""
-    if rollback_failed_writes(storage, config, opts, timeline=timeline):
-        return None
-    return timeline
+    timeline as the caller listed it; returned as is when recovery changed nothing in the
+    timeline folder, else listed again (``Timeline.current``)."""
+    rollback_failed_writes(storage, config, opts, timeline=timeline)
+    return Timeline.current(storage, config, timeline)
 
 
 def post_commit(storage: Storage, config: TableConfig, opts: Mapping[str, Any],

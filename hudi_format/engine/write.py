@@ -58,8 +58,8 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
                             table_version=table_version, table_name=table_name)
         # load once: recovery and planning share the timeline unless recovery changed the table
         timeline = Timeline.load(storage, config)
-        if rollback_failed_writes(storage, config, opts, timeline=timeline):
-            timeline = None
+        rollback_failed_writes(storage, config, opts, timeline=timeline)
+        timeline = Timeline.current(storage, config, timeline)
         return prepare_write(storage, config, op, opts, schema, timeline=timeline)
     config = new_table_config(storage, opts, record_key=record_key, ordering_field=ordering_field,
                               partition_by=partition_by, table_type=table_type,
