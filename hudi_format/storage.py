@@ -27,18 +27,19 @@ from .errors import StorageError
 # process while the count is unchanged: an operation reuses it instead of listing again. Other
 # processes' changes are not counted; code that must see them (the conflict check under the
 # commit lock) lists again.
-_CHANGES: dict[tuple[str, str], int] = {}
+_CHANGES: dict[tuple[str, str, bool], int] = {}   # (protocol, folder, hidden name) -> count
 _CHANGES_LOCK = threading.Lock()
 
 
-def _folder_key(fs: fsspec.AbstractFileSystem, folder: str) -> tuple[str, str]:
+def _folder_key(fs: fsspec.AbstractFileSystem, folder: str, hidden: bool) -> tuple[str, str, bool]:
     # by protocol and path, not filesystem instance: two Storage objects of one location count
     # each other's changes
-    return (_protocols(fs)[0] if _protocols(fs) else type(fs).__name__, folder.rstrip("/"))
+    return (_protocols(fs)[0] if _protocols(fs) else type(fs).__name__, folder.rstrip("/"), hidden)
 
 
 def _changed(fs: fsspec.AbstractFileSystem, path: str) -> None:
-    key = _folder_key(fs, posixpath.dirname(path.rstrip("/")))
+    path = path.rstrip("/")
+    key = _folder_key(fs, posixpath.dirname(path), posixpath.basename(path).startswith("."))
     with _CHANGES_LOCK:
         _CHANGES[key] = _CHANGES.get(key, 0) + 1
 
@@ -212,9 +213,13 @@ class Storage:
             else:
                 yield info
 
-    def changes(self, rel: str) -> int:
-        """How many times this process changed a file directly in folder ``rel`` (see ``_CHANGES``)."""
-        return _CHANGES.get(_folder_key(self.fs, self.full(rel)), 0)
+    def changes(self, rel: str, *, hidden: bool = True) -> int:
+        """How many times this process changed an entry directly in folder ``rel`` (see
+        ``_CHANGES``); ``hidden=False`` leaves out names starting with a dot (lock, temp and
+        checksum files: what a timeline listing skips)."""
+        folder = self.full(rel)
+        visible = _CHANGES.get(_folder_key(self.fs, folder, False), 0)
+        return visible + _CHANGES.get(_folder_key(self.fs, folder, True), 0) if hidden else visible
 
     # -- writes ------------------------------------------------------------------------------
     def write_bytes(self, rel: str, data: bytes) -> None:

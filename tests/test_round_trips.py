@@ -27,9 +27,10 @@ VERBS = LISTINGS + ("exists", "read_bytes", "open", "size", "create_if_absent", 
                     "rename")
 
 
-def _count_upsert(monkeypatch: pytest.MonkeyPatch, path: str, table_type: str, rows: int) -> collections.Counter:
+def _count_upsert(monkeypatch: pytest.MonkeyPatch, path: str, table_type: str, rows: int,
+                  table_version: int | None = None) -> collections.Counter:
     hudi.write(path, make_rows(range(rows), ts=1), operation="bulk_insert", record_key="id",
-               ordering_field="ts", partition_by="p", table_type=table_type)
+               ordering_field="ts", partition_by="p", table_type=table_type, table_version=table_version)
     counts: collections.Counter = collections.Counter()
     load = Timeline.load.__func__
 
@@ -53,10 +54,11 @@ def _count_upsert(monkeypatch: pytest.MonkeyPatch, path: str, table_type: str, r
     return counts
 
 
-@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
-def test_small_upsert_loads_once(tmp_path, monkeypatch, table_type):
-    counts = _count_upsert(monkeypatch, str(tmp_path / "t"), table_type, 20_000)
-    print(table_type, {k: counts[k] for k in ("timeline_load", "listings", *VERBS) if counts[k]})
+@pytest.mark.parametrize("table_type,table_version", [("MERGE_ON_READ", None), ("COPY_ON_WRITE", None),
+                                                    ("MERGE_ON_READ", 6)])
+def test_small_upsert_loads_once(tmp_path, monkeypatch, table_type, table_version):
+    counts = _count_upsert(monkeypatch, str(tmp_path / "t"), table_type, 20_000, table_version)
+    print(table_type, table_version or "default", {k: counts[k] for k in ("timeline_load", "listings", *VERBS) if counts[k]})
     assert counts["timeline_load"] <= 4, counts
     assert counts["listings"] <= 16, counts
     # cheap and still right: the 1,000 keys all existed, so they were updated in place

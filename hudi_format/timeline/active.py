@@ -61,7 +61,7 @@ class Timeline(TimelineView):
     def load(cls, storage: Storage, config: TableConfig | None = None) -> "Timeline":
         config = config if config is not None else TableConfig.load(storage)
         version = config.version
-        changes = storage.changes(config.timeline_dir)
+        changes = storage.changes(config.timeline_dir, hidden=False)
         files: dict[tuple[str, str], dict[State, str]] = {}
         parsed: dict[tuple[str, str], dict[State, Instant]] = {}
         for info in storage.list(config.timeline_dir):
@@ -98,7 +98,7 @@ class Timeline(TimelineView):
         not seen: callers that must see them (the conflict check) load."""
         if (timeline is not None and timeline._changes is not None and timeline.storage.url == storage.url
                 and timeline.timeline_dir == config.timeline_dir
-                and storage.changes(config.timeline_dir) == timeline._changes):
+                and storage.changes(config.timeline_dir, hidden=False) == timeline._changes):
             return timeline
         return cls.load(storage, config)
 
