@@ -12,7 +12,7 @@ first use by a query that reaches before the first active instant (``archived()`
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..config import TableConfig
 from ..errors import StorageError, TimelineError
@@ -21,6 +21,9 @@ from .avro_schemas import decode_payload
 from .base import TimelineView, completion_order
 from .instant import (WRITE_ACTIONS, Instant, State, comparable_action, format_instant_time,
                       parse_file_name)
+
+if TYPE_CHECKING:
+    from .archived import ArchivedTimeline
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ class Timeline(TimelineView):
         return dict(self._files[self.key(self._resolve_active(instant))])
 
     # -- the archive -------------------------------------------------------------------------
-    def archived(self):
+    def archived(self) -> "ArchivedTimeline":
         """The archived timeline (LSM history for v8+, archive log files for v6), loaded once."""
         if self._archived is None:
             from .archived import ArchivedTimeline
