@@ -198,9 +198,6 @@ class MetadataTable:
                     break
         return self._failure
 
-    def is_up_to_date(self) -> bool:
-        return self.staleness() is None
-
     # -- file slices of the metadata table ----------------------------------------------------
     @cached_property
     def _view(self) -> FileSystemView:
