@@ -17,10 +17,11 @@ venv: $(STAMP)
 test: lint
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# ruff (pyflakes + pycodestyle errors), then the layers of ../shared/DESIGN.md and "no import
-# cycle" (contracts in pyproject.toml).
+# ruff (pyflakes + pycodestyle errors), mypy (strict on the public modules), then the layers of
+# ../shared/DESIGN.md and "no import cycle" (settings and contracts in pyproject.toml).
 lint: lint-imports
 	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/mypy --no-error-summary
 
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +27,9 @@ from .storage import Storage
 from .timeline import Instant, Timeline
 from .transaction import WriteResult
 from .view import FileSlice
+
+if TYPE_CHECKING:
+    from .metadata.reader import MetadataTable
 from .write_api import write
 from .writer.new_table import new_table_config
 
@@ -60,14 +63,16 @@ class Table:
 
     # -- metadata table ----------------------------------------------------------------------
     @property
-    def metadata_table(self):
+    def metadata_table(self) -> MetadataTable | None:
         """The metadata table (``.hoodie/metadata``) as of the loaded timeline, or ``None``
         when the table declares none or ``hoodie.metadata.enable`` is false for this reader."""
-        return self._planner.metadata_table
+        mdt: MetadataTable | None = self._planner.metadata_table
+        return mdt
 
-    def _usable_metadata(self, partition: str):
+    def _usable_metadata(self, partition: str) -> MetadataTable | None:
         """The metadata table when ``partition`` is declared and it is not behind the data."""
-        return self._planner.usable_metadata(partition)
+        mdt: MetadataTable | None = self._planner.usable_metadata(partition)
+        return mdt
 
     def __repr__(self) -> str:
         return (f"Table({self.storage.url!r}, {self.table_type}, version={self.version}, "
@@ -97,7 +102,7 @@ class Table:
 
     # -- planning ----------------------------------------------------------------------------
     def plan_scan(self, columns: Sequence[str] | None = None, filters: Filters = None, as_of: InstantLike = None,
-                  read_optimized: bool = False, incremental: tuple | None = None) -> ScanPlan:
+                  read_optimized: bool = False, incremental: tuple[InstantLike, InstantLike] | None = None) -> ScanPlan:
         """The query as picklable scan tasks (one per file slice), pinned to the loaded
         timeline: what ``read``/``scan`` run here and what an engine runs on its workers
         (``hudi_format.engine.read_task``)."""
@@ -192,14 +197,14 @@ class Table:
         blooms = None
         if mdt is not None:
             try:
-                blooms = mdt.bloom_filters([(s.partition_path, s.base_file_name)
+                blooms = mdt.bloom_filters([(s.partition_path, s.base_file_name or "")
                                             for s in slices if s.base_file])
             except HudiError as exc:
                 log.warning("bloom filters of %s unusable (%s)", self.storage.url, exc)
         if blooms is not None:
             out = []
             for s in slices:
-                bloom = blooms.get((s.partition_path, s.base_file_name)) if s.base_file else None
+                bloom = blooms.get((s.partition_path, s.base_file_name or "")) if s.base_file else None
                 if s.log_files or bloom is None or pc.any(bloom.might_contain_all(values)).as_py():
                     out.append((s, keys))
             return out
@@ -269,7 +274,8 @@ class Table:
 
     def delete_savepoint(self, instant: str) -> None:
         """Drop the savepoint ``instant``, letting the cleaner remove the files it kept."""
-        self._refreshed(savepoints.delete_savepoint(self.storage, self.config, instant))
+        savepoints.delete_savepoint(self.storage, self.config, instant)
+        self.refresh()
 
     def restore(self, instant: str, options: Mapping[str, Any] | None = None) -> Instant:
         """Bring the table back to the savepoint ``instant``, rolling back every later commit.
@@ -288,7 +294,7 @@ def _concat(pieces: list[pa.Table], target: pa.Schema) -> pa.Table:
     return pa.concat_tables([align_table(p, target) for p in pieces])
 
 
-def open_table(path: str | os.PathLike, storage_options: dict[str, Any] | None = None,
+def open_table(path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None,
                options: dict[str, Any] | None = None) -> Table:
     """Open the Hudi table at ``path`` (local path or fsspec URL such as ``s3://bucket/t``).
 

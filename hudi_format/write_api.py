@@ -29,7 +29,7 @@ __all__ = ["write", "write_data", "new_table_config", "recover", "post_commit"]
 PROPERTIES = ".hoodie/hoodie.properties"
 
 
-def write(path: str | os.PathLike, data: Any, *, operation: str = "upsert",
+def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
           record_key: str | Sequence[str] | None = None,
           ordering_field: str | Sequence[str] | None = None,
           partition_by: str | Sequence[str] | None = None,
@@ -42,7 +42,7 @@ def write(path: str | os.PathLike, data: Any, *, operation: str = "upsert",
 
     Returns the completed instant; its ``service_errors`` lists inline table services that
     failed after the commit was durable (logged, never raised)."""
-    storage = Storage(path, storage_options)
+    storage = Storage(path, dict(storage_options) if storage_options is not None else None)
     return write_data(storage, None, data, operation, options, record_key=record_key,
                       ordering_field=ordering_field, partition_by=partition_by,
                       table_type=table_type, table_version=table_version, table_name=table_name)

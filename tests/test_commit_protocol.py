@@ -260,3 +260,38 @@ def test_abort_keeps_a_log_file_another_writer_won(tmp_path):
     assert all(storage.exists(rel) for rel in logs)
     assert data_rows(hudi.open_table(path).read()) == model_rows(model.rows)
     assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)
+
+
+def test_v6_write_racing_a_compaction_plan_conflicts(tmp_path):
+    """Table version 6: a writer that began before a compaction was planned names its log file
+    after the old slice; committing it would leave the compaction unable to complete, forever
+    (seen as a compaction failing every round under concurrent writers). The write conflicts,
+    the compaction completes, and the table holds every acknowledged row (both readers)."""
+    from hudi_format import engine
+    from hudi_format.errors import ConcurrentWriteError
+    from hudi_format.services import compaction
+
+    path = str(tmp_path / "t")
+    model = Model(False)
+    first = make_rows(range(6), ts=1)
+    hudi.write(path, first, operation="insert", record_key="id", ordering_field="ts", partition_by="p",
+               table_type="MERGE_ON_READ", table_version=6)
+    model.apply("insert", first, 0)
+    update = make_rows(range(3), ts=2, seed=1)
+    hudi.write(path, update, operation="upsert")
+    model.apply("upsert", update, 1)
+    late = make_rows(range(3), ts=3, seed=2)
+    job = engine.begin_write(path, "upsert", schema=late.schema)   # loads the table: no compaction yet
+    storage = Storage(path)
+    assert compaction.schedule_compaction(storage, TableConfig.load(storage)) is not None
+    try:
+        buckets = engine.plan_write(job, late)   # its instant is later than the compaction's
+        results = [engine.write_bucket(b, late.take(job.rows_of(b)[0]), deletes=late.take(job.rows_of(b)[1]))
+                   for b in buckets]
+        with pytest.raises(ConcurrentWriteError, match="compaction"):
+            engine.commit(job, results)
+    finally:
+        engine.abort(job)
+    hudi.open_table(path).compact()
+    assert data_rows(hudi.open_table(path).read()) == model_rows(model.rows)
+    assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)

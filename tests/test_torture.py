@@ -77,6 +77,12 @@ V6_ROLLBACK_19 = [
     {"op": "upsert", "keys": [28, 48, 49, 55, 57, 59, 63, 79, 81, 82, 83, 84, 85, 86, 87, 88]},
     {"op": "rollback"}]
 
+RESTORE_ARCHIVED_1014 = [
+    {"op": "bulk_insert", "keys": list(range(71, 93))}, {"op": "savepoint", "delete_old": False},
+    {"op": "restore", "then_delete": True}, {"op": "upsert", "keys": [68, 93]},
+    {"op": "clustering", "sort_by": None}, {"op": "delete", "keys": [81]},
+    {"op": "insert", "keys": list(range(94, 118))}, {"op": "delete", "keys": [108, 100118]},
+    {"op": "delete", "keys": [14, 64, 73, 75, 83, 102, 107]}, {"op": "insert", "keys": list(range(118, 143))}]
 
 def test_rows_survive_metadata_compaction_and_archival(tmp_path):
     """Seed 45 (MOR v8, aggressive: keep 3/5, retained 2, inline compaction every 2 deltacommits)
@@ -94,3 +100,37 @@ def test_archival_keeps_replacecommits_until_replaced_files_are_cleaned(tmp_path
     """Seed 55 (MOR v6, aggressive: keep 3/4, retained 2): savepoint, writes, restore, overwrites;
     hudi-rs shows 19 rows instead of 8 after the insert_overwrite_table of step 20."""
     run_sequence(sequence_config(55), steps=21, workdir=str(tmp_path))
+
+
+def test_commits_archived_after_a_restore_stay_committed(tmp_path):
+    """Seed 1014 (COW v6, aggressive: keep 4/6, retained 2) shrunk to 10 steps: a restore instant
+    (never archived, as in Hudi) stays at the head of the active timeline while later commits are
+    archived; their files counted as uncommitted and the metadata listing "differed" from storage."""
+    run_sequence(sequence_config(1014), given=RESTORE_ARCHIVED_1014, workdir=str(tmp_path))
+
+
+@pytest.mark.parametrize("version", [8, 6])
+def test_rows_of_a_commit_archived_after_a_restore_are_read(tmp_path, version):
+    """The latest slice of partition z comes from a commit made after a restore and then archived:
+    the restore instant stays active, and our reader took the active timeline to start there, so
+    it dropped the archived commit's files (5 rows instead of 15; hudi-rs read 15)."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "2", "hoodie.keep.min.commits": "3",
+            "hoodie.keep.max.commits": "4", "hoodie.metadata.compact.max.delta.commits": "3"}
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_version=version, options=opts)
+    first = hudi.write(path, make_rows(range(5), ts=0, partitions=("a",)), operation="insert", **kw)
+    hudi.open_table(path).savepoint(first.timestamp)
+    hudi.write(path, make_rows(range(5, 10), ts=1, partitions=("a",)), operation="insert", **kw)
+    hudi.open_table(path).restore(first.timestamp)
+    hudi.open_table(path).delete_savepoint(first.timestamp)
+    z = hudi.write(path, make_rows(range(100, 110), ts=2, partitions=("z",)), operation="insert", **kw)
+    for i in range(7):
+        hudi.write(path, make_rows(range(3), ts=3 + i, partitions=("a",)), operation="upsert", **kw)
+    table = hudi.open_table(path)
+    assert table.timeline.get(z.timestamp) is not None
+    assert z.timestamp not in {i.timestamp for i in table.timeline.instants}, "the commit was not archived"
+    assert any(i.action == "restore" for i in table.timeline.instants)
+    want = sorted([f"k{k:05d}" for k in range(5)] + [f"k{k:05d}" for k in range(100, 110)])
+    assert sorted(table.read().column("id").to_pylist()) == want
+    assert sorted(r["id"] for r in data_rows(hudi_rs_read(path))) == want
+    assert metadata_listing_problem(path) is None

@@ -380,7 +380,14 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
                     f"  step: {json.dumps(step)}\n  replay: {replay_command(cfg, n)}\n"
                     f"  steps: {json.dumps(seq.steps_done)}\n  table kept at {path}\n"
                     + "".join(traceback.format_exception(exc)[-6:])) from exc
-        seq.validate()
+        try:
+            seq.validate()
+        except AssertionError as exc:
+            raise TortureFailure(
+                f"seed {cfg['seed']} failed in the final validate: {exc}\n"
+                f"  {cfg['table_type']} v{cfg['version']} {cfg['profile']}, options {cfg['options']}\n"
+                f"  replay: {replay_command(cfg, n)}\n  steps: {json.dumps(seq.steps_done)}\n"
+                f"  table kept at {path}\n") from exc
         ok = True
     finally:
         if ok and not keep:

@@ -93,7 +93,8 @@ class ScanPlanner:
         if mdt is None:
             return slices
         try:
-            return mdt.prune_slices(slices, filters, self.schema)
+            pruned: list[FileSlice] = mdt.prune_slices(slices, filters, self.schema)
+            return pruned
         except HudiError as exc:
             log.warning("column stats of %s unusable (%s); not skipping files", self.storage.url, exc)
             return slices

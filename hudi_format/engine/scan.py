@@ -29,7 +29,8 @@ def plan_scan(table: Any, columns: Sequence[str] | None = None, filters: Any = N
         config = TableConfig.load(storage)
         planner = ScanPlanner(storage, config, Timeline.load(storage, config), options)
         return planner.plan(columns, filters, as_of, read_optimized, incremental)
-    return table.plan_scan(columns, filters, as_of, read_optimized, incremental)
+    plan: ScanPlan = table.plan_scan(columns, filters, as_of, read_optimized, incremental)
+    return plan
 
 
 def _storage(task: ScanTask, storage_options: Mapping[str, Any] | None) -> Storage:

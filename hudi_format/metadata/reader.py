@@ -29,6 +29,7 @@ import struct
 from functools import cached_property
 from typing import Callable, Iterable, Iterator
 
+from ..bloom import BloomFilter
 from ..config import TableConfig
 from ..errors import HudiError
 from ..hfile import HFileReader
@@ -199,9 +200,6 @@ class MetadataTable:
                 except HudiError:
                     break
         return self._failure
-
-    def is_up_to_date(self) -> bool:
-        return self.staleness() is None
 
     # -- file slices of the metadata table ----------------------------------------------------
     @cached_property
@@ -433,7 +431,7 @@ class MetadataTable:
                 out[wanted[key]] = entry
         return out
 
-    def bloom_filters(self, files: Iterable[tuple[str, str]]) -> dict[tuple[str, str], object]:
+    def bloom_filters(self, files: Iterable[tuple[str, str]]) -> dict[tuple[str, str], BloomFilter]:
         """``(partition, base file name) -> BloomFilter`` (deserialized)."""
         return {k: e.filter() for k, e in self.bloom_filter_entries(files).items()}
 

@@ -229,10 +229,6 @@ def rel_in_partition(partition: str, path: str | None) -> str | None:
     return posixpath.join(partition, name) if partition else name
 
 
-def sizes_of(storage: Storage, paths: Iterable[str]) -> list[int]:
-    return [storage.size(p) for p in paths]
-
-
 # -- running a service instant ----------------------------------------------------------------
 # Every service instant commits through ``hudi_format.transaction.Transaction`` (claim with
 # ``resume``, commit under the table lock with the metadata hook, or abort).
@@ -318,14 +314,6 @@ def schema_extra(data_avro: dict) -> dict[str, str]:
 
 def runtime(scan: int = 0, upsert: int = 0, create: int = 0) -> dict[str, int]:
     return {"totalScanTime": int(scan), "totalUpsertTime": int(upsert), "totalCreateTime": int(create)}
-
-
-def with_file_name(table: pa.Table, name: str) -> pa.Table:
-    """Set ``_hoodie_file_name`` of every row (when the table has meta fields)."""
-    idx = table.schema.get_field_index("_hoodie_file_name")
-    if idx < 0:
-        return table
-    return table.set_column(idx, table.schema.field(idx), pa.repeat(pa.scalar(name, pa.string()), table.num_rows))
 
 
 def split_partitions(value: str | None) -> list[str]:

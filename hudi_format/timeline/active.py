@@ -12,7 +12,7 @@ first use by a query that reaches before the first active instant (``archived()`
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..config import TableConfig
 from ..errors import StorageError, TimelineError
@@ -22,6 +22,9 @@ from .base import TimelineView, completion_order
 from .instant import (WRITE_ACTIONS, Instant, State, comparable_action, format_instant_time,
                       parse_file_name)
 
+if TYPE_CHECKING:
+    from .archived import ArchivedTimeline
+
 log = logging.getLogger(__name__)
 
 
@@ -29,11 +32,20 @@ def _is_instant_candidate(name: str) -> bool:
     return not (name.startswith("hoodie.properties") or name.startswith("."))
 
 
+#: Hudi's write timeline (``getWriteTimeline``): where the active timeline starts is decided on it
+_START_ACTIONS = frozenset(WRITE_ACTIONS | {"compaction", "logcompaction", "clustering"})
+
+
 def _first_non_savepoint(instants: list[Instant]) -> str | None:
+    """First instant of the write timeline that is not a savepointed commit. Restores, cleans
+    and rollbacks do not count: Hudi never archives a restore, so one can stay in front of
+    commits archived after it (a start there would count those commits as never completed)."""
+    # with no write instant left (every active one rolled back), the first instant of any action
+    writes = [i for i in instants if i.action in _START_ACTIONS] or instants
     savepointed = {i.timestamp for i in instants if i.action == "savepoint" and i.is_completed}
-    first = next((i.timestamp for i in instants if i.timestamp not in savepointed), None)
-    if first is None and instants:
-        first = instants[0].timestamp
+    first = next((i.timestamp for i in writes if i.timestamp not in savepointed), None)
+    if first is None and writes:
+        first = writes[0].timestamp
     return first
 
 
@@ -138,7 +150,7 @@ class Timeline(TimelineView):
         return dict(self._files[self.key(self._resolve_active(instant))])
 
     # -- the archive -------------------------------------------------------------------------
-    def archived(self):
+    def archived(self) -> "ArchivedTimeline":
         """The archived timeline (LSM history for v8+, archive log files for v6), loaded once."""
         if self._archived is None:
             from .archived import ArchivedTimeline
@@ -151,9 +163,10 @@ class Timeline(TimelineView):
 
     @property
     def start(self) -> str | None:
-        """Request time of the first active instant that is not a savepointed commit; older
-        instants are archived (Hudi's ``getFirstNonSavepointCommit``: archival beyond a
-        savepoint leaves the savepointed commit active, in front of a hole)."""
+        """Request time of the first active write-timeline instant that is not a savepointed
+        commit; older ones are archived (Hudi's ``getFirstNonSavepointCommit`` on the write
+        timeline: archival beyond a savepoint leaves the savepointed commit active, in front of
+        a hole, and a restore, never archived, may stay in front of archived commits)."""
         return self._start
 
     def _before_start(self, timestamp: str) -> bool:

@@ -58,11 +58,6 @@ class State(enum.IntEnum):
     COMPLETED = 2
 
 
-def layout_of(table_version: int) -> int:
-    """Timeline layout version used by a table version (1 up to v7, 2 from v8)."""
-    return 2 if table_version >= 8 else 1
-
-
 def comparable_action(action: str, table_version: int = 8) -> str:
     """The action under which the files of one instant are grouped (its completed action)."""
     table = _COMPLETES_AS_V2 if table_version >= 8 else _COMPLETES_AS_V1

@@ -13,6 +13,12 @@ pending with a plan. Two rules keep an acknowledged write from being lost:
   groups changed since it was planned. So of a write and a clustering over one file group,
   exactly one commits.
 
+- Table version 6 names a log file after its slice's base instant: a writer that saw a pending
+  compaction names its log files after the compaction (they join the slice the compaction
+  creates); one that started before the compaction was planned did not, and its log files
+  would be dropped by the compaction, which therefore could never complete. Such a write
+  conflicts with the compaction.
+
 Writes that only create new file groups never conflict.
 """
 
@@ -22,6 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import ConcurrentWriteError, HudiError
 from ..timeline import Instant, Timeline
+from ..view.file_names import parse_log_file_name
 
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
 CLUSTERING_ACTIONS = ("clustering", "replacecommit")
@@ -81,10 +88,25 @@ def candidate_instants(timeline: Timeline, my_instant: str, seen: Iterable[str])
     return [i for i in timeline.write_instants() if i.timestamp not in known and i.timestamp != my_instant]
 
 
+def compaction_plan_groups(timeline: Timeline, inst: Instant) -> set[FileGroup]:
+    """File groups a pending compaction rewrites (empty when its plan cannot be read)."""
+    if inst.is_completed or inst.action != "compaction":
+        return set()
+    try:
+        plan = timeline.plan(inst)
+    except HudiError:
+        return set()
+    ops = plan.get("operations") if isinstance(plan, Mapping) else None
+    return {(op.get("partitionPath") or "", op.get("fileId")) for op in (ops or ())}
+
+
 def check_write_conflicts(timeline: Timeline, my_instant: str, seen: Iterable[str],
-                          mine: set[FileGroup], new_groups: set[FileGroup]) -> None:
+                          mine: set[FileGroup], new_groups: set[FileGroup],
+                          v6_log_files: Mapping[FileGroup, Iterable[str]] | None = None) -> None:
     """Raise ``ConcurrentWriteError`` when a write that completed since we started, or a pending
-    clustering, overlaps the existing file groups this write touches."""
+    clustering, overlaps the existing file groups this write touches; on table version 6 also
+    when a pending compaction covers a group this write logged to under another slice's name
+    (``v6_log_files``: the log file names this write created, per file group)."""
     existing = mine - new_groups
     if not existing:
         return
@@ -109,6 +131,13 @@ def check_write_conflicts(timeline: Timeline, my_instant: str, seen: Iterable[st
                 f"instant {my_instant} conflicts with clustering {inst.timestamp}, which is "
                 f"rewriting {len(overlap)} file group(s) this write updates (e.g. "
                 f"{sorted(overlap)[0][0]}/{sorted(overlap)[0][1]}); retry the write")
+        for group in (compaction_plan_groups(timeline, inst) & existing) if v6_log_files else ():
+            stray = [n for n in v6_log_files.get(group, ())
+                     if (parsed := parse_log_file_name(n)) is not None and parsed.instant_time != inst.timestamp]
+            if stray:
+                raise ConcurrentWriteError(
+                    f"instant {my_instant} conflicts with compaction {inst.timestamp}, planned while "
+                    f"this write appended {stray[0]} to file group {group[0]}/{group[1]}; retry the write")
 
 
 # kept under its old name for callers of writer.concurrency

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
@@ -37,8 +38,9 @@ from ..table_init import ensure_table, write_partition_metadata
 from ..timeline import Instant, Timeline
 from ..timeline.metadata import WriteStat
 from ..transaction import Transaction, check_write_conflicts, new_file_groups, started_with, touched_file_groups
-from ..transaction.markers import read_markers
+from ..transaction.markers import read_markers, written_by
 from ..view import FileSlice, FileSystemView
+from ..view.file_names import parse_log_file_name
 from . import handles
 from .input import check_fields
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
@@ -428,7 +430,9 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
     job.txn.written.extend(sorted(written - set(job.txn.written)))
     if discard_unreported:
         for path, _ in read_markers(job.storage, job.txn.instant_time):
-            if path not in written and job.storage.exists(path):
+            # only our own: a marker whose create lost the race names another writer's file
+            if path not in written and job.storage.exists(path) and \
+                    written_by(job.storage, path, job.txn.instant_time):
                 log.info("removing %s, written by a discarded attempt of %s", path, job.txn.instant_time)
                 job.storage.delete(path)
     metadata: dict[str, Any] = {"partitionToWriteStats": dict(stats), "compacted": False,
@@ -440,10 +444,16 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
     mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
     new_groups = new_file_groups(metadata["partitionToWriteStats"])
     seen = started_with(job.state.timeline if job.state is not None else None)
+    v6_logs: dict[tuple[str, str], list[str]] = defaultdict(list)
+    if job.config.version < 8:
+        for part, part_stats in metadata["partitionToWriteStats"].items():
+            for st in part_stats:
+                if st.get("path") and parse_log_file_name(posixpath.basename(st["path"])) is not None:
+                    v6_logs[(part, st["fileId"])].append(posixpath.basename(st["path"]))
     try:
         # the conflict check under the table lock makes exactly one of two overlapping writers commit
         job.done = txn.commit(metadata, lambda now: check_write_conflicts(now, txn.instant_time, seen, mine,
-                                                                           new_groups))
+                                                                           new_groups, v6_logs))
     except BaseException:
         abort_write(job)
         raise
