@@ -22,6 +22,28 @@ from fsspec.implementations.local import LocalFileSystem
 from .errors import StorageError
 
 
+# Folder -> how many times this process changed something in it (created, wrote, deleted,
+# renamed a file). A state loaded from a folder (the timeline) is still current for this
+# process while the count is unchanged: an operation reuses it instead of listing again. Other
+# processes' changes are not counted; code that must see them (the conflict check under the
+# commit lock) lists again.
+_CHANGES: dict[tuple[str, str, bool], int] = {}   # (protocol, folder, hidden name) -> count
+_CHANGES_LOCK = threading.Lock()
+
+
+def _folder_key(fs: fsspec.AbstractFileSystem, folder: str, hidden: bool) -> tuple[str, str, bool]:
+    # by protocol and path, not filesystem instance: two Storage objects of one location count
+    # each other's changes
+    return (_protocols(fs)[0] if _protocols(fs) else type(fs).__name__, folder.rstrip("/"), hidden)
+
+
+def _changed(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    path = path.rstrip("/")
+    key = _folder_key(fs, posixpath.dirname(path), posixpath.basename(path).startswith("."))
+    with _CHANGES_LOCK:
+        _CHANGES[key] = _CHANGES.get(key, 0) + 1
+
+
 @attrs.frozen
 class FileInfo:
     """One entry of a directory listing; ``path`` is relative to the table base."""
@@ -142,6 +164,8 @@ class Storage:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
 
     def open(self, rel: str, mode: str = "rb", **kwargs):
+        if "r" not in mode or "+" in mode:
+            _changed(self.fs, self.full(rel))
         if "r" in mode:
             # a folder listing cached before another process wrote the file would deny it
             # (s3fs answers info() from its listing cache); files found through the metadata
@@ -189,20 +213,42 @@ class Storage:
             else:
                 yield info
 
+    def changes(self, rel: str, *, hidden: bool = True) -> int:
+        """How many times this process changed an entry directly in folder ``rel`` (see
+        ``_CHANGES``); ``hidden=False`` leaves out names starting with a dot (lock, temp and
+        checksum files: what a timeline listing skips)."""
+        folder = self.full(rel)
+        visible = _CHANGES.get(_folder_key(self.fs, folder, False), 0)
+        return visible + _CHANGES.get(_folder_key(self.fs, folder, True), 0) if hidden else visible
+
     # -- writes ------------------------------------------------------------------------------
     def write_bytes(self, rel: str, data: bytes) -> None:
         path = self.full(rel)
+        _changed(self.fs, path)
         self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         with self.fs.open(path, "wb") as f:
             f.write(data)
         self._forget(path)
 
     def delete(self, rel: str) -> None:
+        _changed(self.fs, self.full(rel))
         try:
             self.fs.rm_file(self.full(rel))
         except FileNotFoundError:
             pass
         self._forget(self.full(rel))
+
+    def delete_tree(self, rel: str) -> None:
+        """Remove folder ``rel`` and everything below it (absent: nothing to do). One recursive
+        removal: the filesystem lists the tree once (one LIST on object stores), not a
+        listing per sub-folder."""
+        path = self.full(rel)
+        _changed(self.fs, path)
+        try:
+            self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
+        self._forget(path)
 
     # -- atomic creation and renames --------------------------------------------------------
     @property
@@ -233,6 +279,7 @@ class Storage:
         """
         data = bytes(data)
         path = self.full(rel)
+        _changed(self.fs, path)
         if self.is_local:
             return self._create_local(path, data)
         try:
@@ -320,6 +367,8 @@ class Storage:
         replaced (atomically on the local filesystem; copy-and-delete on object stores).
         """
         a, b = self.full(src), self.full(dst)
+        _changed(self.fs, a)
+        _changed(self.fs, b)
         if self.is_local:
             try:
                 os.makedirs(os.path.dirname(b), exist_ok=True)

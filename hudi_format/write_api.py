@@ -17,6 +17,7 @@ from .config import TableConfig
 from .services.inline import run_inline_services
 from .services.rollback import rollback_failed_writes
 from .storage import Storage
+from .timeline import Timeline
 from .transaction import WriteResult
 from .writer.client import WriteClient
 from .options import WRITE_SCOPES, validate
@@ -61,22 +62,30 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
         config = TableConfig.load(storage)
     if config is not None:
         check_against_table(config, opts, storage.url, **table_args)
-        recover(storage, config, opts)
-        instant = WriteClient(storage, config, opts).write(data, operation)
-        return WriteResult.of(instant, post_commit(storage, config, opts))
+        # Load once: recovery and planning share one listing of the timeline (listed again only
+        # when recovery changed it).
+        timeline = recover(storage, config, opts, Timeline.load(storage, config))
+        client = WriteClient(storage, config, opts, timeline=timeline)
+        instant = client.write(data, operation)
+        return WriteResult.of(instant, post_commit(storage, config, opts, client.timeline))
     new = new_table_config(storage, opts, **table_args)
     instant = WriteClient(storage, new, opts, create=True).write(data, operation)
     # the first commit wrote hoodie.properties (and may have declared the metadata table)
     return WriteResult.of(instant, post_commit(storage, TableConfig.load(storage), opts))
 
 
-def recover(storage: Storage, config: TableConfig, opts: Mapping[str, Any]) -> None:
+def recover(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
+            timeline: Timeline | None = None) -> Timeline:
     """Before writing: finish interrupted rollbacks and roll back writes whose writer died, so a
-    new commit never lands beside the leftovers of a failed one."""
-    rollback_failed_writes(storage, config, opts)
+    new commit never lands beside the leftovers of a failed one. ``timeline``: the table's
+    timeline as the caller listed it; returned as is when recovery changed nothing in the
+    timeline folder, else listed again (``Timeline.current``)."""
+    rollback_failed_writes(storage, config, opts, timeline=timeline)
+    return Timeline.current(storage, config, timeline)
 
 
-def post_commit(storage: Storage, config: TableConfig, opts: Mapping[str, Any]) -> tuple[Exception, ...]:
+def post_commit(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
+                timeline: Timeline | None = None) -> tuple[Exception, ...]:
     """Inline table services after a commit; their failures are returned, never raised (the
-    write is durable)."""
-    return run_inline_services(storage, config, opts)
+    write is durable). ``timeline``: the table as the commit left it, when known."""
+    return run_inline_services(storage, config, opts, timeline=timeline)

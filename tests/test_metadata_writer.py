@@ -378,10 +378,10 @@ def test_crash_between_metadata_and_data_commit(tmp_path, monkeypatch):
 
     real_complete = TimelineWriter.complete
 
-    def crashing(self, instant, metadata, completion_time=None):
+    def crashing(self, instant, metadata, completion_time=None, **kw):
         if not self.storage.url.rstrip("/").endswith(".hoodie/metadata"):
             raise Crash()
-        return real_complete(self, instant, metadata, completion_time)
+        return real_complete(self, instant, metadata, completion_time, **kw)
 
     monkeypatch.setattr(TimelineWriter, "complete", crashing)
     # a killed process cleans nothing (its heartbeat only stops)
@@ -417,10 +417,10 @@ def test_failed_data_completion_undoes_the_metadata_deltacommit(tmp_path, monkey
     _write(path, make_rows(range(20), ts=0))
     real_complete = TimelineWriter.complete
 
-    def failing(self, instant, metadata, completion_time=None):
+    def failing(self, instant, metadata, completion_time=None, **kw):
         if not self.storage.url.rstrip("/").endswith(".hoodie/metadata") and instant.action == "commit":
             raise OSError("disk full")
-        return real_complete(self, instant, metadata, completion_time)
+        return real_complete(self, instant, metadata, completion_time, **kw)
 
     monkeypatch.setattr(TimelineWriter, "complete", failing)
     with pytest.raises(OSError):

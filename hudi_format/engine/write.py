@@ -21,6 +21,7 @@ from ..config import TableConfig
 from ..services.inline import run_inline_services
 from ..services.rollback import rollback_failed_writes
 from ..storage import Storage
+from ..timeline import Timeline
 from ..transaction import WriteResult
 from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                           plan_write as _plan_write, prepare_write, write_bucket as _write_bucket)
@@ -55,8 +56,11 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
         check_against_table(config, opts, storage.url, record_key=record_key, partition_by=partition_by,
                             ordering_field=ordering_field, table_type=table_type,
                             table_version=table_version, table_name=table_name)
-        rollback_failed_writes(storage, config, opts)
-        return prepare_write(storage, config, op, opts, schema)
+        # load once: recovery and planning share the timeline unless recovery changed the table
+        timeline = Timeline.load(storage, config)
+        rollback_failed_writes(storage, config, opts, timeline=timeline)
+        timeline = Timeline.current(storage, config, timeline)
+        return prepare_write(storage, config, op, opts, schema, timeline=timeline)
     config = new_table_config(storage, opts, record_key=record_key, ordering_field=ordering_field,
                               partition_by=partition_by, table_type=table_type,
                               table_version=table_version, table_name=table_name)
@@ -103,7 +107,8 @@ def commit(job: WriteJob, results: Iterable[BucketResult]) -> WriteResult:
     services run after it (their errors are in ``service_errors``, never raised). A failed
     commit is aborted (nothing becomes visible) and raises."""
     done = commit_write(job, results, discard_unreported=True)
-    errors = run_inline_services(job.storage, TableConfig.load(job.storage), job.options)
+    errors = run_inline_services(job.storage, TableConfig.load(job.storage), job.options,
+                                 timeline=job.txn.timeline if job.txn is not None else None)
     return WriteResult.of(done, errors)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from ..config import TableConfig
 from ..errors import HudiError
 from ..storage import Storage
-from ..timeline import Instant
+from ..timeline import Instant, Timeline
 from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter
 from . import init as I
@@ -69,11 +69,13 @@ def _rollback_log_files(metadata: Mapping[str, Any]) -> dict[str, dict[str, int]
 
 def before_complete(storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                     options: Mapping[str, Any] | None = None, clock: InstantClock | None = None,
-                    services: MetadataTableServices | None = None) -> TableConfig:
+                    services: MetadataTableServices | None = None,
+                    timeline: Timeline | None = None) -> TableConfig:
     """Bring the metadata table along with the data instant ``inflight`` that is about to
     complete with ``metadata``; call right before the data instant's completed file is
     written (under the table lock). ``services`` are the metadata table's own table services.
-    Returns the data table's config (its metadata partitions may have changed)."""
+    Returns the data table's config (its metadata partitions may have changed). ``timeline``:
+    the data timeline listed under this lock, when the caller has it (not listed again)."""
     if is_metadata_table(storage, config):
         return config
     if not metadata_enabled(storage, config, options):
@@ -84,7 +86,7 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
     action = inflight.action
     if action not in _WRITE_ACTIONS and action not in ("clean", "rollback", "restore"):
         return config   # savepoints change no files
-    w = MetadataWriter(storage, config, options, clock, inflight.timestamp, services)
+    w = MetadataWriter(storage, config, options, clock, inflight.timestamp, services, data_timeline=timeline)
     meta = getattr(metadata, "raw", metadata) or {}
     if action == "restore":
         if w.exists() or config.metadata_partitions:
@@ -142,8 +144,9 @@ class MetadataTableHook:
         self.services = services
 
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
-                        options: Mapping[str, Any], clock: InstantClock) -> TableConfig:
-        return before_complete(storage, config, inflight, metadata, options, clock, self.services)
+                        options: Mapping[str, Any], clock: InstantClock,
+                        timeline: Timeline | None = None) -> TableConfig:
+        return before_complete(storage, config, inflight, metadata, options, clock, self.services, timeline)
 
     def abort(self, storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any],
               clock: InstantClock) -> None:

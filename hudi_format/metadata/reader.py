@@ -64,8 +64,11 @@ class MetadataTable:
     Everything is read lazily and cached: one object answers for one state of both timelines.
     """
 
-    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline | None = None):
+    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline | None = None,
+                 *, mdt_timeline: Timeline | None = None):
         self.storage = storage
+        if mdt_timeline is not None:   # the caller's listing (load once)
+            self.__dict__["mdt_timeline"] = mdt_timeline
         self.config = config
         self._timeline = timeline
         self.mdt_storage = storage.sub(K.METADATA_TABLE_DIR)

@@ -126,8 +126,10 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
                  clock: InstantClock | None = None, inflight: str | None = None,
-                 services: MetadataTableServices | None = None):
+                 services: MetadataTableServices | None = None, *, data_timeline: Timeline | None = None):
         self.storage = storage
+        # the data timeline the commit listed under the lock (load once); None: loaded on use
+        self._data_timeline = data_timeline
         self.services = services
         self.config = config
         self.options = dict(options or {})
@@ -135,6 +137,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         self.clock = clock or InstantClock(storage, config)
         self.inflight_instant = inflight
         self._md_config: TableConfig | None = None
+        self._md_tl: Timeline | None = None
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -144,10 +147,16 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         return self._md_config
 
     def data_timeline(self) -> Timeline:
-        return Timeline.load(self.storage, self.config)
+        """The data table's timeline: the caller's (listed under the lock) or loaded once."""
+        if self._data_timeline is None:
+            self._data_timeline = Timeline.load(self.storage, self.config)
+        return self._data_timeline
 
     def md_timeline(self) -> Timeline:
-        return Timeline.load(self.md, self.md_config)
+        """The MDT's timeline, listed once: it is written only under the data table's lock,
+        which the writer holds, so the listing stays current until this process changes it."""
+        self._md_tl = Timeline.current(self.md, self.md_config, self._md_tl)
+        return self._md_tl
 
     def _md_writer(self) -> TimelineWriter:
         return TimelineWriter(self.md, self.md_config, clock=self.clock)
@@ -171,17 +180,19 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                                      "metadata writer (hudi_format.services installs them)")
         return self.services.execute_rollback_plan(self.md, self.md_config, plan, rollback_time)
 
-    def latest_slices(self, partition: str) -> list[FileSlice]:
-        """Latest slice of each file group of a metadata partition (completed MDT instants), by id."""
+    def latest_slices(self, partition: str, md_timeline: Timeline | None = None) -> list[FileSlice]:
+        """Latest slice of each file group of a metadata partition (completed MDT instants), by id.
+        ``md_timeline``: the MDT timeline the caller just listed (not listed again)."""
         from ..read.snapshot import ReadState
-        state = ReadState(self.md_config, self.md_timeline())
+        state = ReadState(self.md_config, md_timeline if md_timeline is not None else self.md_timeline())
         view = FileSystemView(self.md, self.md_config)
         slices = state.file_slices(view, lambda p: p == partition)
         return sorted(slices, key=lambda s: s.file_id)
 
     def staleness(self) -> str | None:
         from .reader import MetadataTable
-        return MetadataTable(self.storage, self.config, self.data_timeline()).staleness()
+        return MetadataTable(self.storage, self.config, self.data_timeline(),
+                             mdt_timeline=self.md_timeline()).staleness()
 
     # -- preparing the metadata table ---------------------------------------------------------
     def ensure(self) -> bool:
@@ -279,7 +290,8 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
             self._rollback_files(i)
             TimelineWriter(self.md, self.md_config).delete_instant_files(i)
         writer = self._md_writer()
-        inflight = writer.transition_to_inflight(writer.create_requested("deltacommit", instant))
+        # md_tl was listed just now, under the data table's lock: it has no completed `instant`
+        inflight = writer.transition_to_inflight(writer.create_requested("deltacommit", instant, known_new=True))
         stats, written = [], []
         task = 0
         try:
@@ -287,7 +299,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                 delta = deltas[partition]
                 if not delta or partition not in self.config.metadata_partitions:
                     continue
-                slices = self.latest_slices(partition)
+                slices = self.latest_slices(partition, md_tl)
                 if not slices:
                     raise MetadataTableError(f"metadata partition {partition} has no file groups")
                 n = len(slices)
@@ -325,7 +337,8 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     stats.append(st)
             meta = commit_metadata(stats, operation_type=operation,
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
-            return writer.complete(inflight, meta)
+            # md_tl (listed above, under the data table's lock) has no completed `instant`
+            return writer.complete(inflight, meta, known_pending=True)
         except BaseException:
             self._discard(writer, inflight, written)
             raise

@@ -377,13 +377,16 @@ def _delete_active_files(storage: Storage, timeline: Timeline, actions: list[Act
 
 
 def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-            data_timeline: Timeline | None = None) -> list[Instant]:
+            data_timeline: Timeline | None = None, *, timeline: Timeline | None = None) -> list[Instant]:
     """Archive what the active timeline no longer needs; the archived instants (oldest first).
 
     ``data_timeline``: when archiving a metadata table, its data table's active timeline.
+    ``timeline``: this table's timeline when the caller holds a lock under which no other
+    process changes it (the metadata table's, under its data table's lock); reused while this
+    process changed nothing since it was listed.
     """
     opts = read_options(options, SERVICE_OPTIONS)
-    timeline = Timeline.load(storage, config)
+    timeline = Timeline.current(storage, config, timeline)
     chosen = instants_to_archive(timeline, options, data_timeline)
     if not chosen:
         return []

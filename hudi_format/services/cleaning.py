@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..config import TableConfig
 from ..options import legacy_view
@@ -320,12 +320,13 @@ def build_clean_plan(storage: Storage, config: TableConfig, timeline: Timeline |
     return _Planner(storage, config, timeline, opts).plan()
 
 
-def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
+def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+                   *, timeline: Timeline | None = None) -> Instant | None:
     """Plan a clean: ``<ts>.clean.requested`` with its ``HoodieCleanerPlan``; ``None`` when the
     trigger (``hoodie.clean.max.commits`` commits since the last clean) is not met or nothing
-    would be deleted."""
+    would be deleted. ``timeline``: the caller's listing, taken under the table lock."""
     opts = read_options(options, SERVICE_OPTIONS)
-    timeline = Timeline.load(storage, config)
+    timeline = timeline if timeline is not None else Timeline.load(storage, config)
     if _commits_since_last_clean(timeline) < opts["hoodie.clean.max.commits"]:
         return None
     plan = _Planner(storage, config, timeline, opts).plan()
@@ -421,19 +422,30 @@ def run_clean(storage: Storage, config: TableConfig, instant: Instant | str | No
     return done
 
 
-def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
+def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None, *,
+          timeline: Timeline | None = None, locked: bool = False,
+          when_idle: Callable[[Timeline], Any] | None = None) -> Instant | None:
     """Finish any pending clean, then schedule and run a new one; the last completed clean
     instant, or ``None`` when there was nothing to do.
 
     One clean at a time, as Hudi: a clean another live process runs is skipped, and no new
-    clean is planned (under the table lock) while one is pending."""
-    timeline = Timeline.load(storage, config)
+    clean is planned (under the table lock) while one is pending. ``timeline``: the
+    operation's listing (load once), used while this process changed nothing since; the plan
+    is made on a fresh listing under the lock unless ``locked`` (the caller holds a lock no
+    other process changes this table without: the metadata table under its data table's).
+    ``when_idle(listing)`` runs under that same lock hold, on that listing, when no clean is
+    planned (inline archival then needs no listing of its own)."""
+    timeline = Timeline.current(storage, config, timeline)
     pending = sorted((i for i in timeline.pending if i.action == "clean"), key=lambda i: i.timestamp)
 
     def schedule() -> Instant | None:
-        if any(i.action == "clean" for i in Timeline.load(storage, config).pending):
+        now = Timeline.current(storage, config, timeline) if locked else Timeline.load(storage, config)
+        if any(i.action == "clean" for i in now.pending):
             return None
-        return schedule_clean(storage, config, options)
+        planned = schedule_clean(storage, config, options, timeline=now)
+        if planned is None and when_idle is not None:
+            when_idle(now)
+        return planned
 
     return run_pending_then_new(storage, options or {}, pending, lambda i: run_clean(storage, config, i, options),
                                 schedule, "clean")

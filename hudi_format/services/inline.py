@@ -13,12 +13,18 @@ from typing import Any, Callable, Mapping
 from ..config import TableConfig
 from ..options import option
 from ..storage import Storage
+from ..timeline import Timeline
 
 log = logging.getLogger(__name__)
 
 
-def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str, Any]) -> tuple[Exception, ...]:
-    """Run the enabled inline services; return the errors of those that failed."""
+def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
+                        timeline: Timeline | None = None) -> tuple[Exception, ...]:
+    """Run the enabled inline services; return the errors of those that failed.
+
+    ``timeline``: the table as the write's commit left it (load once). Cleaning and archival
+    start from it while this process changed nothing since (``Timeline.current``); what they
+    decide under the table lock they still decide on a fresh listing."""
     from . import archival, cleaning, clustering, compaction, log_compaction
 
     steps: list[tuple[str, Callable[[], Any]]] = []
@@ -32,11 +38,28 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
         steps.append(("clustering", lambda: clustering.cluster(storage, config, options=opts)))
     elif option(opts, "hoodie.clustering.schedule.inline"):
         steps.append(("clustering scheduling", lambda: _scheduled(storage, opts, lambda: clustering.schedule_clustering(storage, config, options=opts))))
+    archived: list[bool] = []   # archival already ran under the clean's scheduling lock
+
+    def archive(timeline: Timeline | None = None) -> Any:
+        archived.append(True)
+        return archival.archive(storage, config, opts, timeline=timeline)
+
+    def archive_when_idle(listing: Timeline) -> None:
+        # same lock hold and listing as the clean that found nothing to plan: one listing for
+        # both; a failure is archival's, reported as such
+        try:
+            archive(listing)
+        except Exception as exc:  # noqa: BLE001 - reported below, never raised
+            idle_errors.append(("archival", exc))
+
+    idle_errors: list[tuple[str, Exception]] = []
+    archiving = bool(option(opts, "hoodie.archive.automatic"))
     if option(opts, "hoodie.clean.automatic"):
-        steps.append(("clean", lambda: cleaning.clean(storage, config, opts)))
-    if option(opts, "hoodie.archive.automatic"):
+        steps.append(("clean", lambda: cleaning.clean(storage, config, opts, timeline=timeline,
+                                                      when_idle=archive_when_idle if archiving else None)))
+    if archiving:
         # one archiver at a time: under the table lock, as Hudi's archiver takes it
-        steps.append(("archival", lambda: _scheduled(storage, opts, lambda: archival.archive(storage, config, opts))))
+        steps.append(("archival", lambda: None if archived else _scheduled(storage, opts, archive)))
 
     errors: list[Exception] = []
     for name, step in steps:
@@ -46,6 +69,11 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
             log.warning("inline %s of %s failed after the commit was durable: %r", name, storage.url, exc,
                         exc_info=True)
             errors.append(exc)
+        for what, exc in idle_errors:
+            log.warning("inline %s of %s failed after the commit was durable: %r", what, storage.url, exc,
+                        exc_info=exc)
+            errors.append(exc)
+        idle_errors.clear()
     return tuple(errors)
 
 

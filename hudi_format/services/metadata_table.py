@@ -42,8 +42,10 @@ def clean_metadata_table(w: MetadataWriter) -> Instant | None:
     if retained is None:
         data_retained = int(option(w.options, "hoodie.cleaner.commits.retained"))
         retained = max(DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, int(data_retained * 1.2))
+    # under the data table's lock: the MDT timeline the writer listed is current for everyone
     return clean(w.md, w.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
-                                     "hoodie.cleaner.commits.retained": int(retained)})
+                                     "hoodie.cleaner.commits.retained": int(retained)},
+                 timeline=w.md_timeline(), locked=True)
 
 
 def archive_metadata_table(w: MetadataWriter) -> list[Instant]:
@@ -60,7 +62,7 @@ def archive_metadata_table(w: MetadataWriter) -> list[Instant]:
         "hoodie.cleaner.commits.retained": max(1, lo - 1),
         "hoodie.compact.inline.max.delta.commits":
             int(option(w.options, "hoodie.metadata.compact.max.delta.commits"))},
-        data_timeline=w.data_timeline())
+        data_timeline=w.data_timeline(), timeline=md_tl)
 
 
 def run_metadata_table_services(w: MetadataWriter) -> None:

@@ -327,10 +327,13 @@ def resume_pending_restores(storage: Storage, config: TableConfig,
     return out
 
 
-def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> list[Instant]:
+def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
+                           *, timeline: Timeline | None = None) -> list[Instant]:
     """Roll back pending writes whose writer is gone (no live heartbeat); finish pending rollbacks.
 
     Writes whose heartbeat is alive belong to a concurrent writer and are left alone.
+    ``timeline``: the operation's already loaded timeline (loaded here when ``None``); it is
+    reloaded under the lock before anything is undone.
     """
     opts = dict(options or {})
     if option(opts, "hoodie.cleaner.policy.failed.writes") == "NEVER":
@@ -342,7 +345,8 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
                 if i.action in WRITE_ACTIONS and not (i.action == "replacecommit" and _is_clustering(timeline, i))
                 and heartbeat_expired(storage, i.timestamp, interval, misses)]
 
-    timeline = Timeline.load(storage, config)
+    if timeline is None:
+        timeline = Timeline.load(storage, config)
     if not failed(timeline) and not any(i.action in ("rollback", "restore") for i in timeline.pending):
         return []
     # Under the table lock, so that two writers never undo the same instant, and re-checked

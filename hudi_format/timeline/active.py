@@ -66,12 +66,14 @@ class Timeline(TimelineView):
         self._payloads: dict[str, dict] = {}
         self._archived = None
         self._start = _first_non_savepoint(self._instants)
+        self._changes: int | None = None   # this process's change count of the folder when listed
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
     def load(cls, storage: Storage, config: TableConfig | None = None) -> "Timeline":
         config = config if config is not None else TableConfig.load(storage)
         version = config.version
+        changes = storage.changes(config.timeline_dir, hidden=False)
         files: dict[tuple[str, str], dict[State, str]] = {}
         parsed: dict[tuple[str, str], dict[State, Instant]] = {}
         for info in storage.list(config.timeline_dir):
@@ -97,7 +99,34 @@ class Timeline(TimelineView):
             by_state[inst.state] = inst
             files.setdefault(key, {})[inst.state] = name
         instants = [by_state[max(by_state)] for by_state in parsed.values()]
-        return cls(storage, config, instants, files)
+        timeline = cls(storage, config, instants, files)
+        timeline._changes = changes
+        return timeline
+
+    @classmethod
+    def current(cls, storage: Storage, config: TableConfig, timeline: "Timeline | None") -> "Timeline":
+        """``timeline`` when this process changed nothing in the timeline folder since it was
+        listed (load once per operation), else a fresh listing. Changes by other processes are
+        not seen: callers that must see them (the conflict check) load."""
+        if (timeline is not None and timeline._changes is not None and timeline.storage.url == storage.url
+                and timeline.timeline_dir == config.timeline_dir
+                and storage.changes(config.timeline_dir, hidden=False) == timeline._changes):
+            return timeline
+        return cls.load(storage, config)
+
+    def advanced(self, instant: Instant) -> "Timeline":
+        """This timeline with ``instant`` (its file just written by this process) in its newest
+        state: the state after a commit, without listing the folder again. It counts as current
+        (``Timeline.current``) only while that file is the one change since this was listed."""
+        files = {k: dict(v) for k, v in self._files.items()}
+        key = self.key(instant)
+        if instant.file_name:
+            files.setdefault(key, {})[instant.state] = instant.file_name
+        instants = [i for i in self._instants if self.key(i) != key] + [instant]
+        timeline = Timeline(self.storage, self.config, instants, files)
+        timeline._changes = None if self._changes is None else self._changes + 1
+        timeline._archived = self._archived
+        return timeline
 
     def reload(self) -> "Timeline":
         """A freshly listed timeline of the same table."""

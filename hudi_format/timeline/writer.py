@@ -374,15 +374,18 @@ class TimelineWriter:
 
     # -- transitions -------------------------------------------------------------------------
     def create_requested(self, action: str, timestamp: str | None = None,
-                         plan: Mapping[str, Any] | bytes | None = None) -> Instant:
+                         plan: Mapping[str, Any] | bytes | None = None, *, known_new: bool = False) -> Instant:
         """Create the requested file of a new instant (``timestamp`` defaults to a new time).
 
         Savepoints have no requested state: their first file is the inflight one.
+        ``known_new``: the caller knows no completed instant has this time (the clock just
+        issued it, or the caller checked a timeline it listed under the lock), so the timeline
+        is not listed again to check.
         """
         if timestamp is None:
-            timestamp = self.clock.new_instant_time()
+            timestamp, known_new = self.clock.new_instant_time(), True
         action = self._check(action, timestamp)
-        if self._completed_files(timestamp, action):
+        if not known_new and self._completed_files(timestamp, action):
             raise TimelineError(f"instant {timestamp} {action} is already completed")
         state = State.INFLIGHT if action == SAVEPOINT else State.REQUESTED
         if plan is not None and action in (COMMIT, DELTA_COMMIT) and not isinstance(plan, (bytes, bytearray)):
@@ -413,12 +416,14 @@ class TimelineWriter:
         return Instant(instant.timestamp, instant.action, State.INFLIGHT, None, posixpath.basename(rel))
 
     def complete(self, instant: Instant, metadata: Mapping[str, Any] | CommitMetadata | bytes | None,
-                 completion_time: str | None = None) -> Instant:
+                 completion_time: str | None = None, *, known_pending: bool = False) -> Instant:
         """Create the completed file of an inflight instant: the commit point.
 
         v8+: the completion time (issued by the table clock unless given) is part of the file
         name; the file is written while the clock's lock is held, so completion order equals
-        completion-time order between writers of this library.
+        completion-time order between writers of this library. ``known_pending``: the caller
+        listed the timeline under the table lock it still holds and saw the instant pending, so
+        it is not listed again to check that it is not completed yet.
         """
         if instant.state is not State.INFLIGHT:
             raise TimelineError(f"only an inflight instant can be completed, got {instant}")
@@ -430,13 +435,13 @@ class TimelineWriter:
         data = _payload(action, State.COMPLETED, metadata, self.version)
         done = comparable_action(action, self.version)
         if self.version < 8:
-            if self._completed_files(ts, action):
+            if not known_pending and self._completed_files(ts, action):
                 raise TimelineError(f"instant {ts} {done} is already completed")
             rel = f"{self.timeline_dir}/{format_file_name(ts, action, State.COMPLETED, self.version)}"
             self._create(rel, data, f"completed instant {ts} {done}")
             return Instant(ts, done, State.COMPLETED, None, posixpath.basename(rel))
         with self.clock.hold() as generate:
-            existing = self._completed_files(ts, action)
+            existing = [] if known_pending else self._completed_files(ts, action)
             if existing:
                 raise TimelineError(f"instant {ts} {done} is already completed ({existing[0]})")
             ct = completion_time if completion_time is not None else generate()

@@ -49,8 +49,11 @@ class MetadataHook(Protocol):
     """Keeps the metadata table in the same transaction as a data instant."""
 
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
-                        options: Mapping[str, Any], clock: InstantClock) -> TableConfig:
-        """Bring the metadata table along (under the lock); return the data table's config."""
+                        options: Mapping[str, Any], clock: InstantClock,
+                        timeline: Timeline | None = None) -> TableConfig:
+        """Bring the metadata table along (under the lock); return the data table's config.
+        ``timeline``: the data timeline the commit just listed under the lock (``None``: not
+        listed; load it if needed)."""
 
     def abort(self, storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any],
               clock: InstantClock) -> None:
@@ -148,6 +151,7 @@ class Transaction:
         self.done: Instant | None = None
         self._hooked = False
         self._aborted = False
+        self.timeline: Timeline | None = None   # the data timeline after commit(), when known
 
     @property
     def instant_time(self) -> str:
@@ -169,7 +173,8 @@ class Transaction:
             heartbeat = Heartbeat(storage, ts, _interval(opts)).start()
         requested = None
         try:
-            requested = writer.create_requested(action, ts, plan=plan)
+            # a time the clock just issued is newer than any completed instant: no listing
+            requested = writer.create_requested(action, ts, plan=plan, known_new=instant_time is None)
             inflight = writer.transition_to_inflight(requested)
         except BaseException:
             if requested is not None:
@@ -227,6 +232,7 @@ class Transaction:
         """Complete the instant: under the table lock, check it is still ours and run
         ``conflict_check`` on the reloaded timeline, then the metadata hook, then complete."""
         locking = _locking(self.storage, self.options)
+        now: Timeline | None = None
         with table_lock(self.storage, self.options):
             if locking:
                 # what other processes committed meanwhile: the timeline, and the table config
@@ -239,8 +245,12 @@ class Transaction:
             if self.hook is not None:
                 self._hooked = True
                 self.config = self.hook.before_complete(self.storage, self.config, self.inflight, metadata,
-                                                        self.options, self.writer.clock)
-            self.done = self.writer.complete(self.inflight, metadata)
+                                                        self.options, self.writer.clock, timeline=now)
+            # `now`, listed under this lock hold, showed the instant pending: no second listing
+            self.done = self.writer.complete(self.inflight, metadata, known_pending=now is not None)
+            # the table after this commit, for the inline services (load once): current while
+            # the completed file is this process's one change since the conflict check listed
+            self.timeline = now.advanced(self.done) if now is not None else None
         self._finish()
         return self.done
 

@@ -46,12 +46,15 @@ def read_markers(storage: Storage, instant: str) -> list[tuple[str, str]]:
 
 
 def delete_markers(storage: Storage, instant: str) -> None:
+    """Remove the marker folder of ``instant``: one recursive removal (one listing of the
+    tree), falling back to file by file where the filesystem refuses it."""
+    try:
+        storage.delete_tree(marker_dir(instant))
+        return
+    except OSError:
+        pass
     for info in list(storage.walk_files(marker_dir(instant))):
         storage.delete(info.path)
-    try:
-        storage.fs.rm(storage.full(marker_dir(instant)), recursive=True)
-    except (FileNotFoundError, OSError):
-        pass
 
 
 def written_by(storage: Storage, path: str, instant: str) -> bool:

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from ..config import TableConfig
 from ..errors import InvalidOptionError
 from ..storage import Storage
-from ..timeline import Instant
+from ..timeline import Instant, Timeline
 from .input import read_input
 from .job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                   plan_write, prepare_write, write_bucket)
@@ -27,8 +27,9 @@ from ..options import WRITE_SCOPES, validate
 
 class WriteClient:
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-                 create: bool = False):
+                 create: bool = False, timeline: Timeline | None = None):
         self.storage = storage
+        self.timeline = timeline   # the caller's loaded timeline (load once); None: loaded here
         self.config = config
         self.options = validate(options, WRITE_SCOPES)
         self.create = create
@@ -40,7 +41,8 @@ class WriteClient:
         if table is None and op != "delete_partition":
             raise InvalidOptionError(f"operation {op!r} needs data")
         job = prepare_write(self.storage, self.config, op, self.options,
-                            table.schema if table is not None else None, create=self.create)
+                            table.schema if table is not None else None, create=self.create,
+                            timeline=self.timeline)
         buckets = plan_write(job, table)
         try:
             done = self._commit(job, self._write_buckets(job, buckets))
@@ -48,6 +50,7 @@ class WriteClient:
             abort_write(job)
             raise
         self.config = job.config
+        self.timeline = job.txn.timeline if job.txn is not None else None   # after the commit
         return done
 
     def _write_buckets(self, job: WriteJob, buckets: list[WriteBucket]) -> list[BucketResult]:

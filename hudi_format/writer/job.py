@@ -218,12 +218,17 @@ def _flat(arr: Any) -> pa.Array:
 
 # -- prepare -------------------------------------------------------------------------------------
 def prepare_write(storage: Storage, config: TableConfig, operation: str, options: Mapping[str, Any] | None,
-                  data_schema: pa.Schema | None, *, create: bool = False) -> WriteJob:
+                  data_schema: pa.Schema | None, *, create: bool = False,
+                  timeline: Timeline | None = None) -> WriteJob:
     """Load the table state once and settle the writer schema (``data_schema``: the columns
-    of the data, as Arrow; ``None`` for a delete_partition by option). Writes nothing."""
+    of the data, as Arrow; ``None`` for a delete_partition by option). Writes nothing.
+    ``timeline``: the table's timeline when the caller already loaded it for this operation."""
     op = check_operation(operation)
     opts = validate(options, WRITE_SCOPES)
-    timeline = Timeline.load(storage, config) if not create else None
+    if create:
+        timeline = None
+    elif timeline is None:
+        timeline = Timeline.load(storage, config)
     state = ReadState(config, timeline) if timeline is not None else None
     existing = latest_data_schema(config, timeline) if timeline is not None else None
     if existing is None and config.create_schema:

@@ -1,0 +1,74 @@
+"""Round trips of a small upsert: the table state is loaded once per operation.
+
+On object stores every listing is a paid round trip (20-50 ms), so a small commit's latency is
+mostly how often it lists. One 1,000-row upsert into a table with the metadata table must load
+timelines (data and metadata table together) at most 4 times: once for recovery and planning,
+once for the conflict check under the commit lock, once for the metadata table under that lock,
+once for the inline clean's plan (archival shares its listing) — and list storage at most 16
+times. The counts do not depend on the table's size.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pyarrow.compute as pc
+import pytest
+
+import hudi_format as hudi
+from hudi_format.storage import Storage
+from hudi_format.timeline import Timeline
+from writemodel import make_rows
+
+# Storage calls that list a folder (a recursive removal lists the tree once)
+LISTINGS = ("list", "walk_files", "delete_tree")
+VERBS = LISTINGS + ("exists", "read_bytes", "open", "size", "create_if_absent", "write_bytes", "delete",
+                    "rename")
+
+
+def _count_upsert(monkeypatch: pytest.MonkeyPatch, path: str, table_type: str, rows: int,
+                  table_version: int | None = None) -> collections.Counter:
+    hudi.write(path, make_rows(range(rows), ts=1), operation="bulk_insert", record_key="id",
+               ordering_field="ts", partition_by="p", table_type=table_type, table_version=table_version)
+    counts: collections.Counter = collections.Counter()
+    load = Timeline.load.__func__
+
+    def counted_load(cls: Any, *a: Any, **k: Any) -> Timeline:
+        counts["timeline_load"] += 1
+        return load(cls, *a, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(Timeline, "load", classmethod(counted_load))
+        for name in (v for v in VERBS if hasattr(Storage, v)):
+            f = getattr(Storage, name)
+
+            def wrap(self: Storage, *a: Any, _f: Any = f, _n: str = name, **k: Any) -> Any:
+                # walk_files recurses through list: count the listings, not the generator
+                counts[_n] += 1
+                return _f(self, *a, **k)
+            m.setattr(Storage, name, wrap)
+        hudi.write(path, make_rows(range(0, 2000, 2), ts=2, seed=1), operation="upsert")
+    # walk_files lists through list(); a delete_tree is one listing of its own
+    counts["listings"] = counts["list"] + counts["delete_tree"]
+    return counts
+
+
+@pytest.mark.parametrize("table_type,table_version", [("MERGE_ON_READ", None), ("COPY_ON_WRITE", None),
+                                                    ("MERGE_ON_READ", 6)])
+def test_small_upsert_loads_once(tmp_path, monkeypatch, table_type, table_version):
+    counts = _count_upsert(monkeypatch, str(tmp_path / "t"), table_type, 20_000, table_version)
+    print(table_type, table_version or "default", {k: counts[k] for k in ("timeline_load", "listings", *VERBS) if counts[k]})
+    assert counts["timeline_load"] <= 4, counts
+    assert counts["listings"] <= 16, counts
+    # cheap and still right: the 1,000 keys all existed, so they were updated in place
+    got = hudi.open_table(str(tmp_path / "t")).read(columns=["id", "ts"])
+    assert got.num_rows == 20_000
+    assert pc.sum(pc.equal(got["ts"], 2)).as_py() == 1_000
+
+
+def test_counts_do_not_depend_on_table_size(tmp_path, monkeypatch):
+    small = _count_upsert(monkeypatch, str(tmp_path / "small"), "MERGE_ON_READ", 4_000)
+    large = _count_upsert(monkeypatch, str(tmp_path / "large"), "MERGE_ON_READ", 20_000)
+    assert small["timeline_load"] == large["timeline_load"]
+    assert small["listings"] == large["listings"]
