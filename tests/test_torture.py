@@ -84,6 +84,15 @@ RESTORE_ARCHIVED_1014 = [
     {"op": "insert", "keys": list(range(94, 118))}, {"op": "delete", "keys": [108, 100118]},
     {"op": "delete", "keys": [14, 64, 73, 75, 83, 102, 107]}, {"op": "insert", "keys": list(range(118, 143))}]
 
+# seed 1063 (MOR v6, aggressive) shrunk: the restore undoes the delete (a command block in a log of
+# the slice the upsert started) and then the upsert (its base file), leaving that slice's logs
+RESTORED_SLICE_LOGS_1063 = [
+    {"op": "bulk_insert", "keys": [60, 61, 62]}, {"op": "savepoint", "delete_old": False},
+    {"op": "upsert", "keys": [13, 27, 35, 36, 39, 57, 70, 71, 72, 73, 74, 75, 76, 77]},
+    {"op": "delete", "keys": [20, 21, 23, 49, 51, 52, 61, 71, 100078]}, {"op": "restore", "then_delete": True},
+    {"op": "bulk_insert", "keys": [81, 82, 83, 84, 85, 86, 87]}]
+
+
 def test_rows_survive_metadata_compaction_and_archival(tmp_path):
     """Seed 45 (MOR v8, aggressive: keep 3/5, retained 2, inline compaction every 2 deltacommits)
     shrunk to 10 steps: the rows of step 7 are gone after step 9. With the metadata table off, no
@@ -94,6 +103,36 @@ def test_rows_survive_metadata_compaction_and_archival(tmp_path):
 def test_v6_rollback_command_block_files_are_listed(tmp_path):
     """Seed 19 (MOR v6, default options) shrunk to 4 upserts and the rollback of the last one."""
     run_sequence(sequence_config(19), given=V6_ROLLBACK_19, workdir=str(tmp_path))
+
+
+def test_v6_restore_deletes_the_logs_of_the_slices_it_undoes(tmp_path):
+    """Seed 1063 (MOR v6, aggressive) shrunk to 6 steps: the restore left the log files of the
+    slice the undone upsert had started; storage's view folded them into the file group while
+    the metadata table bootstrapped after the restore left them out, and validate failed."""
+    run_sequence(sequence_config(1063), given=RESTORED_SLICE_LOGS_1063, workdir=str(tmp_path))
+
+
+def test_v6_rollback_of_a_slice_creator_deletes_and_unlists_its_slice_logs(tmp_path):
+    """Rolling back, one by one, an update (v6: a command block in a log of the slice its upsert
+    started) and then that upsert: Hudi's rollback deletes the slice's logs too, and the metadata
+    table (not dropped here) must unlist them."""
+    from hudi_format.cli.validate import ERROR, validate_table
+    path = str(tmp_path / "t")
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type="MERGE_ON_READ",
+              table_version=6, options={"hoodie.clean.automatic": "false", "hoodie.parquet.small.file.limit": "0"})
+    hudi.write(path, make_rows(range(6), ts=1), operation="insert", **kw)
+    upsert = hudi.write(path, make_rows(range(6, 12), ts=2), operation="upsert", **kw)   # new file groups
+    update = hudi.write(path, make_rows(range(6, 12), ts=3, seed=1), operation="upsert", **kw)
+    hudi.open_table(path).rollback(update.timestamp)
+    hudi.open_table(path).rollback(upsert.timestamp)
+    left = [f.path for f in hudi.open_table(path).storage.walk_files("", skip_dirs=(".hoodie",))
+            if f"_{upsert.timestamp}" in f.path]
+    assert left == []
+    assert metadata_listing_problem(path) is None
+    assert [str(p) for p in validate_table(path) if p.severity == ERROR] == []
+    want = sorted(r["id"] for r in make_rows(range(6), ts=1).to_pylist())
+    assert sorted(r["id"] for r in data_rows(hudi_rs_read(path))) == want
+    assert sorted(hudi.open_table(path).read().column("id").to_pylist()) == want
 
 
 def test_archival_keeps_replacecommits_until_replaced_files_are_cleaned(tmp_path):

@@ -103,9 +103,14 @@ class MetadataRollback:
             # the data rollback has its deltacommit
             files_deltacommit()
             return
-        if added and rollback_ts not in done:
+        # v6: log files the data rollback deleted outright (those of the slices the target
+        # started, which later, since undone, writes left) were listed by other deltacommits
+        # than the target's: only a deltacommit of the deletion unlists them
+        record = bool(added) or (self.config.version < 8 and any(
+            ".log." in n for fs in deleted_data_files.values() for n in fs))
+        if record and rollback_ts not in done:
             files_deltacommit()
-        if added:
+        if record:
             rollback_ts = rollback_ts + "006"
         target = targets[0]
         compactions = self.compaction_instants(md_tl)

@@ -93,8 +93,58 @@ def build_plan(storage: Storage, config: TableConfig, timeline: Timeline, target
             req["logBlocksToBeDeleted"][path] = storage.size(path) if storage.exists(path) else 0
         else:
             req["filesToBeDeleted"].append(path)
+    if config.version < 8:
+        _add_orphaned_logs(storage, timeline, target, requests)
     return {"instantToRollback": {"commitTime": target.timestamp, "action": target.action},
             "RollbackRequests": list(requests.values()), "version": 1}
+
+
+def _add_orphaned_logs(storage: Storage, timeline: Timeline, target: Instant,
+                       requests: dict[tuple[str, str], dict]) -> None:
+    """v6: delete the log files of the slices ``target`` started (their names carry its time as
+    base instant) when they hold nothing but blocks of undone instants, as Hudi's listing-based
+    rollback deletes them. Left behind, they outlive the slice: the storage view folds them into
+    the previous slice while a bootstrapped metadata table omits them (their base instant is not
+    committed), so the two listings disagree. A log holding a block of a completed or pending
+    instant stays (a pending compaction's slice carries later writes' data)."""
+    ts = target.timestamp
+    for partition in sorted({p for p, _ in requests}):
+        try:
+            entries = storage.list(partition)
+        except HudiError:
+            continue
+        for f in entries:
+            lf = None if f.is_dir else parse_log_file_name(f.name)
+            if lf is None or lf.instant_time != ts or not _only_undone_blocks(storage, timeline, ts, f.path):
+                continue
+            req = requests.setdefault((partition, lf.file_id), {
+                "partitionPath": partition, "fileId": lf.file_id, "latestBaseInstant": None,
+                "filesToBeDeleted": [], "logBlocksToBeDeleted": None})
+            blocks = dict(req["logBlocksToBeDeleted"] or {})
+            if f.path in blocks:   # deleted whole: no command block needed (nor a new log of ts)
+                del blocks[f.path]
+                req["logBlocksToBeDeleted"] = blocks or None
+                if not blocks:
+                    req["latestBaseInstant"] = None
+            if f.path not in req["filesToBeDeleted"]:
+                req["filesToBeDeleted"].append(f.path)
+
+
+def _only_undone_blocks(storage: Storage, timeline: Timeline, target: str, path: str) -> bool:
+    """Whether every block of log file ``path`` belongs to ``target`` or to an instant neither
+    completed nor pending (rolled back), a command block judged by the instant it undoes."""
+    try:
+        blocks = read_log_file(storage, path)
+    except (HudiError, OSError):
+        return False
+    pending = {i.timestamp for i in timeline.pending}
+
+    def undone(ts: str | None) -> bool:
+        return ts == target or (ts is not None and ts not in pending and not timeline.is_completed(ts))
+
+    return bool(blocks) and all(
+        not b.is_corrupted and undone(b.target_instant_time if b.block_type == BlockType.COMMAND else b.instant_time)
+        for b in blocks)
 
 
 def execute_plan(storage: Storage, config: TableConfig, plan: Mapping[str, Any], rollback_time: str) -> dict:
@@ -292,10 +342,11 @@ def run_restore(storage: Storage, config: TableConfig, txn: Transaction, plan: M
     commit the restore (the metadata hook drops the metadata table). Every step is idempotent,
     so a restore killed anywhere is finished by running this again on its instant."""
     start = time.time()
-    timeline = Timeline.load(storage, config)
     per_instant: dict[str, list[dict]] = {}
     for entry in plan.get("instantsToRollback") or ():
         ts = entry["commitTime"]
+        # afresh: the plan of each target must see the later targets already undone
+        timeline = Timeline.load(storage, config)
         target = next((i for i in timeline.instants if i.timestamp == ts and i.action not in NOT_RESTORED), None)
         if target is None:   # rolled back by a run that was killed afterwards
             per_instant[ts] = []
