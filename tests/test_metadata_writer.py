@@ -37,7 +37,7 @@ from hudi_format.storage import Storage
 from hudi_format.timeline import Timeline
 from hudi_format.timeline.avro_schemas import strip_comments
 from hudi_format.view.file_names import parse_base_file_name, parse_log_file_name
-from writemodel import Model, data_rows, make_rows, model_rows
+from writemodel import Model, committed_files, data_rows, make_rows, model_rows
 
 FIXTURE = "sample_table__cow__v9_txns_simple_meta"
 ALL_INDEXES = {"hoodie.metadata.index.column.stats.enable": "true",
@@ -64,22 +64,6 @@ def _write(path, rows, op="upsert", ttype="COPY_ON_WRITE", version=8, options=No
 def _st(path) -> tuple[Storage, TableConfig]:
     st = Storage(str(path))
     return st, TableConfig.load(st)
-
-
-def committed_files(path) -> dict[str, dict[str, int]]:
-    """Partition -> {file name: size} of the data files of completed instants, from storage."""
-    st, cfg = _st(path)
-    state = ReadState(cfg, Timeline.load(st, cfg))
-    out: dict[str, dict[str, int]] = {}
-    for f in st.walk_files("", skip_dirs=(".hoodie",)):
-        part, name = posixpath.split(f.path)
-        if name.startswith(".hoodie_partition_metadata"):
-            continue
-        parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
-        if parsed is None or not state.visible(parsed.instant_time):
-            continue
-        out.setdefault(part, {})[name] = f.size
-    return out
 
 
 def mdt_files(path) -> dict[str, dict[str, int]]:
