@@ -89,7 +89,7 @@ def check_relative(rel: str) -> str:
 class Storage:
     """A table location: base URL + fsspec filesystem + helpers for relative paths."""
 
-    def __init__(self, url: str | os.PathLike, storage_options: dict[str, Any] | None = None,
+    def __init__(self, url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None,
                  fs: fsspec.AbstractFileSystem | None = None):
         try:
             url = os.fspath(url)

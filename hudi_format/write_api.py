@@ -42,7 +42,7 @@ def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
 
     Returns the completed instant; its ``service_errors`` lists inline table services that
     failed after the commit was durable (logged, never raised)."""
-    storage = Storage(path, dict(storage_options) if storage_options is not None else None)
+    storage = Storage(path, storage_options)
     return write_data(storage, None, data, operation, options, record_key=record_key,
                       ordering_field=ordering_field, partition_by=partition_by,
                       table_type=table_type, table_version=table_version, table_name=table_name)
