@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError, TimelineError
 from ..log import BlockType, encode_rollback_block, read_log_file, write_log_file
+from ..metadata.init import delete_metadata_table
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
@@ -342,6 +343,11 @@ def run_restore(storage: Storage, config: TableConfig, txn: Transaction, plan: M
     commit the restore (the metadata hook drops the metadata table). Every step is idempotent,
     so a restore killed anywhere is finished by running this again on its instant."""
     start = time.time()
+    if config.metadata_partitions:
+        # The restore drops the metadata table when it commits; dropping it first (un-declared
+        # in one atomic rewrite) makes readers list storage while files are deleted below, so a
+        # restore killed half-way never leaves a listing naming files already gone.
+        config = delete_metadata_table(storage, config)
     per_instant: dict[str, list[dict]] = {}
     for entry in plan.get("instantsToRollback") or ():
         ts = entry["commitTime"]
