@@ -221,26 +221,13 @@ class MetadataTable:
 
         Unlike a data slice, a metadata slice must be read whole: a skipped block would leave
         an older listing or index entry in force, so a corrupt block raises instead."""
-        from ..log import CommandType, read_log_file
+        from ..read.merge import collect_log_blocks
 
-        blocks = []
-        for path in log_files:
-            for block in read_log_file(self.mdt_storage, path):
-                bt = block.block_type
-                if bt == BlockType.CORRUPTED:
-                    raise MetadataTableError(f"corrupt log block in {self.mdt_storage.uri(path)} at "
-                                             f"offset {block.offset}: {block.reason}")
-                if bt == BlockType.COMMAND:
-                    if block.command_type == CommandType.ROLLBACK_BLOCK:
-                        target = block.target_instant_time
-                        blocks = [b for b in blocks if b.instant_time != target]
-                    continue
-                if bt == BlockType.CDC:
-                    continue
-                if block.instant_time is None or not self._block_visible(block.instant_time):
-                    continue
-                blocks.append(block)
-        return blocks
+        def corrupt(path: str, block: object) -> None:
+            raise MetadataTableError(f"corrupt log block in {self.mdt_storage.uri(path)} at "
+                                     f"offset {getattr(block, 'offset', '?')}: {getattr(block, 'reason', '')}")
+
+        return collect_log_blocks(self.mdt_storage, log_files, self._block_visible, corrupt)
 
     def _read_slice(self, s: FileSlice, select: Select,
                     wanted: Callable[[str], bool]) -> dict[str, dict | None]:

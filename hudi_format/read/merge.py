@@ -10,7 +10,7 @@ event-time ordering the highest ordering value wins and a tie goes to the later 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 import attrs
 import pyarrow as pa
@@ -78,15 +78,22 @@ def read_base_file(storage: Storage, path: str, columns: list[str] | None = None
         raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
 
 
-def collect_log_blocks(storage: Storage, log_files: tuple[str, ...],
-                       visible: Callable[[str], bool]) -> list:
-    """Data and delete blocks of committed instants, in log order, minus rolled-back ones."""
+def _skip_corrupt(path: str, block: Any) -> None:
+    log.warning("skipping corrupt log block in %s at offset %s", path, block.offset)
+
+
+def collect_log_blocks(storage: Storage, log_files: Iterable[str], visible: Callable[[str], bool],
+                       on_corrupt: Callable[[str, Any], None] = _skip_corrupt) -> list:
+    """Data and delete blocks of committed instants, in log order, minus rolled-back ones.
+
+    ``on_corrupt(path, block)`` decides about a corrupt block: a data slice skips it (Hudi's
+    reader does), a metadata-table slice raises (a skipped block would leave stale entries)."""
     blocks = []
     for path in log_files:
         for block in read_log_file(storage, path):
             bt = block.block_type
             if bt == BlockType.CORRUPTED:
-                log.warning("skipping corrupt log block in %s at offset %s", path, block.offset)
+                on_corrupt(path, block)
                 continue
             if bt == BlockType.COMMAND:
                 if block.command_type == CommandType.ROLLBACK_BLOCK:
