@@ -166,5 +166,5 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
                                      delete_keys=pc.unique(rows.column(KEY).filter(is_delete).combine_chunks()),
                                      write_token=token)
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([result.index], pa.int32()),
-                                          "stat": [json.dumps(dict(result.stat))],
+                                          "stat": [json.dumps(result.stat.to_dict())],
                                           "files": [json.dumps(list(result.files))]})

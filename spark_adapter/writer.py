@@ -130,7 +130,8 @@ class DistributedWrite:
             assignment = _assignment(job, buckets, thin, tagging)
             results = self._run_tasks(buckets, keyer, assignment)
             return engine.commit(job, [
-                engine.BucketResult(index=b, partition=buckets[b].partition, stat=json.loads(stat),
+                engine.BucketResult(index=b, partition=buckets[b].partition,
+                                    stat=engine.WriteStat.from_dict(json.loads(stat)),
                                     files=tuple(json.loads(files)))
                 for b, stat, files in zip(*(results.column(c).to_pylist() for c in ("bucket", "stat", "files")))])
         except BaseException:

@@ -154,7 +154,7 @@ def test_compaction_keeps_rows_history_and_meta_fields(tmp_path, version):
         assert st.prev_commit == old[fid].base_instant
         assert st.path == new[fid].base_file
         assert st.num_writes == per_group.get(new[fid].base_file_name, 0)
-        assert st.raw["totalLogFilesCompacted"] == len(old[fid].log_files)
+        assert st.total_log_files_compacted == len(old[fid].log_files)
 
 
 @pytest.mark.parametrize("version", MOR)

@@ -171,7 +171,7 @@ def test_plan_write_from_keys_routes_rows_by_bucket(tmp_path):
         idx, _ = job.rows_of(b)
         results.append(engine.write_bucket(b, update.take(idx), write_token=f"{b.index}-7-{b.index}"))
     engine.commit(job, results)
-    assert all("-7-" in r.write_stat.path for r in results)
+    assert all("-7-" in r.stat.path for r in results)
     model = {r[0]: r for r in canonical(rows(range(50), ts=1, fare=1.0))}
     model.update({r[0]: r for r in canonical(update)})
     assert canonical(hudi.open_table(path).read()) == sorted(model.values()) == canonical(hudi_rs(path))

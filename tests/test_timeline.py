@@ -275,7 +275,7 @@ def test_v6_json_commit_metadata():
             stat.num_deletes, stat.total_write_bytes, stat.file_size_in_bytes, stat.partition_path) == (
         "a079bdb3-731c-4894-b855-abfcd6921007-0", "20240418173550988", 4, 1, 1, 0, 441520, 441520, "")
     assert stat.file_name == "a079bdb3-731c-4894-b855-abfcd6921007-0_0-203-274_20240418173551906.parquet"
-    assert stat.raw["runtimeStats"]["totalUpsertTime"] == 105
+    assert stat.runtime_stats["totalUpsertTime"] == 105
     assert json.loads(md.schema)["name"] == "v6_nonpartitioned_record"
 
 

@@ -31,8 +31,9 @@ from hudi_format.timeline import (CommitMetadata, Instant, State, Timeline, comp
 from hudi_format.timeline import clock as clock_mod
 from hudi_format.timeline.avro_schemas import read_avro_container
 from hudi_format.timeline.clock import LOCK_FILE, InstantClock, format_epoch_millis
+from hudi_format.timeline.write_stat import WriteStat
 from hudi_format.timeline.writer import (TimelineWriter, commit_metadata, encode_commit_metadata,
-                                         encode_plan, jackson_json, java_hashmap_order, write_stat)
+                                         encode_plan, jackson_json, java_hashmap_order)
 
 V6_V8_V9 = [n for n in FIXTURE_TABLES if re.search(r"__v[689]_", n)]
 
@@ -263,7 +264,9 @@ def test_write_stat_builder_reproduces_hudi_stats(fixture_tables, name, suffix):
     for fname, data in files:
         meta = json.loads(data)
         stats = [s for ss in meta["partitionToWriteStats"].values() for s in ss]
-        rebuilt = [write_stat(**_stat_kwargs(s)) for s in stats]
+        rebuilt = [WriteStat(**_stat_kwargs(s)).to_dict() for s in stats]
+        # the one class reads them back to the same mapping
+        assert [WriteStat.from_dict(s, p).to_dict() for p, ss in meta["partitionToWriteStats"].items() for s in ss] == stats
         assert rebuilt == stats  # same keys, order and values
         assert [list(r) for r in rebuilt] == [list(s) for s in stats]
         seen_delta |= any("logFiles" in s for s in stats)
@@ -387,10 +390,10 @@ def test_commit_payloads_per_state(tmp_path, version):
     storage, cfg = _table(tmp_path, version, "MERGE_ON_READ")
     writer = TimelineWriter(storage, cfg)
     ts = writer.clock.new_instant_time()
-    workload = commit_metadata([write_stat(file_id="", path=None, partition_path=None, num_inserts=3)],
+    workload = commit_metadata([WriteStat(file_id="", path=None, partition_path=None, num_inserts=3)],
                                operation_type="UPSERT")
     infl = writer.transition_to_inflight(writer.create_requested("deltacommit", ts), workload)
-    stat = write_stat(file_id="f-0", path="p=1/.f-0_1.log.1_0-1-1", partition_path="p=1",
+    stat = WriteStat(file_id="f-0", path="p=1/.f-0_1.log.1_0-1-1", partition_path="p=1",
                       num_writes=3, num_inserts=3, total_write_bytes=99,
                       log_files=[".f-0_1.log.1_0-1-1"], base_file="", log_version=1)
     final = commit_metadata([stat], operation_type="UPSERT", extra_metadata={"schema": "{}"})

@@ -12,10 +12,11 @@ each; opens the instant) -> :func:`write_bucket` in any process (returns the buc
 """
 
 from ..read.scan import ScanPlan, ScanTask
+from ..timeline.write_stat import WriteStat
 from ..writer.job import BucketResult, WriteBucket, WriteJob, WriteSpec
 from .scan import plan_scan, read_task, read_task_table
 from .write import abort, begin_write, commit, plan_write, write_bucket
 
 __all__ = ["ScanPlan", "ScanTask", "plan_scan", "read_task", "read_task_table",
-           "WriteJob", "WriteSpec", "WriteBucket", "BucketResult",
+           "WriteJob", "WriteSpec", "WriteBucket", "BucketResult", "WriteStat",
            "begin_write", "plan_write", "write_bucket", "commit", "abort"]

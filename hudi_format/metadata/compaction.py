@@ -21,11 +21,12 @@ from ..options import option
 from ..timeline import Instant, Timeline
 from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..timeline.writer import TimelineWriter, commit_metadata
+from ..timeline.write_stat import WriteStat
 from ..view import FileSlice
 from ..view.file_names import BaseFileName
 from . import init as I
 from . import payloads as P
-from .hfiles import md_stat, write_base_hfile
+from .hfiles import write_base_hfile
 from .options import MetadataTableError
 
 if TYPE_CHECKING:
@@ -127,11 +128,11 @@ class MetadataCompaction:
                 rel = posixpath.join(s.partition_path, name)
                 written.append(rel)
                 size = write_base_hfile(self.md, rel, items)
-                st = md_stat(s.file_id, rel, s.partition_path, num_writes=len(items), size=size)
-                st.update({"totalLogFilesCompacted": len(s.log_files),
-                           "totalLogSizeCompacted": int(sum(s.log_file_sizes)),
-                           "totalLogBlocks": blocks, "totalLogRecords": len(items)})
-                stats.append(st)
+                stats.append(WriteStat(file_id=s.file_id, path=rel, partition_path=s.partition_path,
+                                       num_writes=len(items), total_write_bytes=size,
+                                       total_log_files_compacted=len(s.log_files),
+                                       total_log_size_compacted=int(sum(s.log_file_sizes)),
+                                       total_log_blocks=blocks, total_log_records=len(items)))
             meta = commit_metadata(stats, operation_type="COMPACT", compacted=True,
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
             done = writer.complete(inflight, meta)

@@ -11,7 +11,7 @@ from ..log.encode import HFILE_LOG_BLOCK_SIZE, encode_block
 from ..storage import Storage
 from . import payloads as P
 
-__all__ = ["hfile_data_block", "write_base_hfile", "md_stat"]
+__all__ = ["hfile_data_block", "write_base_hfile"]
 
 
 def hfile_data_block(items: list[tuple[bytes, bytes]], instant: str) -> bytes:
@@ -43,12 +43,3 @@ def write_base_hfile(storage: Storage, rel: str, items: list[tuple[bytes, bytes]
     w.add_meta_block("bloomFilter", bloom.serialize())
     w.close()
     return storage.size(rel)
-
-
-def md_stat(fid: str, path: str, partition: str, *, prev: str | None = None, num_writes: int = 0,
-            num_inserts: int = 0, num_updates: int = 0, num_deletes: int = 0, size: int = 0) -> dict:
-    """A write stat of one metadata file (the fields Hudi's metadata writer fills)."""
-    return {"fileId": fid, "path": path, "prevCommit": prev if prev else "null",
-            "numWrites": num_writes, "numDeletes": num_deletes, "numUpdateWrites": num_updates,
-            "numInserts": num_inserts, "totalWriteBytes": size, "totalWriteErrors": 0,
-            "partitionPath": partition, "fileSizeInBytes": size}

@@ -60,6 +60,7 @@ from ..table_init import write_partition_metadata
 from ..timeline import Instant, Timeline
 from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter, commit_metadata
+from ..timeline.write_stat import WriteStat
 from ..view import FileSlice, FileSystemView
 from ..view.file_names import BaseFileName, parse_base_file_name, parse_log_file_name
 from . import init as I
@@ -68,7 +69,7 @@ from . import payloads as P
 from .data_files import DataFiles
 from .payloads import Delta, records_delta
 from ..options import option
-from .hfiles import hfile_data_block, md_stat, write_base_hfile  # noqa: F401 - re-exported
+from .hfiles import hfile_data_block, write_base_hfile  # noqa: F401 - re-exported
 from .compaction import MetadataCompaction
 from .rollback import MetadataRollback
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
@@ -258,8 +259,8 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                 rel = posixpath.join(partition, name)
                 written.append(rel)
                 size = write_base_hfile(self.md, rel, items)
-                stats.append(md_stat(fid, rel, partition, num_writes=len(items), num_inserts=len(items),
-                                   size=size))
+                stats.append(WriteStat(file_id=fid, path=rel, partition_path=partition, num_writes=len(items),
+                                       num_inserts=len(items), total_write_bytes=size))
             meta = commit_metadata(stats, operation_type="BULK_INSERT_PREPPED",
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
             return writer.complete(inflight, meta)
@@ -329,12 +330,11 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     last = results[-1]
                     nu, nd = len(ups.get(i, ())), len(dels.get(i, ()))
                     size = sum(r.size for r in results)
-                    st = md_stat(s.file_id, last.path, partition, prev=s.base_instant, num_writes=nu,
-                               num_updates=nu, num_deletes=nd, size=size)
-                    st.update({"logVersion": last.version, "logOffset": 0,
-                               "baseFile": s.base_file_name or "",
-                               "logFiles": [posixpath.basename(r.path) for r in results]})
-                    stats.append(st)
+                    stats.append(WriteStat(
+                        file_id=s.file_id, path=last.path, partition_path=partition,
+                        prev_commit=s.base_instant, num_writes=nu, num_update_writes=nu, num_deletes=nd,
+                        total_write_bytes=size, log_version=last.version, base_file=s.base_file_name or "",
+                        log_files=[posixpath.basename(r.path) for r in results]))
             meta = commit_metadata(stats, operation_type=operation,
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
             # md_tl (listed above, under the data table's lock) has no completed `instant`
@@ -360,7 +360,8 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
 
     def commit_deltas(self, instant: str, metadata: Mapping[str, Any]) -> dict[str, Delta]:
         """The MDT records of a data commit (``HoodieCommitMetadata`` as a dict)."""
-        stats_by_part = {p: list(s or ()) for p, s in (metadata.get("partitionToWriteStats") or {}).items()}
+        stats_by_part = {p: [WriteStat.from_dict(st, p) for st in (s or ())]
+                         for p, s in (metadata.get("partitionToWriteStats") or {}).items()}
         op = metadata.get("operationType") or ""
         replaced = {p: list(f or ()) for p, f in (metadata.get("partitionToReplaceFileIds") or {}).items()}
         files = DataFiles(self)
@@ -370,22 +371,21 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         # files
         # (a dropped partition stays listed, its files too, until the cleaner deletes them)
         recs = [P.partition_list_record(stats_by_part)]
-        written: list[tuple[str, str, dict]] = []   # (partition, path, stat)
+        written: list[tuple[str, str, WriteStat]] = []   # (partition, path, stat)
         for part, stats in stats_by_part.items():
             sizes: dict[str, int] = {}
             for st in stats:
-                path = st.get("path")
+                path = st.path
                 if not path:
                     continue
                 names = [posixpath.basename(path)]
-                names += [n for n in (st.get("logFiles") or ()) if n not in names]
+                names += [n for n in st.log_files if n not in names]
                 for name in names:
                     rel = posixpath.join(part, name) if part else name
-                    size = int(st.get("fileSizeInBytes") or 0) if name == posixpath.basename(path) \
-                        else self._size(rel)
+                    size = st.file_size_in_bytes if name == posixpath.basename(path) else self._size(rel)
                     sizes[name] = max(size, sizes.get(name, 0))
                     written.append((part, rel, st))
-                for cdc, size in (st.get("cdcStats") or {}).items():
+                for cdc, size in (st.cdc_stats or {}).items():
                     sizes[posixpath.basename(cdc)] = int(size)
             recs.append(P.files_record(part, sizes))
         out[K.FILES] = records_delta(recs)
@@ -398,7 +398,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         if self._enabled(K.BLOOM_FILTERS):
             recs = []
             for part, rel, st in written:
-                if rel.endswith(ext) and "logFiles" not in st:
+                if rel.endswith(ext) and not st.delta:
                     rec = files.bloom_record(part, rel, instant)
                     if rec is not None:
                         recs.append(rec)
@@ -436,11 +436,11 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
             if rel in seen:
                 continue
             seen.add(rel)
-            fid = st.get("fileId")
+            fid = st.file_id or ""
             if rel.endswith(ext):
                 new_keys = files.base_keys(rel)
-                prev = st.get("prevCommit")
-                old = old_base(part, fid, prev) if prev not in (None, "null") else None
+                prev = st.prev_commit
+                old = old_base(part, fid, prev) if prev is not None else None
                 if old is not None:
                     old_keys = files.base_keys(old)
                     inserted = pc.filter(new_keys, pc.invert(pc.is_in(new_keys, value_set=old_keys)))

@@ -46,7 +46,7 @@ from ..options import option
 from ..read.align import align_table
 from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys
 from ..storage import Storage
-from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
+from ..timeline import Instant, Timeline, TimelineWriter, WriteStat, commit_metadata
 from ..timeline.instant import CLUSTERING, COMMIT, DELTA_COMMIT, REPLACE_COMMIT
 from ..timeline.plans import encode_with_schema, requested_replace_schema
 from ..transaction import Transaction
@@ -341,7 +341,7 @@ def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dic
         keys = pc.cast(record_keys(chunk, spec), pa.string()) if ts.config.populate_meta_fields else None
         written.append(rel)
         res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom, compression=codec)
-        stats.append(write_stat(file_id=fid, path=rel, partition_path=part, prev_commit=None,
+        stats.append(WriteStat(file_id=fid, path=rel, partition_path=part, prev_commit=None,
                                 num_writes=chunk.num_rows, num_inserts=chunk.num_rows,
                                 total_write_bytes=res.file_size,
                                 runtime_stats=runtime(create=(time.monotonic() - t1) * 1000,

@@ -38,7 +38,7 @@ from ..options import option
 from ..read.align import align_table
 from ..read.merge import MergeSpec, merge_pieces, collect_log_blocks, read_base_file, record_keys
 from ..storage import Storage
-from ..timeline import Instant, TimelineWriter, commit_metadata, write_stat
+from ..timeline import Instant, TimelineWriter, WriteStat, commit_metadata
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT
 from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..view import FileSlice
@@ -308,16 +308,15 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     inserted = int(pc.sum(pc.invert(in_old)).as_py() or 0)
     deleted = old.num_rows - int(pc.sum(pc.is_in(old_keys, value_set=new_keys)).as_py() or 0)
     log_size = int(op.get("metrics", {}).get("TOTAL_LOG_FILES_SIZE") or 0)
-    stat = write_stat(file_id=fid, path=rel, partition_path=part, prev_commit=op.get("baseInstantTime"),
+    stat = WriteStat(file_id=fid, path=rel, partition_path=part, prev_commit=op.get("baseInstantTime"),
                       num_writes=merged.num_rows, num_deletes=deleted, num_update_writes=updated,
                       num_inserts=inserted, total_write_bytes=res.file_size,
                       total_log_records=log_records, total_log_files_compacted=len(logs),
                       total_log_size_compacted=log_size,
                       total_updated_records_compacted=len(pc.unique(touched)) if len(touched) else 0,
                       total_log_blocks=len(blocks),
-                      runtime_stats=runtime(scan=(t_scan - t0) * 1000, upsert=(t_done - t_scan) * 1000))
-    stat["prevBaseFile"] = op.get("dataFilePath")
-    stat["totalLogReadTimeMs"] = int((t_scan - t0) * 1000)
+                      runtime_stats=runtime(scan=(t_scan - t0) * 1000, upsert=(t_done - t_scan) * 1000),
+                      prev_base_file=op.get("dataFilePath"), total_log_read_time_ms=int((t_scan - t0) * 1000))
     return stat
 
 

@@ -37,7 +37,7 @@ from ..read.align import align_table
 from ..read.merge import (_HARD, _KEY, _ROW, _SEQ, MergeSpec, _data_aux, _delete_aux,
                           apply_hard_deletes, collect_log_blocks, last_per_key)
 from ..storage import Storage
-from ..timeline import Instant, Timeline, TimelineWriter, commit_metadata, write_stat
+from ..timeline import Instant, Timeline, TimelineWriter, WriteStat, commit_metadata
 from ..timeline.instant import COMMIT, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT
 from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..transaction import Transaction
@@ -224,7 +224,7 @@ def _log_compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: d
     written.extend(r.path for r in results)
     size = sum(r.size for r in results)
     n_deletes = merged.hard_deletes.num_rows + merged.deletes.num_rows
-    return write_stat(file_id=fid, path=results[-1].path, partition_path=part,
+    return WriteStat(file_id=fid, path=results[-1].path, partition_path=part,
                       prev_commit=op.get("baseInstantTime"),
                       num_writes=merged.records.num_rows, num_deletes=n_deletes,
                       num_update_writes=merged.records.num_rows, total_write_bytes=size,

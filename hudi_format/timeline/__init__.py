@@ -12,13 +12,13 @@ from .instant import (ACTIONS, WRITE_ACTIONS, Instant, State, comparable_action,
 from .metadata import CommitMetadata, WriteStat, decode_commit_metadata
 from .clock import InstantClock
 from .plans import encode_plan
-from .writer import TimelineWriter, commit_metadata, encode_commit_metadata, write_stat
+from .writer import TimelineWriter, commit_metadata, encode_commit_metadata
 
 __all__ = [
     "Timeline", "ArchivedTimeline", "Instant", "State", "CommitMetadata", "WriteStat",
     "ACTIONS", "WRITE_ACTIONS", "comparable_action", "parse_file_name", "format_file_name",
     "instant_file_name", "format_instant_time", "decode_commit_metadata", "decode_payload",
     "encode_avro", "schema_json", "latest_manifest",
-    "InstantClock", "TimelineWriter", "encode_commit_metadata", "encode_plan", "write_stat",
+    "InstantClock", "TimelineWriter", "encode_commit_metadata", "encode_plan",
     "commit_metadata",
 ]

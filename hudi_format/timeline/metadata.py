@@ -9,69 +9,15 @@ absent previous commit as the string ``"null"`` and Avro leaves missing maps as 
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any, Mapping
 
 import attrs
 
 from ..errors import TimelineError
 from .avro_schemas import decode_payload
+from .write_stat import NULL_COMMIT, WriteStat
 
-NULL_COMMIT = "null"  # Hudi's marker for "no previous commit" in write stats
-
-
-def _int(value: Any) -> int:
-    return int(value) if value is not None else 0
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-@attrs.frozen
-class WriteStat:
-    """One file written by a commit (``HoodieWriteStat`` / ``HoodieDeltaWriteStat``).
-
-    ``path`` is relative to the table base; ``prev_commit`` is ``None`` for a new file group.
-    """
-
-    file_id: str | None
-    path: str | None
-    prev_commit: str | None
-    num_writes: int
-    num_deletes: int
-    num_update_writes: int
-    num_inserts: int
-    total_write_bytes: int
-    file_size_in_bytes: int
-    partition_path: str | None
-    base_file: str | None
-    log_files: tuple[str, ...]
-    raw: Mapping[str, Any] = attrs.field(eq=False, repr=False)
-
-    @property
-    def file_name(self) -> str | None:
-        return posixpath.basename(self.path) if self.path else None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], partition: str | None = None) -> "WriteStat":
-        prev = _str(d.get("prevCommit"))
-        partition_path = d.get("partitionPath")
-        return cls(
-            file_id=_str(d.get("fileId")),
-            path=_str(d.get("path")),
-            prev_commit=None if prev in (None, NULL_COMMIT) else prev,
-            num_writes=_int(d.get("numWrites")),
-            num_deletes=_int(d.get("numDeletes")),
-            num_update_writes=_int(d.get("numUpdateWrites")),
-            num_inserts=_int(d.get("numInserts")),
-            total_write_bytes=_int(d.get("totalWriteBytes")),
-            file_size_in_bytes=_int(d.get("fileSizeInBytes")),
-            partition_path=_str(partition_path if partition_path is not None else partition),
-            base_file=_str(d.get("baseFile")) or None,
-            log_files=tuple(str(f) for f in (d.get("logFiles") or ())),
-            raw=d,
-        )
+__all__ = ["CommitMetadata", "WriteStat", "NULL_COMMIT", "decode_commit_metadata", "rolled_back_from"]
 
 
 def _mapping(d: Mapping[str, Any], key: str, source: str) -> dict:

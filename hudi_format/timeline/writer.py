@@ -40,9 +40,8 @@ from .instant import (ACTIONS, CLEAN, CLUSTERING, COMMIT, COMPACTION, DELTA_COMM
                       LOG_COMPACTION, REPLACE_COMMIT, RESTORE, ROLLBACK, SAVEPOINT, Instant,
                       State, comparable_action, format_file_name, parse_file_name)
 from .metadata import CommitMetadata
+from .write_stat import NULL_COMMIT, RUNTIME_FIELDS as _RUNTIME_FIELDS, WriteStat
 from .plans import encode_plan
-
-NULL_COMMIT = "null"  # HoodieWriteStat.NULL_COMMIT
 
 #: actions whose payloads are commit metadata
 COMMIT_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT, CLUSTERING, COMPACTION,
@@ -80,7 +79,6 @@ _STAT_FIELDS: tuple[tuple[str, Any], ...] = (
 _DELTA_FIELDS: tuple[tuple[str, Any], ...] = (
     ("logVersion", 0), ("logOffset", 0), ("baseFile", None), ("logFiles", ()),
     ("recordsStats", {"val": None}))
-_RUNTIME_FIELDS = ("totalScanTime", "totalUpsertTime", "totalCreateTime")
 # Avro HoodieWriteStat fields Hudi 1.x fills with 0 when unset (primitive fields of the POJO)
 _AVRO_ZERO = frozenset({
     "numWrites", "numDeletes", "numUpdateWrites", "numInserts", "totalWriteBytes",
@@ -94,57 +92,15 @@ def _is_delta(stat: Mapping[str, Any]) -> bool:
             or any(stat.get(k) is not None for k in ("logVersion", "logOffset", "baseFile", "logFiles")))
 
 
-def write_stat(*, file_id: str | None, path: str | None, partition_path: str | None,
-               prev_commit: str | None = None, num_writes: int = 0, num_deletes: int = 0,
-               num_update_writes: int = 0, num_inserts: int = 0, total_write_bytes: int = 0,
-               file_size_in_bytes: int | None = None, total_write_errors: int = 0,
-               total_log_records: int = 0, total_log_files_compacted: int = 0,
-               total_log_size_compacted: int = 0, total_updated_records_compacted: int = 0,
-               total_log_blocks: int = 0, total_corrupt_log_block: int = 0,
-               total_rollback_blocks: int = 0, min_event_time: int | None = None,
-               max_event_time: int | None = None, runtime_stats: Mapping[str, int] | None = None,
-               cdc_stats: Mapping[str, int] | None = None, temp_path: str | None = None,
-               log_files: Iterable[str] | None = None, base_file: str | None = None,
-               log_version: int | None = None, log_offset: int | None = None) -> dict:
-    """One write stat (``HoodieWriteStat``; ``HoodieDeltaWriteStat`` when ``log_files`` is given).
-
-    Keys and their order are those of Hudi's classes, so the dict encodes as Hudi writes it.
-    ``prev_commit`` ``None`` means a new file group (Hudi's ``"null"``); ``file_size_in_bytes``
-    defaults to ``total_write_bytes``.
-    """
-    stat = {
-        "fileId": file_id, "path": path, "cdcStats": None if cdc_stats is None else dict(cdc_stats),
-        "prevCommit": NULL_COMMIT if prev_commit is None else prev_commit,
-        "numWrites": num_writes, "numDeletes": num_deletes, "numUpdateWrites": num_update_writes,
-        "numInserts": num_inserts, "totalWriteBytes": total_write_bytes,
-        "totalWriteErrors": total_write_errors, "tempPath": temp_path,
-        "partitionPath": partition_path, "totalLogRecords": total_log_records,
-        "totalLogFilesCompacted": total_log_files_compacted,
-        "totalLogSizeCompacted": total_log_size_compacted,
-        "totalUpdatedRecordsCompacted": total_updated_records_compacted,
-        "totalLogBlocks": total_log_blocks, "totalCorruptLogBlock": total_corrupt_log_block,
-        "totalRollbackBlocks": total_rollback_blocks,
-        "fileSizeInBytes": total_write_bytes if file_size_in_bytes is None else file_size_in_bytes,
-        "minEventTime": min_event_time, "maxEventTime": max_event_time,
-        "runtimeStats": None if runtime_stats is None else
-        {k: int(runtime_stats.get(k, 0)) for k in _RUNTIME_FIELDS},
-    }
-    if log_files is not None or log_version is not None:
-        stat.update({"logVersion": 0 if log_version is None else log_version,
-                     "logOffset": 0 if log_offset is None else log_offset,
-                     "baseFile": base_file, "logFiles": list(log_files or ()),
-                     "recordsStats": {"val": None}})
-    return stat
-
-
-def commit_metadata(write_stats: Iterable[Mapping[str, Any]], *, operation_type: str,
+def commit_metadata(write_stats: Iterable[WriteStat | Mapping[str, Any]], *, operation_type: str,
                     extra_metadata: Mapping[str, str] | None = None, compacted: bool = False,
                     replaced_file_ids: Mapping[str, Iterable[str]] | None = None) -> dict:
     """Commit metadata (``HoodieCommitMetadata``, or ``HoodieReplaceCommitMetadata`` when
     ``replaced_file_ids`` is given) grouping ``write_stats`` by their ``partitionPath``."""
     by_partition: dict[str, list[dict]] = {}
     for st in write_stats:
-        by_partition.setdefault(st.get("partitionPath") or "", []).append(dict(st))
+        d = st.to_dict() if isinstance(st, WriteStat) else dict(st)
+        by_partition.setdefault(d.get("partitionPath") or "", []).append(d)
     meta: dict[str, Any] = {"partitionToWriteStats": by_partition, "compacted": bool(compacted),
                             "extraMetadata": dict(extra_metadata or {}),
                             "operationType": operation_type}

@@ -16,6 +16,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..timeline.write_stat import WriteStat
 from ..base_file import write_base_file
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    next_log_version, write_log_file)
@@ -63,14 +64,6 @@ class WriteContext:
         return task, f"{task}-1-{task}"
 
 
-def _stat(**kw) -> dict:
-    base = {"fileId": None, "path": None, "prevCommit": "null", "numWrites": 0, "numDeletes": 0,
-            "numUpdateWrites": 0, "numInserts": 0, "totalWriteBytes": 0, "totalWriteErrors": 0,
-            "partitionPath": None, "fileSizeInBytes": 0}
-    base.update(kw)
-    return base
-
-
 def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str, file_name: str,
               task: int) -> pa.Table:
     """Fill the five meta fields for freshly written records."""
@@ -104,19 +97,19 @@ def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
                            compression=ctx.compression)
 
 
-def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) -> dict:
+def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) -> WriteStat:
     """A new file group holding ``rows``."""
     file_id = ctx.file_id or new_file_id()
     task, token = ctx.next_token()
     name = _base_name(ctx, file_id, token)
     table = with_meta(ctx, rows, keys, partition, name, task)
     res = _write_base(ctx, partition, name, table)
-    return _stat(fileId=file_id, path=res.path, numWrites=table.num_rows, numInserts=table.num_rows,
-                 partitionPath=partition, fileSizeInBytes=res.file_size, totalWriteBytes=res.file_size)
+    return WriteStat(file_id=file_id, path=res.path, partition_path=partition, num_writes=table.num_rows,
+                     num_inserts=table.num_rows, total_write_bytes=res.file_size)
 
 
 def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
-          deletes: pa.Table | None) -> dict:
+          deletes: pa.Table | None) -> WriteStat:
     """Rewrite the base file of ``fs`` (COW) with upserts and deletes applied."""
     task, token = ctx.next_token()
     name = _base_name(ctx, fs.file_id, token)
@@ -142,14 +135,13 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     inserts = pc.sum(pc.and_(pc.invert(kept_old), from_fresh)).as_py() or 0
     deleted = old.num_rows - (pc.sum(pc.is_in(old_keys, value_set=merged_keys)).as_py() or 0)
     res = _write_base(ctx, fs.partition_path, name, merged, "MERGE")
-    return _stat(fileId=fs.file_id, path=res.path, prevCommit=fs.base_instant,
-                 numWrites=merged.num_rows, numUpdateWrites=updates, numInserts=inserts,
-                 numDeletes=deleted, partitionPath=fs.partition_path,
-                 fileSizeInBytes=res.file_size, totalWriteBytes=res.file_size)
+    return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
+                     prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
+                     num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
 
 
 def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
-           deletes: pa.Table | None, num_updates: int, base_instant: str | None = None) -> dict:
+           deletes: pa.Table | None, num_updates: int, base_instant: str | None = None) -> WriteStat:
     """Append upserts and deletes to the latest slice of ``fs`` as log blocks (MOR).
 
     ``base_instant`` (v6): the instant the new log file is named with; a pending compaction's
@@ -175,10 +167,9 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
     ctx.written.extend(r.path for r in results)
     size = sum(r.size for r in results)
     last = results[-1]
-    return _stat(fileId=fs.file_id, path=last.path, prevCommit=fs.base_instant,
-                 numWrites=upserts.num_rows, numUpdateWrites=num_updates,
-                 numInserts=upserts.num_rows - num_updates,
-                 numDeletes=deletes.num_rows if deletes is not None else 0,
-                 partitionPath=fs.partition_path, fileSizeInBytes=size, totalWriteBytes=size,
-                 baseFile=fs.base_file_name or "", logFiles=[posixpath.basename(r.path) for r in results],
-                 logVersion=last.version, logOffset=0)
+    return WriteStat(file_id=fs.file_id, path=last.path, partition_path=fs.partition_path,
+                     prev_commit=fs.base_instant, num_writes=upserts.num_rows, num_update_writes=num_updates,
+                     num_inserts=upserts.num_rows - num_updates,
+                     num_deletes=deletes.num_rows if deletes is not None else 0, total_write_bytes=size,
+                     base_file=fs.base_file_name or "", log_files=[posixpath.basename(r.path) for r in results],
+                     log_version=last.version)

@@ -35,7 +35,7 @@ from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema, avro_to_arrow_schema
 from ..storage import Storage
 from ..table_init import ensure_table, write_partition_metadata
-from ..timeline import Instant, Timeline
+from ..timeline import Instant, Timeline, commit_metadata
 from ..timeline.metadata import WriteStat
 from ..transaction import Transaction, check_write_conflicts, new_file_groups, started_with, touched_file_groups
 from ..transaction.markers import read_markers, written_by
@@ -155,13 +155,8 @@ class BucketResult:
 
     index: int
     partition: str
-    stat: Mapping[str, Any]          # the ``HoodieWriteStat`` as the commit metadata carries it
+    stat: WriteStat                  # Hudi's ``HoodieWriteStat`` of the file written
     files: tuple[str, ...]
-
-    @property
-    def write_stat(self) -> WriteStat:
-        """The stat as the typed class the timeline reads commit metadata into."""
-        return WriteStat.from_dict(self.stat, self.partition)
 
 
 class WriteJob:
@@ -421,12 +416,8 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
             raise HudiError(f"bucket {r.index} of {job.instant_time} was reported twice; "
                             "report one attempt per bucket")
         by_index[r.index] = r
-    stats: dict[str, list[dict]] = defaultdict(list)
-    written: set[str] = set()
-    for i in sorted(by_index):
-        r = by_index[i]
-        stats[r.partition].append(dict(r.stat))
-        written.update(r.files)
+    stats = [by_index[i].stat for i in sorted(by_index)]
+    written: set[str] = {f for r in by_index.values() for f in r.files}
     job.txn.written.extend(sorted(written - set(job.txn.written)))
     if discard_unreported:
         for path, _ in read_markers(job.storage, job.txn.instant_time):
@@ -435,21 +426,18 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
                     written_by(job.storage, path, job.txn.instant_time):
                 log.info("removing %s, written by a discarded attempt of %s", path, job.txn.instant_time)
                 job.storage.delete(path)
-    metadata: dict[str, Any] = {"partitionToWriteStats": dict(stats), "compacted": False,
-                                "extraMetadata": {"schema": compact_json(job.data_avro)},
-                                "operationType": OPERATION_TYPES[job.operation]}
-    if job.operation in REPLACE_OPS:
-        metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in job.plan.replaced.items()}
+    metadata = commit_metadata(stats, operation_type=OPERATION_TYPES[job.operation],
+                               extra_metadata={"schema": compact_json(job.data_avro)},
+                               replaced_file_ids=job.plan.replaced if job.operation in REPLACE_OPS else None)
     txn = job.txn
     mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
     new_groups = new_file_groups(metadata["partitionToWriteStats"])
     seen = started_with(job.state.timeline if job.state is not None else None)
     v6_logs: dict[tuple[str, str], list[str]] = defaultdict(list)
     if job.config.version < 8:
-        for part, part_stats in metadata["partitionToWriteStats"].items():
-            for st in part_stats:
-                if st.get("path") and parse_log_file_name(posixpath.basename(st["path"])) is not None:
-                    v6_logs[(part, st["fileId"])].append(posixpath.basename(st["path"]))
+        for st in stats:
+            if st.path and parse_log_file_name(posixpath.basename(st.path)) is not None:
+                v6_logs[(st.partition_path or "", st.file_id or "")].append(posixpath.basename(st.path))
     try:
         # the conflict check under the table lock makes exactly one of two overlapping writers commit
         job.done = txn.commit(metadata, lambda now: check_write_conflicts(now, txn.instant_time, seen, mine,
