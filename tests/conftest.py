@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))   # test helpers (tests/support/)
 
 from conformance.fixtures import (EXPECTED, FIXTURES, TABLES, UNITS, expected,  # noqa: E402,F401
                                   extract_table, table_names)

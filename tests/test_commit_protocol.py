@@ -131,7 +131,7 @@ def test_write_racing_an_earlier_clustering_loses_nothing(tmp_path, monkeypatch,
 
 
 # -- defect 3: a service killed after its metadata-table deltacommit ------------------------------
-SERVICE_CHILD = Path(__file__).with_name("servicefaultchild.py")
+SERVICE_CHILD = Path(__file__).parent / "support" / "servicefaultchild.py"
 
 
 def _setup_for(path: str, service: str) -> Model:
@@ -200,7 +200,7 @@ def test_failing_inline_service_does_not_fail_the_write(tmp_path, monkeypatch, c
     assert hudi.write(path, make_rows(range(9, 10), ts=4), operation="insert", **KW).service_errors == ()
 
 
-CONCURRENT_CHILD = Path(__file__).with_name("concurrentchild.py")
+CONCURRENT_CHILD = Path(__file__).parent / "support" / "concurrentchild.py"
 
 
 @pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])

@@ -19,7 +19,7 @@ from writemodel import Model, data_rows, hudi_rs_read, make_rows, model_rows
 
 pytestmark = pytest.mark.slow
 
-CHILD = Path(__file__).with_name("concurrentchild.py")
+CHILD = Path(__file__).parent / "support" / "concurrentchild.py"
 PROCS, ROUNDS = 4, 3
 
 

@@ -5,7 +5,7 @@ acknowledged value: 0 lost, 0 stale, 0 failed-but-visible, 0 duplicate keys; and
 table's ``files`` listing equals storage (it lists no deleted file, misses no committed one).
 
 Bounded here (``HUDI_SERVICE_SOAK_SECONDS``, default 15 s a run, 10 s on S3); long runs:
-``python -m tests.soak_concurrency --seconds N``. See ``soak_concurrency.py`` for the ledger model.
+``python -m tests.support.soak_concurrency --seconds N``. See ``soak_concurrency.py`` for the ledger model.
 """
 
 from __future__ import annotations

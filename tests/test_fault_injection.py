@@ -17,7 +17,7 @@ from writemodel import Model, data_rows, hudi_rs_read, make_rows, model_rows
 
 pytestmark = pytest.mark.slow
 
-CHILD = Path(__file__).with_name("faultchild.py")
+CHILD = Path(__file__).parent / "support" / "faultchild.py"
 POINTS = ["after_requested", "before_data", "mid_base_file", "mid_log_append", "after_data",
           "mid_metadata_write", "after_metadata_commit", "after_commit"]
 LAYOUTS = [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 6), ("COPY_ON_WRITE", 6)]

@@ -5,7 +5,7 @@ run of the service succeed, and the metadata table's listing equals storage.
 Bounded here: a few kill points per service (the first mutation done, half the work, the metadata
 table's instant completed but not the data's, all but the last mutation) on MERGE_ON_READ v8, two of
 them on a v6 layout.
-Every kill point of every case: ``HUDI_FORMAT_CRASH_ALL=1`` or ``python -m tests.crash_services``.
+Every kill point of every case: ``HUDI_FORMAT_CRASH_ALL=1`` or ``python -m tests.support.crash_services``.
 """
 
 from __future__ import annotations

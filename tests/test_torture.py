@@ -1,6 +1,6 @@
 """Operations in combination: seeded random sequences of writes and table services (tests/torture.py)
 checked after every step against the model with our reader and hudi-rs, plus the reduced repros
-of what the torture test found. A soak run: ``python -m tests.torture --minutes N``.
+of what the torture test found. A soak run: ``python -m tests.support.torture --minutes N``.
 
 Seeds 0..3 (default options) and 12, 5, 6, 7 (aggressive) cover each layout (COW/MOR x v8/v6) with
 both; a failing case prints its seed, steps and the command that replays it.
@@ -60,7 +60,7 @@ def test_table_with_every_commit_rolled_back_still_has_its_schema(tmp_path, vers
     shutil.rmtree(path)
 
 
-# Shrunk sequences (python -m tests.torture --seed S --shrink): replay with --replay FILE.
+# Shrunk sequences (python -m tests.support.torture --seed S --shrink): replay with --replay FILE.
 ROWS_LOST_45 = [
     {"op": "insert", "keys": list(range(18))}, {"op": "delete", "keys": [0, 1, 2, 9, 10]},
     {"op": "upsert", "keys": [7, 15, 16]}, {"op": "insert", "keys": list(range(18, 27))},

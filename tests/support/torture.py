@@ -2,13 +2,13 @@
 step against a model of the rows (tests/writemodel.py) with our reader and with hudi-rs.
 
 Each sequence is generated from one seed (table type, version, options and steps all follow from
-it), so a failure replays with ``python -m tests.torture --seed S``; ``--shrink`` then drops
+it), so a failure replays with ``python -m tests.support.torture --seed S``; ``--shrink`` then drops
 steps while the same failure remains and prints the shortest sequence it found as JSON (replay it
 with ``--replay FILE``).
 
-    python -m tests.torture --minutes 10                     # soak: new seeds until time is up
-    python -m tests.torture --seed 17 [--steps 25] [-v]      # replay one sequence
-    python -m tests.torture --seed 17 --shrink               # and reduce it
+    python -m tests.support.torture --minutes 10                     # soak: new seeds until time is up
+    python -m tests.support.torture --seed 17 [--steps 25] [-v]      # replay one sequence
+    python -m tests.support.torture --seed 17 --shrink               # and reduce it
 
 After every step: our snapshot and hudi-rs's equal the model (rows and ``_hoodie_commit_time``),
 the metadata table's files listing equals storage (when it has one), no instant is left pending,
@@ -348,7 +348,7 @@ def _diff(got: list[dict], want: list[dict]) -> str:
 
 
 def replay_command(cfg: dict, steps: int) -> str:
-    return (f"python -m tests.torture --seed {cfg['seed']} --steps {steps} --table-type {cfg['table_type']} "
+    return (f"python -m tests.support.torture --seed {cfg['seed']} --steps {steps} --table-type {cfg['table_type']} "
             f"--version {cfg['version']} --profile {cfg['profile']}")
 
 

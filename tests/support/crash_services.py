@@ -10,8 +10,8 @@ service run (M), then for N in 1..M kill a child running that service at its N-t
 - with the metadata table on, its files listing equals storage once recovered; nothing is left
   pending but requested service plans.
 
-    python -m tests.crash_services                       # every N of every case (long)
-    python -m tests.crash_services --service clean --layout MERGE_ON_READ-8 --every 1 -v
+    python -m tests.support.crash_services                       # every N of every case (long)
+    python -m tests.support.crash_services --service clean --layout MERGE_ON_READ-8 --every 1 -v
 """
 
 from __future__ import annotations

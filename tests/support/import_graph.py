@@ -2,7 +2,7 @@
 
 import-linter (grimp) sees imports inside functions too, but only as edges between modules; this
 walks every module's AST itself so a cycle is reported as the chain of modules that makes it,
-and so ``python -m tests.import_graph`` can print the cycles while one is being removed.
+and so ``python -m tests.support.import_graph`` can print the cycles while one is being removed.
 
 An edge ``a -> b`` is any ``import b`` / ``from b import x`` anywhere in ``a`` (module level,
 inside a function, under ``TYPE_CHECKING``: a type-only import is still a dependency of the
@@ -15,7 +15,7 @@ import ast
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def modules(package: str = "hudi_format", root: Path = ROOT) -> dict[str, Path]:

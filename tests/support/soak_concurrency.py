@@ -16,7 +16,7 @@ completed instants): it must claim to be up to date and list exactly those files
 in storage, not listed; ``extra``: listed, not in storage -- what makes hudi-rs fail).
 
 Bounded runs are in ``test_concurrency_services.py``; a long run:
-``python -m tests.soak_concurrency --seconds 300 [--table-type MERGE_ON_READ] [--version 6]``.
+``python -m tests.support.soak_concurrency --seconds 300 [--table-type MERGE_ON_READ] [--version 6]``.
 """
 
 from __future__ import annotations
