@@ -107,7 +107,7 @@ class WriteStat:
     delta: bool = attrs.field(default=attrs.Factory(   # a HoodieDeltaWriteStat or not
         lambda self: bool(self.log_files) or self.base_file is not None, takes_self=True))
     prev_base_file: str | None = attrs.field(default=None, converter=_opt_str)
-    total_log_read_time_ms: int | None = attrs.field(default=None, converter=_opt_int)
+    total_log_read_time_ms: int = attrs.field(default=0, converter=_int)
 
     @property
     def file_name(self) -> str | None:
@@ -141,8 +141,8 @@ class WriteStat:
             out.update({"logVersion": self.log_version, "logOffset": self.log_offset,
                         "baseFile": self.base_file, "logFiles": list(self.log_files),
                         "recordsStats": {"val": None}})
-        for a, k in _COMPACTION_KEYS:
-            if getattr(self, a) is not None:
+        for a, k in _COMPACTION_KEYS:    # Avro reads an absent one as null / 0
+            if getattr(self, a):
                 out[k] = getattr(self, a)
         return out
 
