@@ -149,6 +149,9 @@ class Storage:
 
     def read_bytes(self, rel: str) -> bytes:
         try:
+            if self._is_s3:
+                # one GET: s3fs otherwise asks for the size first (a HEAD) to split big reads
+                return self.fs.cat_file(self.full(rel), max_concurrency=1)
             return self.fs.cat_file(self.full(rel))
         except FileNotFoundError as exc:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
@@ -163,9 +166,13 @@ class Storage:
         except FileNotFoundError as exc:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
 
-    def open(self, rel: str, mode: str = "rb", **kwargs):
+    def open(self, rel: str, mode: str = "rb", *, size: int | None = None, **kwargs):
+        """``size``: the file's size when a listing gave it, so an object store is not asked
+        for it again (a HEAD per file)."""
         if "r" not in mode or "+" in mode:
             _changed(self.fs, self.full(rel))
+        if size is not None and "r" in mode and self.is_object_store:
+            kwargs["size"] = int(size)
         if "r" in mode:
             # a folder listing cached before another process wrote the file would deny it
             # (s3fs answers info() from its listing cache); files found through the metadata
@@ -225,7 +232,8 @@ class Storage:
     def write_bytes(self, rel: str, data: bytes) -> None:
         path = self.full(rel)
         _changed(self.fs, path)
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        if not self.is_object_store:   # object stores have no folders (and makedirs costs a HEAD)
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         with self.fs.open(path, "wb") as f:
             f.write(data)
         self._forget(path)
@@ -252,6 +260,15 @@ class Storage:
 
     # -- atomic creation and renames --------------------------------------------------------
     @property
+    def is_object_store(self) -> bool:
+        """True for S3, GCS, Azure...: no folders, and every request is a paid round trip."""
+        return any(p in _OBJECT_STORES for p in _protocols(self.fs))
+
+    @property
+    def _is_s3(self) -> bool:
+        return "s3" in _protocols(self.fs)
+
+    @property
     def is_local(self) -> bool:
         """True when the table lives on the local filesystem (where ``os`` calls apply)."""
         return isinstance(self.fs, LocalFileSystem)
@@ -271,8 +288,9 @@ class Storage:
           hard-linked to the final name (``link`` fails atomically if the name exists) and
           removed. Where hard links are unsupported the file is created with ``O_EXCL``
           (exclusive, but its content may briefly be incomplete).
-        - S3 (s3fs): a conditional PUT (``If-None-Match: *``), atomic where the store honours it;
-          a store that ignores the header degrades to the best-effort check below.
+        - S3 (s3fs): one conditional PUT (``If-None-Match: *``), atomic where the store honours
+          it (AWS S3, MinIO, the S3 test server); an s3fs without conditional writes degrades to
+          the best-effort check below.
         - other fsspec filesystems (memory, ...): check ``exists``, write a temp file and ``mv``
           it under an in-process lock: atomic within this process, best effort across
           processes (until the storage layer gets a real conditional write for them).
@@ -282,28 +300,31 @@ class Storage:
         _changed(self.fs, path)
         if self.is_local:
             return self._create_local(path, data)
-        try:
-            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        except OSError:
-            pass  # object stores have no folders
+        if self._is_s3:
+            # one conditional PUT: the store refuses it when the name exists (S3, MinIO and
+            # the S3 test server honour If-None-Match); no HEAD or listing first
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+                self.fs.invalidate_cache(posixpath.dirname(path))
+                return True
+            except FileExistsError:
+                return False
+            except TypeError:
+                pass  # an s3fs without conditional writes: the best-effort path below
+            except OSError as exc:
+                # 412 Precondition Failed: someone else created it first
+                self.fs.invalidate_cache(path)
+                if self.fs.exists(path):
+                    return False
+                raise StorageError(f"cannot create {self.uri(rel)}: {exc}") from exc
+        if not self.is_object_store:
+            try:
+                self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            except OSError:
+                pass
         with _CREATE_LOCK:
             if self.fs.exists(path):
                 return False
-            if "s3" in _protocols(self.fs):
-                try:
-                    self.fs.pipe_file(path, data, mode="create")
-                    self.fs.invalidate_cache(posixpath.dirname(path))
-                    return True
-                except FileExistsError:
-                    return False
-                except TypeError:
-                    pass  # an s3fs without conditional writes: fall through
-                except OSError as exc:
-                    # 412 Precondition Failed: someone else created it first
-                    self.fs.invalidate_cache(path)
-                    if self.fs.exists(path):
-                        return False
-                    raise StorageError(f"cannot create {self.uri(rel)}: {exc}") from exc
             tmp = self._temp_name(path)
             try:
                 with self.fs.open(tmp, "wb") as f:
