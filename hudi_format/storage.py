@@ -7,6 +7,7 @@ and S3, and lets the format layers name files exactly as Hudi does (``.hoodie/..
 
 from __future__ import annotations
 
+import collections
 import errno
 import os
 import posixpath
@@ -39,6 +40,7 @@ def _folder_key(fs: fsspec.AbstractFileSystem, folder: str, hidden: bool) -> tup
 
 def _changed(fs: fsspec.AbstractFileSystem, path: str) -> None:
     path = path.rstrip("/")
+    _drop_cached(fs, path)
     key = _folder_key(fs, posixpath.dirname(path), posixpath.basename(path).startswith("."))
     with _CHANGES_LOCK:
         _CHANGES[key] = _CHANGES.get(key, 0) + 1
@@ -60,6 +62,25 @@ class FileInfo:
 # Serialises check-then-write sequences on filesystems without an atomic create (memory, ...):
 # atomic within this process, best effort across processes.
 _CREATE_LOCK = threading.RLock()
+
+
+# Small committed data files read through ``Storage.read_immutable`` on object stores, by
+# (protocol, path, size): an upsert reads a base file's footer to plan, its keys to tag and all of
+# it to merge; one GET serves all three. A committed data file is never rewritten under its name
+# (a retry or a new commit writes a new name), and files this process changes are dropped.
+_SMALL_FILE_MAX = 8 << 20
+_SMALL_CACHE_MAX = 64 << 20
+_SMALL_CACHE: "collections.OrderedDict[tuple[str, str, int], bytes]" = collections.OrderedDict()
+_SMALL_CACHE_LOCK = threading.Lock()
+
+
+def _drop_cached(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    if not _SMALL_CACHE:
+        return
+    proto = _protocols(fs)[0] if _protocols(fs) else type(fs).__name__
+    with _SMALL_CACHE_LOCK:
+        for key in [k for k in _SMALL_CACHE if k[0] == proto and k[1] == path]:
+            del _SMALL_CACHE[key]
 
 
 _OBJECT_STORES = ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl")
@@ -157,6 +178,30 @@ class Storage:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
         except OSError as exc:
             raise StorageError(f"cannot read {self.uri(rel)}: {exc}") from exc
+
+    def read_immutable(self, rel: str, size: int) -> bytes | None:
+        """The whole of a committed data file of ``size`` bytes (as listed), in one GET and
+        cached for the next reader, on object stores when it is small; ``None`` otherwise (the
+        caller reads it its usual way). Only for files never rewritten under their name."""
+        if not self.is_object_store or not 0 < size <= _SMALL_FILE_MAX:
+            return None
+        proto = _protocols(self.fs)[0]
+        key = (proto, self.full(rel), int(size))
+        with _SMALL_CACHE_LOCK:
+            data = _SMALL_CACHE.get(key)
+            if data is not None:
+                _SMALL_CACHE.move_to_end(key)
+                return data
+        data = self.read_bytes(rel)
+        if len(data) != size:
+            return data    # not the file that was listed: do not keep it
+        with _SMALL_CACHE_LOCK:
+            _SMALL_CACHE[key] = data
+            total = sum(len(v) for v in _SMALL_CACHE.values())
+            while total > _SMALL_CACHE_MAX and _SMALL_CACHE:
+                _, dropped = _SMALL_CACHE.popitem(last=False)
+                total -= len(dropped)
+        return data
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
         if length <= 0:

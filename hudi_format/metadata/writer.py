@@ -162,7 +162,16 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         return TimelineWriter(self.md, self.md_config, clock=self.clock)
 
     def exists(self) -> bool:
-        return I.metadata_table_exists(self.storage)
+        """Whether the MDT is there: its config, once read, says so without another request
+        (``drop`` and ``ensure`` forget it); else by reading it (one GET, not a HEAD and then
+        the GET the next step makes)."""
+        if self._md_config is not None:
+            return True
+        try:
+            _ = self.md_config
+            return True
+        except HudiError:
+            return I.metadata_table_exists(self.storage)
 
     # -- the MDT's own table services (given by the services layer) ------------------------------
     def run_table_services(self) -> None:

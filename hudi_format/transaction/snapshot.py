@@ -85,8 +85,9 @@ class TableSnapshot:
         return FileSystemView(self.storage, self.config)
 
     def latest_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
-        wanted = None if partitions is None else set(partitions)
-        return self.state.file_slices(self.view, None if wanted is None else (lambda p: p in wanted))
+        if partitions is None:
+            return self.state.file_slices(self.view)
+        return self.state.file_slices(self.view, partitions=partitions)
 
     @cached_property
     def pending_services(self) -> dict[tuple[str, str], Instant]:
