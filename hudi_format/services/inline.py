@@ -26,8 +26,8 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
 
     ``snapshot`` (or its ``timeline``): the table as the write's commit left it (load once).
     Cleaning and archival start from it while this process changed nothing since
-    (``Timeline.current``), and are skipped without a lock or a listing when it shows they
-    have nothing to do (another process's later commit runs them after itself); what they
+    (``Timeline.current``), and end without a lock or a listing when it shows they have
+    nothing to do (another process's later commit runs them after itself); what they
     decide under the table lock they still decide on a fresh listing."""
     from . import archival, cleaning, clustering, compaction, log_compaction
 
@@ -65,7 +65,7 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
     archiving = bool(option(opts, "hoodie.archive.automatic"))
     if archiving and timeline is not None and _nothing_to_archive(timeline, opts):
         archiving = False
-    if option(opts, "hoodie.clean.automatic") and not (timeline is not None and _nothing_to_clean(timeline, opts)):
+    if option(opts, "hoodie.clean.automatic"):
         steps.append(("clean", lambda: cleaning.clean(storage, config, opts, timeline=timeline,
                                                       when_idle=archive_when_idle if archiving else None)))
     if archiving:
@@ -86,26 +86,6 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
             errors.append(exc)
         idle_errors.clear()
     return tuple(errors)
-
-
-def _nothing_to_clean(timeline: Timeline, opts: Mapping[str, Any]) -> bool:
-    """As of the commit's own view a clean scheduled now would plan nothing: no clean is
-    pending, and either fewer commits than ``hoodie.clean.max.commits`` came since the last
-    clean, or the policy retains by commits (or hours) and no commit is old enough to clean
-    before (as ``schedule_clean`` decides, without its listing of the table)."""
-    from .cleaning import (KEEP_LATEST_FILE_VERSIONS, SERVICE_OPTIONS, _commits_since_last_clean,
-                           earliest_commit_to_retain, read_options)
-    if any(i.action == "clean" for i in timeline.pending):
-        return False
-    try:
-        o = read_options(opts, SERVICE_OPTIONS)
-        if _commits_since_last_clean(timeline) < o["hoodie.clean.max.commits"]:
-            return True
-        policy = o["hoodie.cleaner.policy"]
-        return policy != KEEP_LATEST_FILE_VERSIONS and earliest_commit_to_retain(
-            timeline, policy, o["hoodie.cleaner.commits.retained"], o["hoodie.cleaner.hours.retained"]) is None
-    except Exception:  # noqa: BLE001 - undecided: let the clean decide under its lock
-        return False
 
 
 def _nothing_to_archive(timeline: Timeline, opts: Mapping[str, Any]) -> bool:
