@@ -190,7 +190,8 @@ class BaseFileWriter:
     def _open(self) -> None:
         full = self.storage.full(self.rel_path)
         try:
-            self.storage.fs.makedirs(posixpath.dirname(full), exist_ok=True)
+            if not self.storage.is_object_store:   # no folders there (makedirs costs a HEAD)
+                self.storage.fs.makedirs(posixpath.dirname(full), exist_ok=True)
             self._file = self.storage.open(self.rel_path, "wb")
         except OSError as exc:
             raise StorageError(f"cannot create {self._where}: {exc}") from exc
@@ -389,14 +390,20 @@ class BaseFileFooter:
     parquet_metadata: pq.FileMetaData = attrs.field(eq=False, repr=False)
 
 
-def read_footer(storage: Storage, rel_path: str) -> BaseFileFooter:
-    """Read only the footer of a Parquet base file (one or two ranged reads)."""
+def read_footer(storage: Storage, rel_path: str, size: int | None = None) -> BaseFileFooter:
+    """Read only the footer of a Parquet base file (one or two ranged reads). ``size``: the
+    file's size as listed (spares asking for it; a small file on an object store is then read
+    whole, once, for every later reader of it)."""
     where = storage.uri(rel_path)
-    size = storage.size(rel_path)
+    whole = storage.read_immutable(rel_path, size) if size else None
+    if whole is not None:
+        size = len(whole)
+    elif not size:
+        size = storage.size(rel_path)
     if size < 12:
         raise CorruptFileError(f"{where}: {size} bytes is too short for a Parquet file")
     tail_len = min(size, _TAIL_GUESS)
-    tail = storage.read_range(rel_path, size - tail_len, tail_len)
+    tail = whole if whole is not None else storage.read_range(rel_path, size - tail_len, tail_len)
     if tail[-4:] != b"PAR1":
         raise CorruptFileError(f"{where}: no Parquet magic at the end (truncated or not Parquet)")
     meta_len = struct.unpack("<I", tail[-8:-4])[0]

@@ -7,6 +7,7 @@ and S3, and lets the format layers name files exactly as Hudi does (``.hoodie/..
 
 from __future__ import annotations
 
+import collections
 import errno
 import os
 import posixpath
@@ -39,6 +40,7 @@ def _folder_key(fs: fsspec.AbstractFileSystem, folder: str, hidden: bool) -> tup
 
 def _changed(fs: fsspec.AbstractFileSystem, path: str) -> None:
     path = path.rstrip("/")
+    _drop_cached(fs, path)
     key = _folder_key(fs, posixpath.dirname(path), posixpath.basename(path).startswith("."))
     with _CHANGES_LOCK:
         _CHANGES[key] = _CHANGES.get(key, 0) + 1
@@ -60,6 +62,25 @@ class FileInfo:
 # Serialises check-then-write sequences on filesystems without an atomic create (memory, ...):
 # atomic within this process, best effort across processes.
 _CREATE_LOCK = threading.RLock()
+
+
+# Small committed data files read through ``Storage.read_immutable`` on object stores, by
+# (protocol, path, size): an upsert reads a base file's footer to plan, its keys to tag and all of
+# it to merge; one GET serves all three. A committed data file is never rewritten under its name
+# (a retry or a new commit writes a new name), and files this process changes are dropped.
+_SMALL_FILE_MAX = 8 << 20
+_SMALL_CACHE_MAX = 64 << 20
+_SMALL_CACHE: "collections.OrderedDict[tuple[str, str, int], bytes]" = collections.OrderedDict()
+_SMALL_CACHE_LOCK = threading.Lock()
+
+
+def _drop_cached(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    if not _SMALL_CACHE:
+        return
+    proto = _protocols(fs)[0] if _protocols(fs) else type(fs).__name__
+    with _SMALL_CACHE_LOCK:
+        for key in [k for k in _SMALL_CACHE if k[0] == proto and k[1] == path]:
+            del _SMALL_CACHE[key]
 
 
 _OBJECT_STORES = ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl")
@@ -149,11 +170,38 @@ class Storage:
 
     def read_bytes(self, rel: str) -> bytes:
         try:
+            if self._is_s3:
+                # one GET: s3fs otherwise asks for the size first (a HEAD) to split big reads
+                return self.fs.cat_file(self.full(rel), max_concurrency=1)
             return self.fs.cat_file(self.full(rel))
         except FileNotFoundError as exc:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
         except OSError as exc:
             raise StorageError(f"cannot read {self.uri(rel)}: {exc}") from exc
+
+    def read_immutable(self, rel: str, size: int) -> bytes | None:
+        """The whole of a committed data file of ``size`` bytes (as listed), in one GET and
+        cached for the next reader, on object stores when it is small; ``None`` otherwise (the
+        caller reads it its usual way). Only for files never rewritten under their name."""
+        if not self.is_object_store or not 0 < size <= _SMALL_FILE_MAX:
+            return None
+        proto = _protocols(self.fs)[0]
+        key = (proto, self.full(rel), int(size))
+        with _SMALL_CACHE_LOCK:
+            data = _SMALL_CACHE.get(key)
+            if data is not None:
+                _SMALL_CACHE.move_to_end(key)
+                return data
+        data = self.read_bytes(rel)
+        if len(data) != size:
+            return data    # not the file that was listed: do not keep it
+        with _SMALL_CACHE_LOCK:
+            _SMALL_CACHE[key] = data
+            total = sum(len(v) for v in _SMALL_CACHE.values())
+            while total > _SMALL_CACHE_MAX and _SMALL_CACHE:
+                _, dropped = _SMALL_CACHE.popitem(last=False)
+                total -= len(dropped)
+        return data
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
         if length <= 0:
@@ -163,9 +211,13 @@ class Storage:
         except FileNotFoundError as exc:
             raise StorageError(f"file not found: {self.uri(rel)}") from exc
 
-    def open(self, rel: str, mode: str = "rb", **kwargs):
+    def open(self, rel: str, mode: str = "rb", *, size: int | None = None, **kwargs):
+        """``size``: the file's size when a listing gave it, so an object store is not asked
+        for it again (a HEAD per file)."""
         if "r" not in mode or "+" in mode:
             _changed(self.fs, self.full(rel))
+        if size is not None and "r" in mode and self.is_object_store:
+            kwargs["size"] = int(size)
         if "r" in mode:
             # a folder listing cached before another process wrote the file would deny it
             # (s3fs answers info() from its listing cache); files found through the metadata
@@ -225,7 +277,8 @@ class Storage:
     def write_bytes(self, rel: str, data: bytes) -> None:
         path = self.full(rel)
         _changed(self.fs, path)
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        if not self.is_object_store:   # object stores have no folders (and makedirs costs a HEAD)
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         with self.fs.open(path, "wb") as f:
             f.write(data)
         self._forget(path)
@@ -252,6 +305,15 @@ class Storage:
 
     # -- atomic creation and renames --------------------------------------------------------
     @property
+    def is_object_store(self) -> bool:
+        """True for S3, GCS, Azure...: no folders, and every request is a paid round trip."""
+        return any(p in _OBJECT_STORES for p in _protocols(self.fs))
+
+    @property
+    def _is_s3(self) -> bool:
+        return "s3" in _protocols(self.fs)
+
+    @property
     def is_local(self) -> bool:
         """True when the table lives on the local filesystem (where ``os`` calls apply)."""
         return isinstance(self.fs, LocalFileSystem)
@@ -271,8 +333,9 @@ class Storage:
           hard-linked to the final name (``link`` fails atomically if the name exists) and
           removed. Where hard links are unsupported the file is created with ``O_EXCL``
           (exclusive, but its content may briefly be incomplete).
-        - S3 (s3fs): a conditional PUT (``If-None-Match: *``), atomic where the store honours it;
-          a store that ignores the header degrades to the best-effort check below.
+        - S3 (s3fs): one conditional PUT (``If-None-Match: *``), atomic where the store honours
+          it (AWS S3, MinIO, the S3 test server); an s3fs without conditional writes degrades to
+          the best-effort check below.
         - other fsspec filesystems (memory, ...): check ``exists``, write a temp file and ``mv``
           it under an in-process lock: atomic within this process, best effort across
           processes (until the storage layer gets a real conditional write for them).
@@ -282,28 +345,31 @@ class Storage:
         _changed(self.fs, path)
         if self.is_local:
             return self._create_local(path, data)
-        try:
-            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        except OSError:
-            pass  # object stores have no folders
+        if self._is_s3:
+            # one conditional PUT: the store refuses it when the name exists (S3, MinIO and
+            # the S3 test server honour If-None-Match); no HEAD or listing first
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+                self.fs.invalidate_cache(posixpath.dirname(path))
+                return True
+            except FileExistsError:
+                return False
+            except TypeError:
+                pass  # an s3fs without conditional writes: the best-effort path below
+            except OSError as exc:
+                # 412 Precondition Failed: someone else created it first
+                self.fs.invalidate_cache(path)
+                if self.fs.exists(path):
+                    return False
+                raise StorageError(f"cannot create {self.uri(rel)}: {exc}") from exc
+        if not self.is_object_store:
+            try:
+                self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            except OSError:
+                pass
         with _CREATE_LOCK:
             if self.fs.exists(path):
                 return False
-            if "s3" in _protocols(self.fs):
-                try:
-                    self.fs.pipe_file(path, data, mode="create")
-                    self.fs.invalidate_cache(posixpath.dirname(path))
-                    return True
-                except FileExistsError:
-                    return False
-                except TypeError:
-                    pass  # an s3fs without conditional writes: fall through
-                except OSError as exc:
-                    # 412 Precondition Failed: someone else created it first
-                    self.fs.invalidate_cache(path)
-                    if self.fs.exists(path):
-                        return False
-                    raise StorageError(f"cannot create {self.uri(rel)}: {exc}") from exc
             tmp = self._temp_name(path)
             try:
                 with self.fs.open(tmp, "wb") as f:

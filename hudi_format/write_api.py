@@ -18,15 +18,15 @@ from .services.inline import run_inline_services
 from .services.rollback import rollback_failed_writes
 from .storage import Storage
 from .timeline import Timeline
+from .errors import TableNotFoundError
 from .transaction import WriteResult
+from .transaction.snapshot import TableSnapshot
 from .writer.client import WriteClient
 from .options import WRITE_SCOPES, validate
 from .writer.new_table import new_table_config
 from .writer.options import check_against_table, check_write_arguments
 
 __all__ = ["write", "write_data", "new_table_config", "recover", "post_commit"]
-
-PROPERTIES = ".hoodie/hoodie.properties"
 
 
 def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
@@ -58,34 +58,41 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
     anything is written, so bad input leaves the table as it was."""
     check_write_arguments(operation=operation, **table_args)
     opts = validate(options, WRITE_SCOPES)
-    if config is None and storage.exists(PROPERTIES):
-        config = TableConfig.load(storage)
+    if config is None:
+        try:
+            config = TableConfig.load(storage)
+        except TableNotFoundError:
+            config = None
     if config is not None:
         check_against_table(config, opts, storage.url, **table_args)
-        # Load once: recovery and planning share one listing of the timeline (listed again only
-        # when recovery changed it).
-        timeline = recover(storage, config, opts, Timeline.load(storage, config))
-        client = WriteClient(storage, config, opts, timeline=timeline)
+        # Load once: recovery, planning, the commit's metadata-table step and the inline
+        # services share one snapshot of the table (listed again only when one changed it).
+        snapshot = recover(storage, config, opts, TableSnapshot.load(storage, config))
+        client = WriteClient(storage, config, opts, snapshot=snapshot)
         instant = client.write(data, operation)
-        return WriteResult.of(instant, post_commit(storage, config, opts, client.timeline))
+        return WriteResult.of(instant, post_commit(storage, client.config, opts, client.snapshot))
     new = new_table_config(storage, opts, **table_args)
-    instant = WriteClient(storage, new, opts, create=True).write(data, operation)
+    client = WriteClient(storage, new, opts, create=True)
+    instant = client.write(data, operation)
     # the first commit wrote hoodie.properties (and may have declared the metadata table)
-    return WriteResult.of(instant, post_commit(storage, TableConfig.load(storage), opts))
+    return WriteResult.of(instant, post_commit(storage, client.config, opts, client.snapshot))
 
 
 def recover(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
-            timeline: Timeline | None = None) -> Timeline:
+            snapshot: "TableSnapshot | Timeline | None" = None) -> TableSnapshot:
     """Before writing: finish interrupted rollbacks and roll back writes whose writer died, so a
-    new commit never lands beside the leftovers of a failed one. ``timeline``: the table's
-    timeline as the caller listed it; returned as is when recovery changed nothing in the
-    timeline folder, else listed again (``Timeline.current``)."""
-    rollback_failed_writes(storage, config, opts, timeline=timeline)
-    return Timeline.current(storage, config, timeline)
+    new commit never lands beside the leftovers of a failed one. ``snapshot``: the table as the
+    caller loaded it (a bare ``Timeline`` is taken as its timeline); returned as is when
+    recovery changed nothing in the timeline folder, else on a fresh listing
+    (``TableSnapshot.current``)."""
+    if not isinstance(snapshot, TableSnapshot):
+        snapshot = TableSnapshot(storage, config, snapshot)
+    rollback_failed_writes(storage, snapshot.config, opts, timeline=snapshot.timeline)
+    return snapshot.current()
 
 
 def post_commit(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
-                timeline: Timeline | None = None) -> tuple[Exception, ...]:
+                snapshot: "TableSnapshot | Timeline | None" = None) -> tuple[Exception, ...]:
     """Inline table services after a commit; their failures are returned, never raised (the
-    write is durable). ``timeline``: the table as the commit left it, when known."""
-    return run_inline_services(storage, config, opts, timeline=timeline)
+    write is durable). ``snapshot``: the table as the commit left it, when known."""
+    return run_inline_services(storage, config, opts, snapshot=snapshot)

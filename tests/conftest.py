@@ -42,6 +42,7 @@ def moto_s3():
     """A real S3 API server on loopback (moto's server mode) for the whole session.
 
     Yields ``make_bucket(name) -> storage_options``: each test module takes its own bucket.
+    ``make_bucket.requests`` lists every request the server answered (method, path, query).
     """
     import socket
 
@@ -52,6 +53,15 @@ def moto_s3():
         port = s.getsockname()[1]
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    # every HTTP request the server answers, as (method, path, query): tests count round trips
+    requests: list[tuple[str, str, str]] = []
+    app = server._server.app
+
+    def recording(environ, start_response):
+        requests.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")))
+        return app(environ, start_response)
+
+    server._server.app = recording
     options = {"key": "testing", "secret": "testing",
                "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
 
@@ -59,6 +69,7 @@ def moto_s3():
         s3fs.S3FileSystem(**options).mkdir(name)
         return dict(options)
 
+    make_bucket.requests = requests  # type: ignore[attr-defined]
     try:
         yield make_bucket
     finally:

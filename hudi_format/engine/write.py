@@ -21,7 +21,8 @@ from ..config import TableConfig
 from ..services.inline import run_inline_services
 from ..services.rollback import rollback_failed_writes
 from ..storage import Storage
-from ..timeline import Timeline
+from ..errors import TableNotFoundError
+from ..transaction.snapshot import TableSnapshot
 from ..transaction import WriteResult
 from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                           plan_write as _plan_write, prepare_write, write_bucket as _write_bucket)
@@ -51,16 +52,18 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
     check_write_arguments(record_key=record_key, ordering_field=ordering_field, partition_by=partition_by,
                           table_type=table_type, table_version=table_version, table_name=table_name,
                           operation=op)
-    if storage.exists(".hoodie/hoodie.properties"):
-        config = TableConfig.load(storage)
+    try:
+        config: TableConfig | None = TableConfig.load(storage)
+    except TableNotFoundError:
+        config = None
+    if config is not None:
         check_against_table(config, opts, storage.url, record_key=record_key, partition_by=partition_by,
                             ordering_field=ordering_field, table_type=table_type,
                             table_version=table_version, table_name=table_name)
-        # load once: recovery and planning share the timeline unless recovery changed the table
-        timeline = Timeline.load(storage, config)
-        rollback_failed_writes(storage, config, opts, timeline=timeline)
-        timeline = Timeline.current(storage, config, timeline)
-        return prepare_write(storage, config, op, opts, schema, timeline=timeline)
+        # load once: recovery, planning, the commit and the inline services share one snapshot
+        snapshot = TableSnapshot.load(storage, config)
+        rollback_failed_writes(storage, config, opts, timeline=snapshot.timeline)
+        return prepare_write(storage, config, op, opts, schema, snapshot=snapshot.current())
     config = new_table_config(storage, opts, record_key=record_key, ordering_field=ordering_field,
                               partition_by=partition_by, table_type=table_type,
                               table_version=table_version, table_name=table_name)
@@ -107,8 +110,8 @@ def commit(job: WriteJob, results: Iterable[BucketResult]) -> WriteResult:
     services run after it (their errors are in ``service_errors``, never raised). A failed
     commit is aborted (nothing becomes visible) and raises."""
     done = commit_write(job, results, discard_unreported=True)
-    errors = run_inline_services(job.storage, TableConfig.load(job.storage), job.options,
-                                 timeline=job.txn.timeline if job.txn is not None else None)
+    after = job.committed if job.committed is not None else TableSnapshot.load(job.storage)
+    errors = run_inline_services(job.storage, after.config, job.options, snapshot=after)
     return WriteResult.of(done, errors)
 
 

@@ -91,7 +91,8 @@ def _create(storage: Storage, rel: str):
     falls back to an existence check.
     """
     full = storage.full(rel)
-    storage.fs.makedirs(posixpath.dirname(full), exist_ok=True)
+    if not storage.is_object_store:   # no folders there (makedirs costs a HEAD)
+        storage.fs.makedirs(posixpath.dirname(full), exist_ok=True)
     try:
         return storage.fs.open(full, "xb")
     except FileExistsError:

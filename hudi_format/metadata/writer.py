@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TableConfig
-from ..errors import HudiError
+from ..errors import HudiError, InvalidOptionError
 from ..log.encode import encode_delete_block
 from ..log.writer import write_log_file
 from ..storage import FileInfo, Storage
@@ -162,8 +162,27 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
     def _md_writer(self) -> TimelineWriter:
         return TimelineWriter(self.md, self.md_config, clock=self.clock)
 
+    def _write_log(self, partition: str, file_id: str, log_instant: str, blocks: list, token: str) -> list:
+        """A deltacommit's log file(s) of one file group. v8+: named by this new instant, so
+        version 1 unless a leftover has it (then the next free one, by listing)."""
+        if self.md_config.version >= 8:
+            try:
+                return write_log_file(self.md, partition, file_id, log_instant, blocks, token, version=1)
+            except InvalidOptionError:
+                pass
+        return write_log_file(self.md, partition, file_id, log_instant, blocks, token)
+
     def exists(self) -> bool:
-        return I.metadata_table_exists(self.storage)
+        """Whether the MDT is there: its config, once read, says so without another request
+        (``drop`` and ``ensure`` forget it); else by reading it (one GET, not a HEAD and then
+        the GET the next step makes)."""
+        if self._md_config is not None:
+            return True
+        try:
+            _ = self.md_config
+            return True
+        except HudiError:
+            return I.metadata_table_exists(self.storage)
 
     # -- the MDT's own table services (given by the services layer) ------------------------------
     def run_table_services(self) -> None:
@@ -292,7 +311,8 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
             TimelineWriter(self.md, self.md_config).delete_instant_files(i)
         writer = self._md_writer()
         # md_tl was listed just now, under the data table's lock: it has no completed `instant`
-        inflight = writer.transition_to_inflight(writer.create_requested("deltacommit", instant, known_new=True))
+        inflight = writer.transition_to_inflight(writer.create_requested("deltacommit", instant, known_new=True),
+                                                 known_requested=True)
         stats, written = [], []
         task = 0
         try:
@@ -324,8 +344,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                             instant, avro_schema=P.SCHEMA_JSON))
                     task += 1
                     log_instant = instant if self.md_config.version >= 8 else s.base_instant
-                    results = write_log_file(self.md, partition, s.file_id, log_instant, blocks,
-                                             f"{task}-1-{task}")
+                    results = self._write_log(partition, s.file_id, log_instant, blocks, f"{task}-1-{task}")
                     written.extend(r.path for r in results)
                     last = results[-1]
                     nu, nd = len(ups.get(i, ())), len(dels.get(i, ()))
@@ -338,7 +357,8 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
             meta = commit_metadata(stats, operation_type=operation,
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
             # md_tl (listed above, under the data table's lock) has no completed `instant`
-            return writer.complete(inflight, meta, known_pending=True)
+            # this writer created the inflight file under the data table's lock just now
+            return writer.complete(inflight, meta, known_pending=True, known_inflight=True)
         except BaseException:
             self._discard(writer, inflight, written)
             raise

@@ -65,9 +65,19 @@ def record_keys(table: pa.Table, spec: MergeSpec) -> pa.ChunkedArray:
     return keygen.record_keys(table)
 
 
-def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
+def read_base_file(storage: Storage, path: str, columns: list[str] | None = None,
+                   size: int | None = None) -> pa.Table:
+    """A base file's ``columns``. ``size``: as listed (spares asking for it; a small file on an
+    object store is read whole in one request, shared with the other readers of it)."""
     try:
-        with storage.open(path) as f:
+        whole = storage.read_immutable(path, size) if size else None
+        if whole is not None:
+            sink = pa.BufferOutputStream()   # Arrow-owned memory (see base_file.read_parquet_bytes)
+            sink.write(whole)
+            pf = pq.ParquetFile(pa.BufferReader(sink.getvalue()))
+            available = set(pf.schema_arrow.names)
+            return pf.read(columns=None if columns is None else [c for c in columns if c in available])
+        with storage.open(path, size=size or None) as f:
             pf = pq.ParquetFile(f)
             available = set(pf.schema_arrow.names)
             cols = None if columns is None else [c for c in columns if c in available]
@@ -114,7 +124,7 @@ def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema,
     read_cols = schema.names
     pieces: list[pa.Table] = []
     if file_slice.base_file:
-        base = read_base_file(storage, file_slice.base_file, read_cols)
+        base = read_base_file(storage, file_slice.base_file, read_cols, file_slice.base_file_size)
         pieces.append(align_table(base, schema, storage.uri(file_slice.base_file)))
     blocks = collect_log_blocks(storage, file_slice.log_files, visible) if file_slice.log_files else []
     if not blocks:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Iterable
 
 import attrs
 
@@ -165,10 +165,15 @@ class ReadState:
         return self.instants[-1] if self.instants else None
 
     def file_slices(self, view: FileSystemView, partition_filter: Callable[[str], bool] | None = None,
-                    read_optimized: bool = False) -> list[FileSlice]:
+                    read_optimized: bool = False, *, partitions: Iterable[str] | None = None) -> list[FileSlice]:
+        """Latest slices of the partitions ``partition_filter`` accepts, or of exactly the named
+        ``partitions`` (those alone are listed, not the whole table)."""
         if not self.instants and not (self.needs_archive and self.archived_instants):
             return []
-        partitions = [p for p in view.partitions() if partition_filter is None or partition_filter(p)]
+        if partitions is not None:
+            partitions = sorted(set(partitions))
+        else:
+            partitions = [p for p in view.partitions() if partition_filter is None or partition_filter(p)]
         key_time = self.completion_time if self.use_completion else None
         return view.latest_file_slices(self.visible, key_time, self.replaced_file_groups,
                                        partitions, read_optimized)

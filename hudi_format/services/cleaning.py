@@ -320,6 +320,22 @@ def build_clean_plan(storage: Storage, config: TableConfig, timeline: Timeline |
     return _Planner(storage, config, timeline, opts).plan()
 
 
+def nothing_to_clean(timeline: Timeline, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether a clean scheduled on ``timeline`` would plan nothing, decided from the timeline
+    alone: fewer commits than ``hoodie.clean.max.commits`` since the last clean, or a policy
+    retaining by commits (or hours) with no commit old enough to clean before. (A pending
+    clean is the caller's to check.)"""
+    opts = read_options(options, SERVICE_OPTIONS)
+    try:
+        if _commits_since_last_clean(timeline) < opts["hoodie.clean.max.commits"]:
+            return True
+        policy = opts["hoodie.cleaner.policy"]
+        return policy != KEEP_LATEST_FILE_VERSIONS and earliest_commit_to_retain(
+            timeline, policy, opts["hoodie.cleaner.commits.retained"], opts["hoodie.cleaner.hours.retained"]) is None
+    except TimelineError:
+        return False   # undecided: the planner decides under the lock
+
+
 def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
                    *, timeline: Timeline | None = None) -> Instant | None:
     """Plan a clean: ``<ts>.clean.requested`` with its ``HoodieCleanerPlan``; ``None`` when the
@@ -437,6 +453,8 @@ def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | No
     planned (inline archival then needs no listing of its own)."""
     timeline = Timeline.current(storage, config, timeline)
     pending = sorted((i for i in timeline.pending if i.action == "clean"), key=lambda i: i.timestamp)
+    if not pending and not locked and nothing_to_clean(timeline, options):
+        return None   # decided on the operation's view: no lock, no listing (a round trip each)
 
     def schedule() -> Instant | None:
         now = Timeline.current(storage, config, timeline) if locked else Timeline.load(storage, config)

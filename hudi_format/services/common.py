@@ -11,20 +11,17 @@ import logging
 import posixpath
 from typing import Any, Callable, Iterable, Mapping
 
-import pyarrow as pa
 
-from ..config import META_FIELDS, TableConfig
+from ..config import TableConfig
 from ..errors import HudiError, InvalidOptionError, StorageError, TimelineError
 from ..options import SERVICE_SCOPES, option, specs, validate
 from ..options.services import SIZE_BASED_PLAN, SORT_AND_SIZE_EXECUTION
-from ..read.snapshot import ReadState
-from ..read.table_schema import latest_data_schema
-from ..schema import arrow_to_avro_schema
 from ..storage import Storage
 from ..timeline import Instant, Timeline
-from ..timeline.instant import CLUSTERING, COMPACTION, LOG_COMPACTION, REPLACE_COMMIT
+from ..timeline.instant import CLUSTERING
 from ..transaction import ServiceBusyError, table_lock
-from ..view import FileSlice, FileSystemView
+from ..transaction.snapshot import TableSnapshot, is_clustering, plan_file_groups
+from ..view import FileSlice
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 
 log = logging.getLogger(__name__)
@@ -71,36 +68,8 @@ def compaction_strategy(opts: Mapping[str, Any]) -> str:
 
 # -- table state ------------------------------------------------------------------------------
 
-
-class TableState:
-    """One consistent look at a table: timeline, committed state, file-system view, schema."""
-
-    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline | None = None):
-        self.storage = storage
-        self.config = config
-        self.timeline = timeline if timeline is not None else Timeline.load(storage, config)
-        self.state = ReadState(config, self.timeline)
-        self.view = FileSystemView(storage, config)
-
-    def latest_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
-        wanted = None if partitions is None else set(partitions)
-        return self.state.file_slices(self.view, None if wanted is None else (lambda p: p in wanted))
-
-    def schemas(self) -> tuple[pa.Schema, dict, dict]:
-        """(full Arrow schema with meta fields, its Avro schema, the data-only Avro schema)."""
-        data = latest_data_schema(self.config, self.timeline)
-        if data is None:
-            raise HudiError(f"table {self.storage.url} has no schema yet (no completed write)")
-        fields = [f for f in data if f.name not in META_FIELDS]
-        data_schema = pa.schema(fields)
-        full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + fields) \
-            if self.config.populate_meta_fields else data_schema
-        name = self.config.name
-        return (full, arrow_to_avro_schema(full, f"{name}_record", f"hoodie.{name}"),
-                arrow_to_avro_schema(data_schema, f"{name}_record", f"hoodie.{name}"))
-
-    def completion_time(self, instant_time: str) -> str | None:
-        return self.state.completion_time(instant_time)
+#: One consistent look at a table (the operation's snapshot, loaded once and passed down).
+TableState = TableSnapshot
 
 
 def new_instant_time(storage: Storage, config: TableConfig) -> str:
@@ -118,58 +87,12 @@ def parse_instant_seconds(ts: str) -> float:
 # -- pending services -------------------------------------------------------------------------
 
 
-def is_clustering(timeline: Timeline, inst: Instant) -> bool:
-    """A clustering instant: ``clustering`` (v8+), or a replacecommit whose plan clusters."""
-    if inst.action == CLUSTERING:
-        return True
-    if inst.action != REPLACE_COMMIT:
-        return False
-    if inst.is_completed:
-        try:
-            return (timeline.metadata(inst).operation_type or "").upper() == "CLUSTER"
-        except HudiError:
-            return False
-    try:
-        plan = timeline.plan(inst)
-    except HudiError:
-        return False
-    return bool(plan.get("clusteringPlan")) or (plan.get("operationType") or "").upper() == "CLUSTER"
-
-
-def plan_file_groups(action: str, plan: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(partition, file_id)`` of every file group a compaction or clustering plan rewrites."""
-    out = []
-    if action in (COMPACTION, LOG_COMPACTION):
-        for op in plan.get("operations") or ():
-            out.append((op.get("partitionPath") or "", op.get("fileId")))
-    else:
-        for group in (plan.get("clusteringPlan") or {}).get("inputGroups") or ():
-            for s in group.get("slices") or ():
-                out.append((s.get("partitionPath") or "", s.get("fileId")))
-    return out
-
-
 def pending_service_file_groups(timeline: Timeline) -> dict[tuple[str, str], Instant]:
     """File groups in pending compaction, log compaction or clustering -> that instant.
 
     No service may plan a file group that another pending service will rewrite.
     """
-    out: dict[tuple[str, str], Instant] = {}
-    for inst in timeline.pending:
-        if inst.action in (COMPACTION, LOG_COMPACTION):
-            action = inst.action
-        elif is_clustering(timeline, inst):
-            action = CLUSTERING
-        else:
-            continue
-        try:
-            plan = timeline.plan(inst)
-        except HudiError as exc:
-            log.warning("cannot read the plan of pending %s: %s", inst, exc)
-            continue
-        for key in plan_file_groups(action, plan):
-            out[key] = inst
-    return out
+    return TableSnapshot(timeline.storage, timeline.config, timeline).pending_services
 
 
 def pending_instants(timeline: Timeline, action: str) -> list[Instant]:
@@ -320,5 +243,5 @@ def split_partitions(value: str | None) -> list[str]:
     return [p.strip() for p in (value or "").split(",") if p.strip()]
 
 
-__all__ = ["SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options",
+__all__ = ["SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options", "is_clustering", "plan_file_groups",
            "TableState", "pending_service_file_groups", "pending_instants"]

@@ -14,18 +14,27 @@ from ..config import TableConfig
 from ..options import option
 from ..storage import Storage
 from ..timeline import Timeline
+from ..transaction.snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
 
 
 def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
-                        timeline: Timeline | None = None) -> tuple[Exception, ...]:
+                        timeline: Timeline | None = None, *,
+                        snapshot: "TableSnapshot | Timeline | None" = None) -> tuple[Exception, ...]:
     """Run the enabled inline services; return the errors of those that failed.
 
-    ``timeline``: the table as the write's commit left it (load once). Cleaning and archival
-    start from it while this process changed nothing since (``Timeline.current``); what they
+    ``snapshot`` (or its ``timeline``): the table as the write's commit left it (load once).
+    Cleaning and archival start from it while this process changed nothing since
+    (``Timeline.current``), and end without a lock or a listing when it shows they have
+    nothing to do (another process's later commit runs them after itself); what they
     decide under the table lock they still decide on a fresh listing."""
     from . import archival, cleaning, clustering, compaction, log_compaction
+
+    if isinstance(snapshot, Timeline):
+        timeline, snapshot = snapshot, None
+    if snapshot is not None:
+        timeline = snapshot.timeline
 
     steps: list[tuple[str, Callable[[], Any]]] = []
     if config.is_mor and option(opts, "hoodie.compact.inline"):
@@ -54,6 +63,8 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
 
     idle_errors: list[tuple[str, Exception]] = []
     archiving = bool(option(opts, "hoodie.archive.automatic"))
+    if archiving and timeline is not None and _nothing_to_archive(timeline, opts):
+        archiving = False
     if option(opts, "hoodie.clean.automatic"):
         steps.append(("clean", lambda: cleaning.clean(storage, config, opts, timeline=timeline,
                                                       when_idle=archive_when_idle if archiving else None)))
@@ -75,6 +86,15 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
             errors.append(exc)
         idle_errors.clear()
     return tuple(errors)
+
+
+def _nothing_to_archive(timeline: Timeline, opts: Mapping[str, Any]) -> bool:
+    """As of the commit's own view, archival would choose no instant."""
+    from .archival import instants_to_archive
+    try:
+        return not instants_to_archive(timeline, opts)
+    except Exception:  # noqa: BLE001 - undecided: let archival decide under its lock
+        return False
 
 
 def _scheduled(storage: Storage, opts: Mapping[str, Any], schedule: Callable[[], Any]) -> Any:

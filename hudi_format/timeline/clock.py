@@ -248,11 +248,14 @@ class InstantClock:
         def write_last(value: str) -> None:
             self.storage.write_bytes(LAST_FILE, value.encode("ascii"))
 
+        held_from = time.monotonic()
         try:
             yield read_last, write_last
         finally:
             try:
-                if self._lock_owner() == owner:
+                # only a lock held past the stale age can have been broken and taken by another
+                # process: a shorter hold releases without reading the owner back (a round trip)
+                if time.monotonic() - held_from < self.stale_lock_s / 2 or self._lock_owner() == owner:
                     self.storage.delete(LOCK_FILE)
             except StorageError as exc:  # pragma: no cover - storage failure on release
                 log.warning("could not release instant time lock %s: %s",

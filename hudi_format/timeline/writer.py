@@ -354,9 +354,11 @@ class TimelineWriter:
         return Instant(timestamp, action, state, None, posixpath.basename(rel))
 
     def transition_to_inflight(self, instant: Instant,
-                               metadata: Mapping[str, Any] | CommitMetadata | bytes | None = None) -> Instant:
+                               metadata: Mapping[str, Any] | CommitMetadata | bytes | None = None, *,
+                               known_requested: bool = False) -> Instant:
         """Create the inflight file of a requested instant; ``metadata`` is the workload
-        profile (commit metadata) for commits, else the plan or nothing."""
+        profile (commit metadata) for commits, else the plan or nothing. ``known_requested``:
+        the caller just created the requested file (not asked for again)."""
         if instant.state is State.INFLIGHT and instant.action == SAVEPOINT:
             return instant
         if instant.state is not State.REQUESTED:
@@ -364,7 +366,7 @@ class TimelineWriter:
         action = self._check(instant.action, instant.timestamp)
         instant = Instant(instant.timestamp, action, instant.state)
         req = self._path(instant.timestamp, instant.action, State.REQUESTED)
-        if not self.storage.exists(req):
+        if not known_requested and not self.storage.exists(req):
             raise TimelineError(f"cannot move {instant} to inflight: {self.storage.uri(req)} does not exist")
         data = _payload(instant.action, State.INFLIGHT, metadata, self.version)
         rel = self._path(instant.timestamp, instant.action, State.INFLIGHT)
@@ -372,21 +374,24 @@ class TimelineWriter:
         return Instant(instant.timestamp, instant.action, State.INFLIGHT, None, posixpath.basename(rel))
 
     def complete(self, instant: Instant, metadata: Mapping[str, Any] | CommitMetadata | bytes | None,
-                 completion_time: str | None = None, *, known_pending: bool = False) -> Instant:
+                 completion_time: str | None = None, *, known_pending: bool = False,
+                 known_inflight: bool = False) -> Instant:
         """Create the completed file of an inflight instant: the commit point.
 
         v8+: the completion time (issued by the table clock unless given) is part of the file
         name; the file is written while the clock's lock is held, so completion order equals
         completion-time order between writers of this library. ``known_pending``: the caller
         listed the timeline under the table lock it still holds and saw the instant pending, so
-        it is not listed again to check that it is not completed yet.
+        it is not listed again to check that it is not completed yet. ``known_inflight``: the
+        caller created the inflight file itself and nothing else removes it meanwhile (it is not
+        asked for again).
         """
         if instant.state is not State.INFLIGHT:
             raise TimelineError(f"only an inflight instant can be completed, got {instant}")
         ts = instant.timestamp
         action = self._check(instant.action, ts)
         infl = self._path(ts, action, State.INFLIGHT)
-        if not self.storage.exists(infl):
+        if not known_inflight and not self.storage.exists(infl):
             raise TimelineError(f"cannot complete {instant}: {self.storage.uri(infl)} does not exist")
         data = _payload(action, State.COMPLETED, metadata, self.version)
         done = comparable_action(action, self.version)

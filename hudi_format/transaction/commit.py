@@ -175,7 +175,7 @@ class Transaction:
         try:
             # a time the clock just issued is newer than any completed instant: no listing
             requested = writer.create_requested(action, ts, plan=plan, known_new=instant_time is None)
-            inflight = writer.transition_to_inflight(requested)
+            inflight = writer.transition_to_inflight(requested, known_requested=True)
         except BaseException:
             if requested is not None:
                 _quietly(lambda: writer.delete_instant_files(requested), f"pending instant {ts}")
@@ -247,7 +247,10 @@ class Transaction:
                 self.config = self.hook.before_complete(self.storage, self.config, self.inflight, metadata,
                                                         self.options, self.writer.clock, timeline=now)
             # `now`, listed under this lock hold, showed the instant pending: no second listing
-            self.done = self.writer.complete(self.inflight, metadata, known_pending=now is not None)
+            # the inflight file is there: the listing under this lock showed the instant pending,
+            # or (the metadata table, under its data table's lock) this transaction wrote it
+            self.done = self.writer.complete(self.inflight, metadata, known_pending=now is not None,
+                                             known_inflight=now is not None or is_metadata_storage(self.storage))
             # the table after this commit, for the inline services (load once): current while
             # the completed file is this process's one change since the conflict check listed
             self.timeline = now.advanced(self.done) if now is not None else None

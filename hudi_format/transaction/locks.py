@@ -94,6 +94,7 @@ class FileSystemLockProvider:
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             if self.storage.create_if_absent(self.path, self._body()):
+                self._acquired = time.monotonic()
                 self._start_renewing()
                 return
             holder = self._holder()
@@ -124,6 +125,12 @@ class FileSystemLockProvider:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(timeout=5)
+        # a lock held for less than half its lease (renewed meanwhile) cannot have been broken
+        # as stale by another process: released without reading it back (a round trip)
+        acquired = getattr(self, "_acquired", None)
+        if acquired is not None and time.monotonic() - acquired < self.lease_ms / 2000:
+            self.storage.delete(self.path)
+            return
         holder = self._holder()
         if holder is not None and holder.get("owner") == self.owner:
             self.storage.delete(self.path)

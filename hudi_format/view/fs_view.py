@@ -46,6 +46,7 @@ class FileSystemView:
         self.storage = storage
         self.config = config
         self._listing = listing
+        self._partial: dict[str, list[FileInfo]] = {}   # partitions listed one by one
         # ``lister`` supplies the listing on first use (the metadata table's ``files``
         # partition); when it gives ``None`` the view lists storage instead.
         self._lister = lister
@@ -78,6 +79,16 @@ class FileSystemView:
     def partitions(self) -> list[str]:
         return sorted(self.listing)
 
+    def files_in(self, partition: str) -> list[FileInfo]:
+        """The files of one partition: from the whole-table listing once taken, else one
+        listing of that partition's folder alone (a write touching a few partitions of a big
+        table lists those, not the table)."""
+        if self._listing is None and self._lister is None:
+            if partition not in self._partial:
+                self._partial[partition] = [e for e in self.storage.list(partition) if not e.is_dir]
+            return self._partial[partition]
+        return self.listing.get(partition, [])
+
     # -- slicing -----------------------------------------------------------------------------
     def file_groups(self, partition: str, visible: Callable[[str], bool],
                     key_time: Callable[[str], str | None] | None = None) -> list[FileGroup]:
@@ -86,7 +97,7 @@ class FileSystemView:
         logs: dict[str, list[tuple]] = defaultdict(list)
         ext = self.config.base_file_extension
         v8 = self.config.version >= 8
-        for f in self.listing.get(partition, ()):
+        for f in self.files_in(partition):
             name = f.name
             if name.startswith("."):
                 lf = parse_log_file_name(name)

@@ -19,6 +19,7 @@ from ..config import TableConfig
 from ..errors import InvalidOptionError
 from ..storage import Storage
 from ..timeline import Instant, Timeline
+from ..transaction.snapshot import TableSnapshot
 from .input import read_input
 from .job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                   plan_write, prepare_write, write_bucket)
@@ -27,10 +28,14 @@ from ..options import WRITE_SCOPES, validate
 
 class WriteClient:
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-                 create: bool = False, timeline: Timeline | None = None):
+                 create: bool = False, timeline: Timeline | None = None,
+                 snapshot: TableSnapshot | None = None):
         self.storage = storage
-        self.timeline = timeline   # the caller's loaded timeline (load once); None: loaded here
-        self.config = config
+        # the operation's table snapshot (load once): the caller's, else one on ``timeline``
+        # (loaded here when that is None too); after a write, the table as its commit left it
+        self.snapshot = snapshot
+        self.timeline = snapshot.timeline if snapshot is not None else timeline
+        self.config = snapshot.config if snapshot is not None else config
         self.options = validate(options, WRITE_SCOPES)
         self.create = create
 
@@ -42,7 +47,7 @@ class WriteClient:
             raise InvalidOptionError(f"operation {op!r} needs data")
         job = prepare_write(self.storage, self.config, op, self.options,
                             table.schema if table is not None else None, create=self.create,
-                            timeline=self.timeline)
+                            timeline=self.timeline, snapshot=self.snapshot)
         buckets = plan_write(job, table)
         try:
             done = self._commit(job, self._write_buckets(job, buckets))
@@ -50,7 +55,8 @@ class WriteClient:
             abort_write(job)
             raise
         self.config = job.config
-        self.timeline = job.txn.timeline if job.txn is not None else None   # after the commit
+        self.snapshot = job.committed   # the table after the commit: what runs next starts from it
+        self.timeline = self.snapshot.timeline if self.snapshot is not None else None
         return done
 
     def _write_buckets(self, job: WriteJob, buckets: list[WriteBucket]) -> list[BucketResult]:

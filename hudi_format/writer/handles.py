@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
 from ..base_file import write_base_file
+from ..errors import InvalidOptionError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    next_log_version, write_log_file)
 from ..read.align import align_table
@@ -113,7 +114,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     """Rewrite the base file of ``fs`` (COW) with upserts and deletes applied."""
     task, token = ctx.next_token()
     name = _base_name(ctx, fs.file_id, token)
-    old = align_table(read_base_file(ctx.storage, fs.base_file), ctx.schema,
+    old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size or None), ctx.schema,
                       ctx.storage.uri(fs.base_file)) if fs.base_file else ctx.schema.empty_table()
     fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task)
     old_keys = pc.cast(record_keys(old, ctx.spec), pa.string())
@@ -158,12 +159,23 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
         blocks.append(encode_delete_block(deletes, ctx.instant))
     # v8+: a log file per delta commit, named by it; v6: log files carry the slice's base instant.
     log_instant = ctx.instant if ctx.table_version >= 8 else (base_instant or fs.base_instant)
-    version = next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
-    first = LogFileName(fs.file_id, log_instant, version, token).name
-    create_marker(ctx.storage, ctx.instant, posixpath.join(fs.partition_path, first)
-                  if fs.partition_path else first, "APPEND")
-    results = write_log_file(ctx.storage, fs.partition_path, fs.file_id, log_instant, blocks,
-                             token, version=version, max_file_size=ctx.max_log_file_size)
+    # v8+: the log files are named by this new instant, so the first is version 1 unless an
+    # earlier attempt of this bucket wrote one with this token (then list, as v6 always must)
+    guess = ctx.table_version >= 8
+    version = 1 if guess else next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
+    while True:
+        first = LogFileName(fs.file_id, log_instant, version, token).name
+        create_marker(ctx.storage, ctx.instant, posixpath.join(fs.partition_path, first)
+                      if fs.partition_path else first, "APPEND")
+        try:
+            results = write_log_file(ctx.storage, fs.partition_path, fs.file_id, log_instant, blocks,
+                                     token, version=version, max_file_size=ctx.max_log_file_size)
+            break
+        except InvalidOptionError:
+            if not guess:
+                raise
+            guess = False
+            version = next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
     ctx.written.extend(r.path for r in results)
     size = sum(r.size for r in results)
     last = results[-1]

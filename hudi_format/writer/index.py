@@ -30,7 +30,7 @@ def candidate_slices_by_bloom(storage: Storage, slices: list[FileSlice], keys: p
         if s.log_files or not s.base_file:
             out.append(s)
             continue
-        footer = read_footer(storage, s.base_file)
+        footer = read_footer(storage, s.base_file, s.base_file_size or None)
         if footer.min_key is not None and footer.max_key is not None:
             in_range = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
             subset = pc.filter(keys, in_range)

@@ -39,6 +39,7 @@ from ..timeline import Instant, Timeline, commit_metadata
 from ..timeline.metadata import WriteStat
 from ..transaction import Transaction, check_write_conflicts, new_file_groups, started_with, touched_file_groups
 from ..transaction.markers import read_markers, written_by
+from ..transaction.snapshot import TableSnapshot
 from ..view import FileSlice, FileSystemView
 from ..view.file_names import parse_log_file_name
 from . import handles
@@ -164,8 +165,10 @@ class WriteJob:
     open instant. Not shipped to workers (buckets are)."""
 
     def __init__(self, storage: Storage, config: TableConfig, options: dict[str, Any], operation: str,
-                 create: bool, state: ReadState | None, spec: WriteSpec, data_avro: dict):
+                 create: bool, state: ReadState | None, spec: WriteSpec, data_avro: dict,
+                 snapshot: TableSnapshot | None = None):
         self.storage = storage
+        self.snapshot = snapshot   # the table as planned against (None: the write creates it)
         self.config = config
         self.options = options
         self.operation = operation
@@ -173,13 +176,14 @@ class WriteJob:
         self.state = state
         self.spec = spec
         self.data_avro = data_avro
-        self.view = FileSystemView(storage, config)
+        self.view = snapshot.view if snapshot is not None else FileSystemView(storage, config)
         self.planner = WritePlanner(storage, config, options, MergeSpec.from_config(config))
         self.dedupe = should_dedupe(operation, options)
         self.plan: Plan | None = None
         self.buckets: list[WriteBucket] = []
         self.txn: Transaction | None = None
         self.done: Instant | None = None
+        self.committed: TableSnapshot | None = None   # the table after this write's commit
         # per bucket: row numbers (of the planned, precombined input) to write and to delete
         self._rows: dict[int, tuple[pa.Array, pa.Array]] = {}
         self._kept: pa.Array | None = None       # input row of each precombined row
@@ -214,17 +218,21 @@ def _flat(arr: Any) -> pa.Array:
 # -- prepare -------------------------------------------------------------------------------------
 def prepare_write(storage: Storage, config: TableConfig, operation: str, options: Mapping[str, Any] | None,
                   data_schema: pa.Schema | None, *, create: bool = False,
-                  timeline: Timeline | None = None) -> WriteJob:
-    """Load the table state once and settle the writer schema (``data_schema``: the columns
-    of the data, as Arrow; ``None`` for a delete_partition by option). Writes nothing.
-    ``timeline``: the table's timeline when the caller already loaded it for this operation."""
+                  timeline: Timeline | None = None, snapshot: TableSnapshot | None = None) -> WriteJob:
+    """Settle the writer schema against the operation's table snapshot (``data_schema``: the
+    columns of the data, as Arrow; ``None`` for a delete_partition by option). Writes nothing.
+    ``snapshot`` (or just its ``timeline``): the table as the caller loaded it for this
+    operation; loaded here when neither is given."""
     op = check_operation(operation)
     opts = validate(options, WRITE_SCOPES)
     if create:
-        timeline = None
-    elif timeline is None:
-        timeline = Timeline.load(storage, config)
-    state = ReadState(config, timeline) if timeline is not None else None
+        snapshot = None
+    elif snapshot is None:
+        snapshot = TableSnapshot(storage, config, timeline)
+    else:
+        config = snapshot.config
+    timeline = snapshot.timeline if snapshot is not None else None
+    state = snapshot.state if snapshot is not None else None
     existing = latest_data_schema(config, timeline) if timeline is not None else None
     if existing is None and config.create_schema:
         existing = avro_to_arrow_schema(config.create_schema)
@@ -244,7 +252,7 @@ def prepare_write(storage: Storage, config: TableConfig, operation: str, options
     avro = arrow_to_avro_schema(full_schema, f"{name}_record", f"hoodie.{name}")
     data_avro = arrow_to_avro_schema(schema, f"{name}_record", f"hoodie.{name}")
     spec = WriteSpec(storage.url, config, opts, op, schema, full_schema, avro)
-    return WriteJob(storage, config, opts, op, create, state, spec, data_avro)
+    return WriteJob(storage, config, opts, op, create, state, spec, data_avro, snapshot)
 
 
 # -- plan ----------------------------------------------------------------------------------------
@@ -305,7 +313,8 @@ def _open(job: WriteJob) -> None:
         # As Hudi: the first writer's schema is kept in hoodie.properties, so a table whose
         # every commit is rolled back (or not yet written) still has its columns.
         config = TableConfig({**dict(config), "hoodie.table.create.schema": compact_json(job.data_avro)})
-    job.config = ensure_table(job.storage, config, create=job.create)
+    # an existing table's config is the snapshot's (loaded once); the commit reloads it under its lock
+    job.config = ensure_table(job.storage, config, create=True) if job.create else config
     job.spec = attrs.evolve(job.spec, config=job.config)
     op = job.operation
     action = "replacecommit" if op in REPLACE_OPS else "deltacommit" if job.config.is_mor else "commit"
@@ -446,7 +455,21 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
         abort_write(job)
         raise
     job.config = txn.config
+    job.committed = after_commit(job.storage, txn, job.snapshot)
     return job.done
+
+
+def after_commit(storage: Storage, txn: Transaction, before: TableSnapshot | None) -> TableSnapshot:
+    """The table as ``txn``'s commit left it, for what runs next in this operation (inline
+    services): the timeline the commit listed under its lock, advanced by the completed
+    instant; without one (a single writer), the snapshot planned against, advanced (which
+    ``TableSnapshot.current`` lists again, since this process wrote more than that file)."""
+    assert txn.done is not None
+    if txn.timeline is not None:
+        return TableSnapshot(storage, txn.config, txn.timeline)
+    if before is not None:
+        return before.advanced(txn.done, config=txn.config)
+    return TableSnapshot(storage, txn.config)
 
 
 def abort_write(job: WriteJob) -> None:

@@ -90,7 +90,7 @@ class WritePlanner:
     def latest_slices(self, state, view, partitions=None):
         if state is None:
             return []
-        return state.file_slices(view, (lambda p: p in partitions) if partitions is not None else None)
+        return state.file_slices(view, partitions=partitions) if partitions is not None else state.file_slices(view)
 
     def plan(self, op, table, keys, partitions, state, view, full_schema) -> Plan:
         """Where each row of ``table`` (its ``keys`` and ``partitions``) goes; ``table`` may be
