@@ -206,13 +206,13 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         from ..read.snapshot import ReadState
         state = ReadState(self.md_config, md_timeline if md_timeline is not None else self.md_timeline())
         view = FileSystemView(self.md, self.md_config)
-        slices = state.file_slices(view, lambda p: p == partition)
+        slices = state.file_slices(view, partitions=[partition])   # lists that folder alone
         return sorted(slices, key=lambda s: s.file_id)
 
     def staleness(self) -> str | None:
         from .reader import MetadataTable
         return MetadataTable(self.storage, self.config, self.data_timeline(),
-                             mdt_timeline=self.md_timeline()).staleness()
+                             mdt_timeline=self.md_timeline(), mdt_config=self.md_config).staleness()
 
     # -- preparing the metadata table ---------------------------------------------------------
     def ensure(self) -> bool:
@@ -356,9 +356,11 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                         log_files=[posixpath.basename(r.path) for r in results]))
             meta = commit_metadata(stats, operation_type=operation,
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
-            # md_tl (listed above, under the data table's lock) has no completed `instant`
-            # this writer created the inflight file under the data table's lock just now
-            return writer.complete(inflight, meta, known_pending=True, known_inflight=True)
+            # md_tl (listed above, under the data table's lock) has no completed `instant`;
+            # this writer created the inflight file under the data table's lock just now.
+            # keep_clock: the data instant completes next under the same time lock hold (when
+            # its transaction shares the clock), its completion time after this one
+            return writer.complete(inflight, meta, known_pending=True, known_inflight=True, keep_clock=True)
         except BaseException:
             self._discard(writer, inflight, written)
             raise
