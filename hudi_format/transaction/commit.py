@@ -230,8 +230,12 @@ class Transaction:
             if heartbeat is not None:
                 heartbeat.stop()
             raise
-        return cls(storage, config, opts, writer, inflight, heartbeat, _hook(storage, hook), keep_plan=True,
-                   undo_on_abort=undo_on_abort)
+        txn = cls(storage, config, opts, writer, inflight, heartbeat, _hook(storage, hook), keep_plan=True,
+                  undo_on_abort=undo_on_abort)
+        # a requested instant never ran, or its last attempt aborted (and removed its markers):
+        # only an inflight one taken over from a dead run can have markers nobody recorded
+        txn.markers_known = current.state is State.REQUESTED
+        return txn
 
     # -- finishing --------------------------------------------------------------------------
     def commit(self, metadata: Any, conflict_check: ConflictCheck | None = None) -> Instant:
