@@ -65,7 +65,8 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
 
     def archive(timeline: Timeline | None = None) -> Any:
         archived.append(True)
-        return archival.archive(storage, config, opts, timeline=timeline)
+        return archival.archive(storage, config, opts,
+                                snapshot=TableSnapshot(storage, config, timeline) if timeline is not None else None)
 
     def archive_when_idle(listing: Timeline) -> None:
         # same lock hold and listing as the clean that found nothing to plan: one listing for
@@ -86,7 +87,7 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
         return archiving and not archived
 
     if option(opts, "hoodie.clean.automatic"):
-        steps.append(("clean", lambda: cleaning.clean(storage, config, opts, timeline=latest(),
+        steps.append(("clean", lambda: cleaning.clean(storage, config, opts, snapshot=state["snapshot"],
                                                       when_idle=archive_when_idle if archiving_needed() else None)))
     if archiving:
         # one archiver at a time: under the table lock, as Hudi's archiver takes it

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from ..config import TableConfig
 from ..errors import HudiError, StorageError
 from ..metadata.commit import MetadataTableHook
-from ..metadata.writer import MetadataTableServices
+from ..metadata.writer import DataTableSnapshot, MetadataTableServices
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
@@ -34,6 +34,7 @@ from ..timeline.writer import TimelineWriter
 from .heartbeat import Heartbeat, heartbeat_expired
 from .locks import TableLock
 from .markers import delete_markers, read_markers, written_by
+from .snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,10 @@ class MetadataHook(Protocol):
 
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                         options: Mapping[str, Any], clock: InstantClock,
-                        timeline: Timeline | None = None) -> TableConfig:
+                        snapshot: DataTableSnapshot | None = None) -> TableConfig:
         """Bring the metadata table along (under the lock); return the data table's config.
-        ``timeline``: the data timeline the commit just listed under the lock (``None``: not
-        listed; load it if needed)."""
+        ``snapshot``: the data table as the commit just listed it under the lock (``None``:
+        not listed; load what is needed)."""
 
     def abort(self, storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any],
               clock: InstantClock) -> None:
@@ -258,8 +259,9 @@ class Transaction:
             with self.writer.clock.sharing():
                 if self.hook is not None:
                     self._hooked = True
+                    listed = TableSnapshot(self.storage, self.config, now) if now is not None else None
                     self.config = self.hook.before_complete(self.storage, self.config, self.inflight, metadata,
-                                                            self.options, self.writer.clock, timeline=now)
+                                                            self.options, self.writer.clock, snapshot=listed)
                 # `now`, listed under this lock hold, showed the instant pending: no second
                 # listing; the inflight file is there: that listing showed it, or (the metadata
                 # table, under its data table's lock) this transaction wrote it
