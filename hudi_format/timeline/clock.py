@@ -19,6 +19,13 @@ While holding the lock it also remembers the last time it issued (in the lock fi
 it) and never issues a time that is not greater, waiting out a clock that stepped back a little
 and raising ``TimelineError`` if it stepped back by more than ``MAX_BACKWARDS_WAIT_S``.
 
+A commit needs two completion times in a row: the metadata table's deltacommit's, then its
+data instant's (Hudi completes the metadata table first). Inside :meth:`InstantClock.sharing`
+the first is issued with ``hold(keep=True)``, which keeps the lock, and the second continues
+that hold: both times strictly increasing, one lock round (on object stores four requests: the
+lock, the last time read and written, the release). The block releases whatever it kept, also
+when it fails; a crash while kept leaves a lock file that is broken once stale, as any other.
+
 It does not coordinate with Java writers, which use their own lock provider.
 """
 
