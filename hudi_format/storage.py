@@ -11,9 +11,10 @@ import collections
 import errno
 import os
 import posixpath
+import re
 import threading
 import uuid
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 import fsspec
@@ -30,6 +31,7 @@ from .errors import StorageError
 # commit lock) lists again.
 _CHANGES: dict[tuple[str, str, bool], int] = {}   # (protocol, folder, hidden name) -> count
 _CHANGES_LOCK = threading.Lock()
+_GLOB = re.compile(r"[*?[]")   # characters fsspec expands in a path
 
 
 def _folder_key(fs: fsspec.AbstractFileSystem, folder: str, hidden: bool) -> tuple[str, str, bool]:
@@ -290,6 +292,33 @@ class Storage:
         except FileNotFoundError:
             pass
         self._forget(self.full(rel))
+
+    @property
+    def deletes_in_batches(self) -> bool:
+        """Whether :meth:`delete_many` removes many files in one request (S3's DeleteObjects:
+        up to 1,000 keys, absent ones included, per POST)."""
+        return self._is_s3
+
+    def delete_many(self, rels: Iterable[str]) -> None:
+        """Remove these files; absent ones are no error. One request per 1,000 files where
+        the store deletes in batches (:attr:`deletes_in_batches`), else one per file."""
+        paths = [self.full(r) for r in rels]
+        if not paths:
+            return
+        for path in paths:
+            _changed(self.fs, path)
+        # names with glob characters would be expanded by fsspec: those go one by one
+        batch = [p for p in paths if not _GLOB.search(p)] if self.deletes_in_batches else []
+        if batch:
+            self.fs.rm(batch)
+        for path in paths:
+            if not batch or _GLOB.search(path):
+                try:
+                    self.fs.rm_file(path)
+                except FileNotFoundError:
+                    pass
+        for path in paths:
+            self._forget(path)
 
     def delete_tree(self, rel: str) -> None:
         """Remove folder ``rel`` and everything below it (absent: nothing to do). One recursive

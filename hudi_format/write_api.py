@@ -87,7 +87,7 @@ def recover(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
     (``TableSnapshot.current``)."""
     if not isinstance(snapshot, TableSnapshot):
         snapshot = TableSnapshot(storage, config, snapshot)
-    rollback_failed_writes(storage, snapshot.config, opts, timeline=snapshot.timeline)
+    rollback_failed_writes(storage, snapshot.config, opts, snapshot=snapshot)
     return snapshot.current()
 
 

@@ -793,3 +793,37 @@ def test_timeline_on_s3(s3_options):
     assert [(i.timestamp, i.completion_time) for i in loaded.instants] == \
         [(done.timestamp, done.completion_time)]
     assert not storage.exists(LOCK_FILE)  # the lock file is gone once released
+
+
+def test_clock_sharing_continues_a_kept_hold():
+    """A metadata-table deltacommit and its data instant complete under one hold: inside
+    ``sharing``, ``hold(keep=True)`` keeps the lock (nobody else gets a time meanwhile), the
+    next hold continues it with a greater time, and the lock is released after it."""
+    storage = Storage("memory://clock-share/t")
+    clock = InstantClock(storage, max_skew_ms=0)
+    other: list[str] = []
+    with clock.sharing():
+        with clock.hold(keep=True) as generate:
+            first = generate()
+        assert storage.exists(LOCK_FILE)                     # still held
+        waiter = threading.Thread(target=lambda: other.append(InstantClock(storage, max_skew_ms=0).new_instant_time()))
+        waiter.start()
+        waiter.join(timeout=0.3)
+        assert waiter.is_alive() and not other               # blocked on the kept hold
+        with clock.hold() as generate:
+            second = generate()
+        assert not storage.exists(LOCK_FILE)                 # released by the continuation
+    waiter.join(timeout=30)
+    assert first < second < other[0]
+    # without sharing, keep changes nothing; a failing sharing block releases what it kept
+    with clock.hold(keep=True) as generate:
+        generate()
+    assert not storage.exists(LOCK_FILE)
+    with pytest.raises(RuntimeError):
+        with clock.sharing():
+            with clock.hold(keep=True) as generate:
+                generate()
+            raise RuntimeError("the data commit failed")
+    assert not storage.exists(LOCK_FILE)
+    assert clock.new_instant_time() > other[0]
+    storage.fs.rm("/clock-share", recursive=True)

@@ -18,12 +18,12 @@ from typing import Any, Mapping
 from ..config import TableConfig
 from ..errors import HudiError
 from ..storage import Storage
-from ..timeline import Instant, Timeline
+from ..timeline import Instant
 from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter
 from . import init as I
 from .options import _WRITE_ACTIONS
-from .writer import MetadataTableServices, MetadataWriter, is_metadata_table, metadata_enabled
+from .writer import DataTableSnapshot, MetadataTableServices, MetadataWriter, is_metadata_table, metadata_enabled
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,12 @@ def _rollback_log_files(metadata: Mapping[str, Any]) -> dict[str, dict[str, int]
 def before_complete(storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                     options: Mapping[str, Any] | None = None, clock: InstantClock | None = None,
                     services: MetadataTableServices | None = None,
-                    timeline: Timeline | None = None) -> TableConfig:
+                    snapshot: DataTableSnapshot | None = None) -> TableConfig:
     """Bring the metadata table along with the data instant ``inflight`` that is about to
     complete with ``metadata``; call right before the data instant's completed file is
     written (under the table lock). ``services`` are the metadata table's own table services.
-    Returns the data table's config (its metadata partitions may have changed). ``timeline``:
-    the data timeline listed under this lock, when the caller has it (not listed again)."""
+    Returns the data table's config (its metadata partitions may have changed). ``snapshot``:
+    the data table as listed under this lock, when the caller has it (not listed again)."""
     if is_metadata_table(storage, config):
         return config
     if not metadata_enabled(storage, config, options):
@@ -86,7 +86,7 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
     action = inflight.action
     if action not in _WRITE_ACTIONS and action not in ("clean", "rollback", "restore"):
         return config   # savepoints change no files
-    w = MetadataWriter(storage, config, options, clock, inflight.timestamp, services, data_timeline=timeline)
+    w = MetadataWriter(storage, config, options, clock, inflight.timestamp, services, snapshot=snapshot)
     meta = getattr(metadata, "raw", metadata) or {}
     if action == "restore":
         if w.exists() or config.metadata_partitions:
@@ -145,8 +145,8 @@ class MetadataTableHook:
 
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                         options: Mapping[str, Any], clock: InstantClock,
-                        timeline: Timeline | None = None) -> TableConfig:
-        return before_complete(storage, config, inflight, metadata, options, clock, self.services, timeline)
+                        snapshot: DataTableSnapshot | None = None) -> TableConfig:
+        return before_complete(storage, config, inflight, metadata, options, clock, self.services, snapshot)
 
     def abort(self, storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any],
               clock: InstantClock) -> None:

@@ -65,10 +65,13 @@ class MetadataTable:
     """
 
     def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline | None = None,
-                 *, mdt_timeline: Timeline | None = None):
+                 *, mdt_timeline: Timeline | None = None, mdt_config: TableConfig | None = None):
         self.storage = storage
         if mdt_timeline is not None:   # the caller's listing (load once)
             self.__dict__["mdt_timeline"] = mdt_timeline
+        if mdt_config is not None:     # the caller read it: the table exists (no HEAD)
+            self.__dict__["mdt_config"] = mdt_config
+            self.__dict__["exists"] = True
         self.config = config
         self._timeline = timeline
         self.mdt_storage = storage.sub(K.METADATA_TABLE_DIR)
@@ -211,7 +214,7 @@ class MetadataTable:
         if partition not in self._slices:
             from ..read.snapshot import ReadState
             state = ReadState(self.mdt_config, self.mdt_timeline)
-            slices = state.file_slices(self._view, lambda p: p == partition)
+            slices = state.file_slices(self._view, partitions=[partition])   # that folder alone
             self._slices[partition] = sorted(slices, key=lambda s: s.file_id)
         return self._slices[partition]
 

@@ -79,7 +79,7 @@ from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_A
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MDT_OPTIONS", "MetadataTableError", "MetadataWriter", "MetadataTableServices", "Delta",
+    "MDT_OPTIONS", "MetadataTableError", "MetadataWriter", "MetadataTableServices", "DataTableSnapshot", "Delta",
     "is_metadata_table", "metadata_enabled",
 ]
 
@@ -92,6 +92,15 @@ def is_metadata_table(storage: Storage, config: TableConfig) -> bool:
 
 def metadata_enabled(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None) -> bool:
     return bool(option(options, "hoodie.metadata.enable")) and not is_metadata_table(storage, config)
+
+
+class DataTableSnapshot(Protocol):
+    """What the metadata writer needs of the operation's snapshot of the data table
+    (``hudi_format.transaction.TableSnapshot`` is one): the timeline it loaded, so the writer
+    does not list it again. Declared here because the transaction layer sits above."""
+
+    @property
+    def timeline(self) -> Timeline: ...
 
 
 class MetadataTableServices(Protocol):
@@ -127,10 +136,11 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
                  clock: InstantClock | None = None, inflight: str | None = None,
-                 services: MetadataTableServices | None = None, *, data_timeline: Timeline | None = None):
+                 services: MetadataTableServices | None = None, *, snapshot: DataTableSnapshot | None = None):
         self.storage = storage
-        # the data timeline the commit listed under the lock (load once); None: loaded on use
-        self._data_timeline = data_timeline
+        # the data table as the operation loaded it (the commit: listed under its lock);
+        # None: its timeline is loaded on first use
+        self._data_timeline = snapshot.timeline if snapshot is not None else None
         self.services = services
         self.config = config
         self.options = dict(options or {})
@@ -148,7 +158,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         return self._md_config
 
     def data_timeline(self) -> Timeline:
-        """The data table's timeline: the caller's (listed under the lock) or loaded once."""
+        """The data table's timeline: the snapshot's (listed under the lock) or loaded once."""
         if self._data_timeline is None:
             self._data_timeline = Timeline.load(self.storage, self.config)
         return self._data_timeline
@@ -206,13 +216,13 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         from ..read.snapshot import ReadState
         state = ReadState(self.md_config, md_timeline if md_timeline is not None else self.md_timeline())
         view = FileSystemView(self.md, self.md_config)
-        slices = state.file_slices(view, lambda p: p == partition)
+        slices = state.file_slices(view, partitions=[partition])   # lists that folder alone
         return sorted(slices, key=lambda s: s.file_id)
 
     def staleness(self) -> str | None:
         from .reader import MetadataTable
         return MetadataTable(self.storage, self.config, self.data_timeline(),
-                             mdt_timeline=self.md_timeline()).staleness()
+                             mdt_timeline=self.md_timeline(), mdt_config=self.md_config).staleness()
 
     # -- preparing the metadata table ---------------------------------------------------------
     def ensure(self) -> bool:
@@ -356,9 +366,11 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                         log_files=[posixpath.basename(r.path) for r in results]))
             meta = commit_metadata(stats, operation_type=operation,
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
-            # md_tl (listed above, under the data table's lock) has no completed `instant`
-            # this writer created the inflight file under the data table's lock just now
-            return writer.complete(inflight, meta, known_pending=True, known_inflight=True)
+            # md_tl (listed above, under the data table's lock) has no completed `instant`;
+            # this writer created the inflight file under the data table's lock just now.
+            # keep_clock: the data instant completes next under the same time lock hold (when
+            # its transaction shares the clock), its completion time after this one
+            return writer.complete(inflight, meta, known_pending=True, known_inflight=True, keep_clock=True)
         except BaseException:
             self._discard(writer, inflight, written)
             raise

@@ -52,6 +52,7 @@ from ..options import legacy_view
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..timeline.history_writer import ActiveAction, LSMTimelineWriter, write_v6_archive
+from ..transaction.snapshot import TableSnapshot
 from .cleaning import completed_commits, earliest_commit_to_retain, read_options
 
 log = logging.getLogger(__name__)
@@ -377,16 +378,16 @@ def _delete_active_files(storage: Storage, timeline: Timeline, actions: list[Act
 
 
 def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-            data_timeline: Timeline | None = None, *, timeline: Timeline | None = None) -> list[Instant]:
+            data_timeline: Timeline | None = None, *, snapshot: TableSnapshot | None = None) -> list[Instant]:
     """Archive what the active timeline no longer needs; the archived instants (oldest first).
 
     ``data_timeline``: when archiving a metadata table, its data table's active timeline.
-    ``timeline``: this table's timeline when the caller holds a lock under which no other
-    process changes it (the metadata table's, under its data table's lock); reused while this
-    process changed nothing since it was listed.
+    ``snapshot``: the operation's snapshot of this table, when its timeline is what archival
+    must decide on (listed under the lock the caller holds, or the metadata table's under its
+    data table's lock); reused while this process changed nothing since it was listed.
     """
     opts = read_options(options, SERVICE_OPTIONS)
-    timeline = Timeline.current(storage, config, timeline)
+    timeline = Timeline.current(storage, config, snapshot.timeline if snapshot is not None else None)
     chosen = instants_to_archive(timeline, options, data_timeline)
     if not chosen:
         return []

@@ -46,6 +46,7 @@ from ..timeline import Instant, State, Timeline
 from ..timeline.clock import format_epoch_millis
 from ..timeline.writer import TimelineWriter
 from ..transaction import Transaction
+from ..transaction.snapshot import TableSnapshot
 from .common import run_pending_then_new
 from ..view import FileSlice, FileSystemView
 
@@ -439,19 +440,19 @@ def run_clean(storage: Storage, config: TableConfig, instant: Instant | str | No
 
 
 def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None, *,
-          timeline: Timeline | None = None, locked: bool = False,
+          snapshot: TableSnapshot | None = None, locked: bool = False,
           when_idle: Callable[[Timeline], Any] | None = None) -> Instant | None:
     """Finish any pending clean, then schedule and run a new one; the last completed clean
     instant, or ``None`` when there was nothing to do.
 
     One clean at a time, as Hudi: a clean another live process runs is skipped, and no new
-    clean is planned (under the table lock) while one is pending. ``timeline``: the
-    operation's listing (load once), used while this process changed nothing since; the plan
+    clean is planned (under the table lock) while one is pending. ``snapshot``: the
+    operation's (load once), its timeline used while this process changed nothing since; the plan
     is made on a fresh listing under the lock unless ``locked`` (the caller holds a lock no
     other process changes this table without: the metadata table under its data table's).
     ``when_idle(listing)`` runs under that same lock hold, on that listing, when no clean is
     planned (inline archival then needs no listing of its own)."""
-    timeline = Timeline.current(storage, config, timeline)
+    timeline = Timeline.current(storage, config, snapshot.timeline if snapshot is not None else None)
     pending = sorted((i for i in timeline.pending if i.action == "clean"), key=lambda i: i.timestamp)
     if not pending and not locked and nothing_to_clean(timeline, options):
         return None   # decided on the operation's view: no lock, no listing (a round trip each)

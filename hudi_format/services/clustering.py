@@ -56,8 +56,8 @@ from ..writer.handles import new_file_id
 from . import space_curves
 from .common import (EXECUTION_STRATEGIES, PLAN_STRATEGIES, ServiceConflictError, TableState,
                      full_uri, is_clustering, new_instant_time,
-                     pending_instants, pending_service_file_groups, pick_pending,
-                     rel_in_partition, run_pending_then_new, runtime, schema_extra,
+                     pending_service_file_groups, pick_pending,
+                     rel_in_partition, run_services, runtime, schema_extra, committed, snapshot_of,
                      slice_metrics, split_partitions, validate_service_options)
 
 log = logging.getLogger(__name__)
@@ -177,10 +177,17 @@ def schedule_clustering(storage: Storage, config: TableConfig, sort_by: str | Se
     enough commits since the last clustering.
     """
     opts = validate_service_options(options)
+    return _schedule(storage, config, sort_by, opts, instant_time, check_trigger)[0]
+
+
+def _schedule(storage: Storage, config: TableConfig, sort_by: str | Sequence[str] | None,
+              opts: Mapping[str, Any], instant_time: str | None,
+              check_trigger: bool | None) -> tuple[Instant | None, TableState | None]:
+    """:func:`schedule_clustering`, and the snapshot it planned on (with the new instant)."""
     layout = _check_strategies(opts)
     cols = _sort_columns(sort_by, opts)
     ts_time = instant_time or new_instant_time(storage, config)
-    ts = TableState(storage, config)
+    ts = TableState(storage, config)   # listed after the instant time was issued
     if cols:
         schema = ts.schemas()[0]
         missing = [c for c in cols if schema.get_field_index(c) < 0]
@@ -193,7 +200,7 @@ def schedule_clustering(storage: Storage, config: TableConfig, sort_by: str | Se
     inline = bool(option(opts, "hoodie.clustering.inline") or option(opts, "hoodie.clustering.schedule.inline")
                   or option(opts, "hoodie.clustering.async.enabled"))
     if (inline if check_trigger is None else check_trigger) and not clustering_due(ts.timeline, opts):
-        return None
+        return None, ts
 
     busy = pending_service_file_groups(ts.timeline)
     small = option(opts, "hoodie.clustering.plan.strategy.small.file.limit")
@@ -213,7 +220,7 @@ def schedule_clustering(storage: Storage, config: TableConfig, sort_by: str | Se
     groups = groups[:max_groups]
     if not groups:
         log.info("nothing to cluster in %s", storage.url)
-        return None
+        return None, ts
 
     params = {}
     if cols:
@@ -234,10 +241,11 @@ def schedule_clustering(storage: Storage, config: TableConfig, sort_by: str | Se
         plan["missingSchedulePartitions"] = []
     requested = {"operationType": "CLUSTER", "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
     data = encode_with_schema(requested_replace_schema(config.version), requested)
-    inst = TimelineWriter(storage, config).create_requested(CLUSTERING, ts_time, plan=data)
+    inst = TimelineWriter(storage, config).create_requested(CLUSTERING, ts_time, plan=data,
+                                                             known_new=instant_time is None)
     log.info("scheduled clustering %s: %d groups, %d file groups", ts_time, len(groups),
              sum(len(g) for g, _ in groups))
-    return inst
+    return inst, ts.advanced(inst)
 
 
 # -- execution --------------------------------------------------------------------------------
@@ -356,7 +364,12 @@ def run_clustering(storage: Storage, config: TableConfig, instant: "Instant | st
     group changed since planning."""
     opts = validate_service_options(options)
     _check_strategies(opts)
-    ts = TableState(storage, config)
+    return _run(TableState.load(storage, config), instant, opts)[0]
+
+
+def _run(ts: TableState, instant: "Instant | str | None", opts: Mapping[str, Any]) -> tuple[Instant, TableState]:
+    """:func:`run_clustering` on the operation's snapshot; also returns the table after it."""
+    storage, config = ts.storage, ts.config
     inst = pick_pending(ts.timeline, CLUSTERING, instant)
     requested = ts.timeline.plan(inst)
     plan = requested.get("clusteringPlan") or {}
@@ -408,14 +421,22 @@ def run_clustering(storage: Storage, config: TableConfig, instant: "Instant | st
             txn.abort(drop_plan=True)
             raise
     log.info("completed clustering %s: %d file groups -> %d", done.timestamp, len(planned), len(stats))
-    return done
+    return done, committed(ts, txn)
 
 
 def cluster(storage: Storage, config: TableConfig, sort_by: str | Sequence[str] | None = None,
             options: Mapping[str, Any] | None = None) -> Instant | None:
     """Schedule a clustering and run it; ``None`` when there was nothing to cluster.
     Clusterings scheduled earlier and still pending run first."""
+    return cluster_on(TableState.load(storage, config), sort_by, validate_service_options(options))[0]
+
+
+def cluster_on(snapshot: TableState, sort_by: str | Sequence[str] | None,
+               options: Mapping[str, Any]) -> tuple[Instant | None, TableState]:
+    """:func:`cluster` on the operation's snapshot; also returns the table after it."""
     opts = validate_service_options(options)
-    return run_pending_then_new(storage, opts, pending_instants(Timeline.load(storage, config), CLUSTERING),
-                                lambda i: run_clustering(storage, config, i, opts),
-                                lambda: schedule_clustering(storage, config, sort_by, opts), "clustering")
+    storage, config = snapshot.storage, snapshot.config
+    snapshot = snapshot_of(storage, config, snapshot)
+    _check_strategies(opts)
+    return run_services(storage, opts, snapshot, CLUSTERING, lambda i, ts: _run(ts, i, opts),
+                        lambda: _schedule(storage, config, sort_by, opts, None, None), "clustering")

@@ -179,6 +179,44 @@ def run_pending_then_new(storage: Storage, opts: Mapping[str, Any], pending: Ite
     return done
 
 
+def snapshot_of(storage: Storage, config: TableConfig, snapshot: TableSnapshot | None) -> TableSnapshot:
+    """The operation's snapshot: the caller's (still current for this process, else listed
+    again) or, for a service called on its own, one loaded now."""
+    return snapshot.current() if snapshot is not None else TableSnapshot.load(storage, config)
+
+
+def committed(ts: TableSnapshot, txn: Any) -> TableSnapshot:
+    """The table after the service transaction ``txn`` committed: its timeline as listed under
+    the commit's lock (plus the completed instant) and its config as reloaded there."""
+    return ts.advanced(txn.done, txn.timeline, config=txn.config)
+
+
+ServiceStep = Callable[[Instant, TableSnapshot], "tuple[Instant, TableSnapshot]"]
+
+
+def run_services(storage: Storage, opts: Mapping[str, Any], snapshot: TableSnapshot, action: str,
+                 run: ServiceStep, schedule: Callable[[], "tuple[Instant | None, TableSnapshot | None]"],
+                 what: str) -> tuple[Instant | None, TableSnapshot]:
+    """:func:`run_pending_then_new` on the operation's snapshot: the pending instants are those
+    of ``snapshot``, each run starts from the table the previous one left, and the new instant
+    runs on the snapshot its scheduling listed (under the table lock, after its time was
+    issued). Returns the last instant completed and the table after it."""
+    done = None
+    for inst in pending_instants(snapshot.timeline, action):
+        try:
+            done, snapshot = run(inst, snapshot)
+        except ServiceBusyError as exc:
+            log.info("skipping %s: %s", what, exc)
+    with table_lock(storage, opts):
+        inst, scheduled = schedule()
+    if inst is not None and scheduled is not None:
+        try:
+            done, snapshot = run(inst, scheduled)
+        except ServiceBusyError as exc:
+            log.info("skipping %s: %s", what, exc)
+    return done, snapshot
+
+
 def service_files(storage: Storage, partition: str, file_ids: Iterable[str], instant_time: str) -> list[str]:
     """Files of ``file_ids`` in ``partition`` named with ``instant_time`` (an earlier attempt's)."""
     ids = set(file_ids)
@@ -244,4 +282,5 @@ def split_partitions(value: str | None) -> list[str]:
 
 
 __all__ = ["SERVICE_OPTIONS", "ServiceConflictError", "validate_service_options", "is_clustering", "plan_file_groups",
-           "TableState", "pending_service_file_groups", "pending_instants"]
+           "TableState", "pending_service_file_groups", "pending_instants", "snapshot_of", "committed",
+           "run_services"]

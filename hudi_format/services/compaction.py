@@ -44,7 +44,7 @@ from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_log_file_name
 from ..transaction import Transaction
-from .common import (ServiceConflictError, TableState, run_pending_then_new,
+from .common import (ServiceConflictError, TableState, committed, run_services, snapshot_of,
                      compaction_strategy, new_instant_time,
                      parse_instant_seconds, pending_instants, pending_service_file_groups,
                      pick_pending, rel_in_partition, runtime, schema_extra, service_files,
@@ -196,29 +196,39 @@ def schedule_compaction(storage: Storage, config: TableConfig, options: Mapping[
     trigger strategy first; on-demand calls compact whatever has log files.
     """
     opts = validate_service_options(options)
+    return _schedule(storage, config, opts, instant_time, check_trigger)[0]
+
+
+def _schedule(storage: Storage, config: TableConfig, opts: Mapping[str, Any], instant_time: str | None,
+              check_trigger: bool | None) -> tuple[Instant | None, TableState | None]:
+    """:func:`schedule_compaction`, and the snapshot it planned on (with the new instant)."""
     if not config.is_mor:
         log.info("compaction applies to MERGE_ON_READ tables only; %s is %s", storage.url, config.table_type)
-        return None
+        return None, None
     compaction_strategy(opts)  # validate before any I/O
     ts_time = instant_time or new_instant_time(storage, config)
-    ts = TableState(storage, config)          # loaded after the instant time was issued
+    # listed after the instant time was issued (and under the table lock, when scheduled by
+    # compact()): every instant with an earlier time that can still complete is seen
+    ts = TableState(storage, config)
     if config.version < 8:
         _check_nothing_pending_before(ts.timeline, ts_time)
     if (_inline(opts) if check_trigger is None else check_trigger) and \
             not compaction_due(ts.timeline, config, opts, ts_time):
-        return None
+        return None, ts
     ops = _order_and_filter(build_compaction_operations(ts, ts_time, opts), opts)
     if not ops:
         log.info("nothing to compact in %s", storage.url)
-        return None
+        return None, ts
     plan = {"operations": ops, "extraMetadata": {}, "version": COMPACTION_PLAN_VERSION,
             "strategy": None, "preserveHoodieMetadata": False}
     if config.version >= 8:
         plan["missingSchedulePartitions"] = []
     data = encode_with_schema(compaction_plan_schema(config.version), plan)
-    inst = TimelineWriter(storage, config).create_requested(COMPACTION, ts_time, plan=data)
+    # a time the clock just issued is newer than any completed instant: no listing to check
+    inst = TimelineWriter(storage, config).create_requested(COMPACTION, ts_time, plan=data,
+                                                             known_new=instant_time is None)
     log.info("scheduled compaction %s of %d file slices", ts_time, len(ops))
-    return inst
+    return inst, ts.advanced(inst)
 
 
 # -- execution --------------------------------------------------------------------------------
@@ -329,7 +339,12 @@ def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | st
     absorb (v6 log files appended to the old slice); the plan then stays requested.
     """
     opts = validate_service_options(options)
-    ts = TableState(storage, config)
+    return _run(TableState.load(storage, config), instant, opts)[0]
+
+
+def _run(ts: TableState, instant: "Instant | str | None", opts: Mapping[str, Any]) -> tuple[Instant, TableState]:
+    """:func:`run_compaction` on the operation's snapshot ``ts``; also returns the table after it."""
+    storage, config = ts.storage, ts.config
     inst = pick_pending(ts.timeline, COMPACTION, instant)
     plan = ts.timeline.plan(inst)
     ops = list(plan.get("operations") or ())
@@ -337,13 +352,16 @@ def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | st
         _check_unplanned_logs(ts, ops)
     schema, avro, data_avro = ts.schemas()
     spec = MergeSpec.from_config(config)
-    leftovers = []
-    by_partition: dict[str, list[str]] = {}
-    for o in ops:
-        by_partition.setdefault(o.get("partitionPath") or "", []).append(o["fileId"])
-    for part, fids in by_partition.items():
-        leftovers += [p for p in service_files(storage, part, fids, inst.timestamp)
-                      if not posixpath.basename(p).startswith(".")]   # base files only
+
+    def leftovers() -> list[str]:
+        """Base files a killed attempt wrote (listed only when taking over an inflight run)."""
+        by_partition: dict[str, list[str]] = {}
+        for o in ops:
+            by_partition.setdefault(o.get("partitionPath") or "", []).append(o["fileId"])
+        return [p for part, fids in by_partition.items()
+                for p in service_files(storage, part, fids, inst.timestamp)
+                if not posixpath.basename(p).startswith(".")]   # base files only
+
     with Transaction.resume(storage, config, inst, opts, leftovers=leftovers) as txn:
         written = txn.written
         workers = min(len(ops), os.cpu_count() or 1)
@@ -363,7 +381,7 @@ def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | st
             if config.version < 8 else None
         done = txn.commit(metadata, check)
     log.info("completed compaction %s: %d new base files", done.timestamp, len(stats))
-    return done
+    return done, committed(ts, txn)
 
 
 def compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
@@ -372,11 +390,19 @@ def compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
     Pending compactions scheduled earlier are run first (oldest first), as Hudi's inline
     compaction does; the instant returned is the last one completed.
     """
+    return compact_on(TableState.load(storage, config), validate_service_options(options))[0]
+
+
+def compact_on(snapshot: TableState, options: Mapping[str, Any]) -> tuple[Instant | None, TableState]:
+    """:func:`compact` on the operation's snapshot (an inline compaction gets its write's);
+    returns the last compaction completed and the table after it."""
     opts = validate_service_options(options)
-    from ..timeline import Timeline
-    pending = pending_instants(Timeline.load(storage, config), COMPACTION) if config.is_mor else []
-    return run_pending_then_new(storage, opts, pending, lambda i: run_compaction(storage, config, i, opts),
-                                lambda: schedule_compaction(storage, config, opts), "compaction")
+    storage, config = snapshot.storage, snapshot.config
+    snapshot = snapshot_of(storage, config, snapshot)
+    if not config.is_mor:
+        return None, snapshot
+    return run_services(storage, opts, snapshot, COMPACTION, lambda i, ts: _run(ts, i, opts),
+                        lambda: _schedule(storage, config, opts, None, None), "compaction")
 
 
 def pending_compaction_base_instants(storage: Storage, config: TableConfig,

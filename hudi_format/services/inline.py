@@ -25,7 +25,8 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
     """Run the enabled inline services; return the errors of those that failed.
 
     ``snapshot`` (or its ``timeline``): the table as the write's commit left it (load once).
-    Cleaning and archival start from it while this process changed nothing since
+    Compaction, log compaction and clustering run on it and hand the table they leave to the
+    next step; cleaning and archival start from that while this process changed nothing since
     (``Timeline.current``), and end without a lock or a listing when it shows they have
     nothing to do (another process's later commit runs them after itself); what they
     decide under the table lock they still decide on a fresh listing."""
@@ -33,25 +34,39 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
 
     if isinstance(snapshot, Timeline):
         timeline, snapshot = snapshot, None
-    if snapshot is not None:
-        timeline = snapshot.timeline
+    if snapshot is None and timeline is not None:
+        snapshot = TableSnapshot(storage, config, timeline)
+    state: dict[str, TableSnapshot | None] = {"snapshot": snapshot}
+
+    def service(run: Callable[[TableSnapshot], tuple[Any, TableSnapshot]]) -> Callable[[], Any]:
+        def step() -> Any:
+            start = state["snapshot"] or TableSnapshot.load(storage, config)
+            state["snapshot"] = None   # if the service fails, the next step lists again
+            done, state["snapshot"] = run(start)
+            return done
+        return step
+
+    def latest() -> Timeline | None:
+        snap = state["snapshot"]
+        return snap.timeline if snap is not None else None
 
     steps: list[tuple[str, Callable[[], Any]]] = []
     if config.is_mor and option(opts, "hoodie.compact.inline"):
-        steps.append(("compaction", lambda: compaction.compact(storage, config, opts)))
+        steps.append(("compaction", service(lambda s: compaction.compact_on(s, opts))))
     elif config.is_mor and option(opts, "hoodie.compact.schedule.inline"):
         steps.append(("compaction scheduling", lambda: _scheduled(storage, opts, lambda: compaction.schedule_compaction(storage, config, opts))))
     if config.is_mor and option(opts, "hoodie.log.compaction.inline"):
-        steps.append(("log compaction", lambda: log_compaction.log_compact(storage, config, opts)))
+        steps.append(("log compaction", service(lambda s: log_compaction.log_compact_on(s, opts))))
     if option(opts, "hoodie.clustering.inline"):
-        steps.append(("clustering", lambda: clustering.cluster(storage, config, options=opts)))
+        steps.append(("clustering", service(lambda s: clustering.cluster_on(s, None, opts))))
     elif option(opts, "hoodie.clustering.schedule.inline"):
         steps.append(("clustering scheduling", lambda: _scheduled(storage, opts, lambda: clustering.schedule_clustering(storage, config, options=opts))))
-    archived: list[bool] = []   # archival already ran under the clean's scheduling lock
+    archived: list[bool] = []   # archival already ran (or was found idle) before its own step
 
     def archive(timeline: Timeline | None = None) -> Any:
         archived.append(True)
-        return archival.archive(storage, config, opts, timeline=timeline)
+        return archival.archive(storage, config, opts,
+                                snapshot=TableSnapshot(storage, config, timeline) if timeline is not None else None)
 
     def archive_when_idle(listing: Timeline) -> None:
         # same lock hold and listing as the clean that found nothing to plan: one listing for
@@ -63,14 +78,20 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
 
     idle_errors: list[tuple[str, Exception]] = []
     archiving = bool(option(opts, "hoodie.archive.automatic"))
-    if archiving and timeline is not None and _nothing_to_archive(timeline, opts):
-        archiving = False
+
+    def archiving_needed() -> bool:
+        # as of the table the services before left: nothing to archive -> no lock, no listing
+        tl = latest()
+        if archiving and tl is not None and _nothing_to_archive(tl, opts):
+            archived.append(True)
+        return archiving and not archived
+
     if option(opts, "hoodie.clean.automatic"):
-        steps.append(("clean", lambda: cleaning.clean(storage, config, opts, timeline=timeline,
-                                                      when_idle=archive_when_idle if archiving else None)))
+        steps.append(("clean", lambda: cleaning.clean(storage, config, opts, snapshot=state["snapshot"],
+                                                      when_idle=archive_when_idle if archiving_needed() else None)))
     if archiving:
         # one archiver at a time: under the table lock, as Hudi's archiver takes it
-        steps.append(("archival", lambda: None if archived else _scheduled(storage, opts, archive)))
+        steps.append(("archival", lambda: None if not archiving_needed() else _scheduled(storage, opts, archive)))
 
     errors: list[Exception] = []
     for name, step in steps:

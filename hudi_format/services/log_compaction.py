@@ -43,8 +43,8 @@ from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..transaction import Transaction
 from ..transaction.markers import create_marker
 from ..view.file_names import LogFileName
-from .common import (TableState, attempt_log_files, new_instant_time, pending_instants, pick_pending,
-                     rel_in_partition, run_pending_then_new, schema_extra, service_files,
+from .common import (TableState, attempt_log_files, new_instant_time, pick_pending,
+                     rel_in_partition, run_services, schema_extra, committed, snapshot_of, service_files,
                      validate_service_options)
 from .compaction import (COMPACTION_PLAN_VERSION, _log_order, build_compaction_operations,
                          compaction_due)
@@ -155,34 +155,41 @@ def schedule_log_compaction(storage: Storage, config: TableConfig, options: Mapp
     pending nothing is scheduled: its log blocks would land behind the compacted ones.
     """
     opts = validate_service_options(options)
+    return _schedule(storage, config, opts, instant_time, check_trigger)[0]
+
+
+def _schedule(storage: Storage, config: TableConfig, opts: Mapping[str, Any], instant_time: str | None,
+              check_trigger: bool | None) -> tuple[Instant | None, TableState | None]:
+    """:func:`schedule_log_compaction`, and the snapshot it planned on (with the new instant)."""
     if not config.is_mor:
         log.info("log compaction applies to MERGE_ON_READ tables only; %s is %s", storage.url, config.table_type)
-        return None
+        return None, None
     ts_time = instant_time or new_instant_time(storage, config)
-    ts = TableState(storage, config)
+    ts = TableState(storage, config)   # listed after the instant time was issued
     pending = _pending_writes_before(ts.timeline, ts_time)
     if pending:
         log.warning("not scheduling log compaction at %s: writes %s are still pending", ts_time,
                     ", ".join(i.timestamp for i in pending))
-        return None
+        return None, ts
     inline = option(opts, "hoodie.log.compaction.inline")
     if (inline if check_trigger is None else check_trigger) and \
             not compaction_due(ts.timeline, config, opts, ts_time):
-        return None
+        return None, ts
     threshold = max(option(opts, "hoodie.log.compaction.blocks.threshold"), 2)  # one block: nothing to stitch
     ops = build_compaction_operations(ts, ts_time, opts, min_log_blocks=threshold)
     if not ops:
         log.info("nothing to log-compact in %s", storage.url)
-        return None
+        return None, ts
     plan = {"operations": ops, "extraMetadata": {}, "version": COMPACTION_PLAN_VERSION,
             "strategy": {"compactorClassName": LOG_COMPACTION_EXECUTOR, "strategyParams": {}, "version": 1},
             "preserveHoodieMetadata": True}
     if config.version >= 8:
         plan["missingSchedulePartitions"] = []
     data = encode_with_schema(compaction_plan_schema(config.version), plan)
-    inst = TimelineWriter(storage, config).create_requested(LOG_COMPACTION, ts_time, plan=data)
+    inst = TimelineWriter(storage, config).create_requested(LOG_COMPACTION, ts_time, plan=data,
+                                                             known_new=instant_time is None)
     log.info("scheduled log compaction %s of %d file slices", ts_time, len(ops))
-    return inst
+    return inst, ts.advanced(inst)
 
 
 # -- execution --------------------------------------------------------------------------------
@@ -241,7 +248,12 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
     """Execute a pending log compaction (the oldest if ``instant`` is None); return its
     completed ``deltacommit``."""
     opts = validate_service_options(options)
-    ts = TableState(storage, config)
+    return _run(TableState.load(storage, config), instant, opts)[0]
+
+
+def _run(ts: TableState, instant: "Instant | str | None", opts: Mapping[str, Any]) -> tuple[Instant, TableState]:
+    """:func:`run_log_compaction` on the operation's snapshot; also returns the table after it."""
+    storage, config = ts.storage, ts.config
     inst = pick_pending(ts.timeline, LOG_COMPACTION, instant)
     ops = list(ts.timeline.plan(inst).get("operations") or ())
     schema, avro, data_avro = ts.schemas()
@@ -274,12 +286,20 @@ def run_log_compaction(storage: Storage, config: TableConfig, instant: "Instant 
                                    compacted=True, extra_metadata=schema_extra(data_avro))
         done = txn.commit(metadata)
     log.info("completed log compaction %s", done.timestamp)
-    return done
+    return done, committed(ts, txn)
 
 
 def log_compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None) -> Instant | None:
     """Run pending log compactions, schedule a new one and run it; ``None`` if nothing ran."""
+    return log_compact_on(TableState.load(storage, config), validate_service_options(options))[0]
+
+
+def log_compact_on(snapshot: TableState, options: Mapping[str, Any]) -> tuple[Instant | None, TableState]:
+    """:func:`log_compact` on the operation's snapshot; also returns the table after it."""
     opts = validate_service_options(options)
-    pending = pending_instants(Timeline.load(storage, config), LOG_COMPACTION) if config.is_mor else []
-    return run_pending_then_new(storage, opts, pending, lambda i: run_log_compaction(storage, config, i, opts),
-                                lambda: schedule_log_compaction(storage, config, opts), "log compaction")
+    storage, config = snapshot.storage, snapshot.config
+    snapshot = snapshot_of(storage, config, snapshot)
+    if not config.is_mor:
+        return None, snapshot
+    return run_services(storage, opts, snapshot, LOG_COMPACTION, lambda i, ts: _run(ts, i, opts),
+                        lambda: _schedule(storage, config, opts, None, None), "log compaction")

@@ -26,6 +26,7 @@ from ..metadata.writer import MetadataWriter
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant
+from ..transaction.snapshot import TableSnapshot
 from .archival import archive
 from .cleaning import clean
 from .rollback import execute_plan
@@ -45,7 +46,7 @@ def clean_metadata_table(w: MetadataWriter) -> Instant | None:
     # under the data table's lock: the MDT timeline the writer listed is current for everyone
     return clean(w.md, w.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
                                      "hoodie.cleaner.commits.retained": int(retained)},
-                 timeline=w.md_timeline(), locked=True)
+                 snapshot=_snapshot(w), locked=True)
 
 
 def archive_metadata_table(w: MetadataWriter) -> list[Instant]:
@@ -62,7 +63,12 @@ def archive_metadata_table(w: MetadataWriter) -> list[Instant]:
         "hoodie.cleaner.commits.retained": max(1, lo - 1),
         "hoodie.compact.inline.max.delta.commits":
             int(option(w.options, "hoodie.metadata.compact.max.delta.commits"))},
-        data_timeline=w.data_timeline(), timeline=md_tl)
+        data_timeline=w.data_timeline(), snapshot=TableSnapshot(w.md, w.md_config, md_tl))
+
+
+def _snapshot(w: MetadataWriter) -> TableSnapshot:
+    """The metadata table as its writer listed it (under the data table's lock)."""
+    return TableSnapshot(w.md, w.md_config, w.md_timeline())
 
 
 def run_metadata_table_services(w: MetadataWriter) -> None:

@@ -32,6 +32,7 @@ from ..timeline import Instant, State, Timeline
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from ..transaction import ServiceBusyError, Transaction
 from ..transaction.heartbeat import heartbeat_expired, heartbeat_path
+from ..transaction.snapshot import TableSnapshot
 from ..transaction.locks import TableLock
 from ..transaction.markers import delete_markers, read_markers
 
@@ -385,12 +386,14 @@ def resume_pending_restores(storage: Storage, config: TableConfig,
 
 
 def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-                           *, timeline: Timeline | None = None) -> list[Instant]:
+                           *, snapshot: TableSnapshot | None = None,
+                           timeline: Timeline | None = None) -> list[Instant]:
     """Roll back pending writes whose writer is gone (no live heartbeat); finish pending rollbacks.
 
     Writes whose heartbeat is alive belong to a concurrent writer and are left alone.
-    ``timeline``: the operation's already loaded timeline (loaded here when ``None``); it is
-    reloaded under the lock before anything is undone.
+    ``snapshot``: the operation's (its timeline decides whether there is anything to do; a
+    caller holding only a ``timeline`` may pass that); loaded here when neither is given. The
+    timeline is listed again under the lock before anything is undone.
     """
     opts = dict(options or {})
     if option(opts, "hoodie.cleaner.policy.failed.writes") == "NEVER":
@@ -402,6 +405,8 @@ def rollback_failed_writes(storage: Storage, config: TableConfig, options: Mappi
                 if i.action in WRITE_ACTIONS and not (i.action == "replacecommit" and _is_clustering(timeline, i))
                 and heartbeat_expired(storage, i.timestamp, interval, misses)]
 
+    if snapshot is not None:
+        timeline = snapshot.timeline
     if timeline is None:
         timeline = Timeline.load(storage, config)
     if not failed(timeline) and not any(i.action in ("rollback", "restore") for i in timeline.pending):

@@ -19,6 +19,13 @@ While holding the lock it also remembers the last time it issued (in the lock fi
 it) and never issues a time that is not greater, waiting out a clock that stepped back a little
 and raising ``TimelineError`` if it stepped back by more than ``MAX_BACKWARDS_WAIT_S``.
 
+A commit needs two completion times in a row: the metadata table's deltacommit's, then its
+data instant's (Hudi completes the metadata table first). Inside :meth:`InstantClock.sharing`
+the first is issued with ``hold(keep=True)``, which keeps the lock, and the second continues
+that hold: both times strictly increasing, one lock round (on object stores four requests: the
+lock, the last time read and written, the release). The block releases whatever it kept, also
+when it fails; a crash while kept leaves a lock file that is broken once stale, as any other.
+
 It does not coordinate with Java writers, which use their own lock provider.
 """
 
@@ -124,6 +131,8 @@ class InstantClock:
         self._use_flock = storage.is_local and fcntl is not None
         self._key = os.path.realpath(storage.full(LOCK_FILE)) if storage.is_local \
             else storage.uri(LOCK_FILE)
+        self._sharing: int | None = None   # thread inside sharing()
+        self._kept: _Held | None = None     # a hold(keep=True) waiting for its continuation
 
     def __repr__(self) -> str:
         return f"InstantClock({self.storage.url!r}, timezone={self.timezone}, max_skew_ms={self.max_skew_ms})"
@@ -140,35 +149,54 @@ class InstantClock:
             return generate()
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[Callable[[], str]]:
+    def hold(self, *, keep: bool = False) -> Iterator[Callable[[], str]]:
         """Hold the table's time lock; yields ``generate()`` issuing new times under it.
 
         Writers that must act before anyone else can issue a time (Hudi writes a completed
         instant file while still holding the lock that produced its completion time) do their
         work inside the ``with`` block.
+
+        ``keep``: inside :meth:`sharing` (same thread), the lock stays held after the block and
+        the next ``hold`` of this thread continues it: a metadata-table deltacommit and its
+        data instant complete under one hold (two strictly increasing times, one lock round).
         """
-        tlock = _thread_lock(self._key)
-        if not tlock.acquire(timeout=self.lock_timeout_s):
-            raise TimelineError(f"timed out after {self.lock_timeout_s}s waiting for the instant "
-                                f"time lock of {self.storage.url} (held in this process)")
+        me = threading.get_ident()
+        kept = self._kept
+        if kept is not None and kept.thread == me:
+            self._kept = None
+            held = kept
+        else:
+            held = _Held(self)
+        ok = False
         try:
-            with self._process_lock() as (read_last, write_last):
-                start = max(read_last() or "", _LAST_ISSUED.get(self._key, ""))
-                state = {"last": start}
-
-                def generate() -> str:
-                    issued = self._next_after(state["last"])
-                    state["last"] = issued
-                    return issued
-
-                try:
-                    yield generate
-                finally:
-                    if state["last"] != start:
-                        _LAST_ISSUED[self._key] = state["last"]
-                        write_last(state["last"])
+            yield held.generate
+            ok = True
         finally:
-            tlock.release()
+            if ok and keep and self._sharing == me:
+                self._kept = held
+            else:
+                held.release()
+
+    @contextlib.contextmanager
+    def sharing(self) -> Iterator[None]:
+        """A block in which a ``hold(keep=True)`` of this thread is continued by its next
+        ``hold`` instead of being released; whatever is still held is released at its end
+        (also when the block fails), so the lock never outlives it."""
+        me = threading.get_ident()
+        if self._sharing == me:
+            yield
+            return
+        if self._sharing is not None:   # another thread shares this clock: no continuation
+            yield
+            return
+        self._sharing = me
+        try:
+            yield
+        finally:
+            self._sharing = None
+            kept, self._kept = self._kept, None
+            if kept is not None:
+                kept.release()
 
     # -- time --------------------------------------------------------------------------------
     def _next_after(self, last: str) -> str:
@@ -279,3 +307,39 @@ class InstantClock:
             log.warning("breaking stale instant time lock %s (%.0fs old)",
                         self.storage.uri(LOCK_FILE), age)
             self.storage.delete(LOCK_FILE)
+
+
+class _Held:
+    """One hold of a clock's locks (thread and process) and the times issued under it."""
+
+    def __init__(self, clock: InstantClock):
+        self.clock = clock
+        self.thread = threading.get_ident()
+        self._tlock = _thread_lock(clock._key)
+        if not self._tlock.acquire(timeout=clock.lock_timeout_s):
+            raise TimelineError(f"timed out after {clock.lock_timeout_s}s waiting for the instant "
+                                f"time lock of {clock.storage.url} (held in this process)")
+        self._stack = contextlib.ExitStack()
+        try:
+            read_last, self._write_last = self._stack.enter_context(clock._process_lock())
+            self.start = max(read_last() or "", _LAST_ISSUED.get(clock._key, ""))
+        except BaseException:
+            self._stack.close()
+            self._tlock.release()
+            raise
+        self.last = self.start
+
+    def generate(self) -> str:
+        self.last = self.clock._next_after(self.last)
+        return self.last
+
+    def release(self) -> None:
+        try:
+            if self.last != self.start:
+                _LAST_ISSUED[self.clock._key] = self.last
+                self._write_last(self.last)
+        finally:
+            try:
+                self._stack.close()
+            finally:
+                self._tlock.release()

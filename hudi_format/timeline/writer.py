@@ -375,7 +375,7 @@ class TimelineWriter:
 
     def complete(self, instant: Instant, metadata: Mapping[str, Any] | CommitMetadata | bytes | None,
                  completion_time: str | None = None, *, known_pending: bool = False,
-                 known_inflight: bool = False) -> Instant:
+                 known_inflight: bool = False, keep_clock: bool = False) -> Instant:
         """Create the completed file of an inflight instant: the commit point.
 
         v8+: the completion time (issued by the table clock unless given) is part of the file
@@ -384,7 +384,8 @@ class TimelineWriter:
         listed the timeline under the table lock it still holds and saw the instant pending, so
         it is not listed again to check that it is not completed yet. ``known_inflight``: the
         caller created the inflight file itself and nothing else removes it meanwhile (it is not
-        asked for again).
+        asked for again). ``keep_clock``: inside the clock's ``sharing`` block, keep its lock
+        for the next completion (``InstantClock.hold``).
         """
         if instant.state is not State.INFLIGHT:
             raise TimelineError(f"only an inflight instant can be completed, got {instant}")
@@ -401,7 +402,7 @@ class TimelineWriter:
             rel = f"{self.timeline_dir}/{format_file_name(ts, action, State.COMPLETED, self.version)}"
             self._create(rel, data, f"completed instant {ts} {done}")
             return Instant(ts, done, State.COMPLETED, None, posixpath.basename(rel))
-        with self.clock.hold() as generate:
+        with self.clock.hold(keep=keep_clock) as generate:
             existing = [] if known_pending else self._completed_files(ts, action)
             if existing:
                 raise TimelineError(f"instant {ts} {done} is already completed ({existing[0]})")

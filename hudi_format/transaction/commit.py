@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from ..config import TableConfig
 from ..errors import HudiError, StorageError
 from ..metadata.commit import MetadataTableHook
-from ..metadata.writer import MetadataTableServices
+from ..metadata.writer import DataTableSnapshot, MetadataTableServices
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
@@ -34,6 +34,7 @@ from ..timeline.writer import TimelineWriter
 from .heartbeat import Heartbeat, heartbeat_expired
 from .locks import TableLock
 from .markers import delete_markers, read_markers, written_by
+from .snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,10 @@ class MetadataHook(Protocol):
 
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                         options: Mapping[str, Any], clock: InstantClock,
-                        timeline: Timeline | None = None) -> TableConfig:
+                        snapshot: DataTableSnapshot | None = None) -> TableConfig:
         """Bring the metadata table along (under the lock); return the data table's config.
-        ``timeline``: the data timeline the commit just listed under the lock (``None``: not
-        listed; load it if needed)."""
+        ``snapshot``: the data table as the commit just listed it under the lock (``None``:
+        not listed; load what is needed)."""
 
     def abort(self, storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any],
               clock: InstantClock) -> None:
@@ -148,6 +149,10 @@ class Transaction:
         self.keep_plan = keep_plan
         self.undo_on_abort = undo_on_abort
         self.written: list[str] = []       # files created so far; removed on abort
+        # data files named by markers a listing found (attempts an engine discarded); with
+        # `written` they name every marker of a fresh instant, which then go without a listing
+        self.marked: list[str] = []
+        self.markers_known = False         # begin() of a new time: no earlier attempt's markers
         self.done: Instant | None = None
         self._hooked = False
         self._aborted = False
@@ -182,8 +187,10 @@ class Transaction:
             if heartbeat is not None:
                 heartbeat.stop()
             raise
-        return cls(storage, config, opts, writer, inflight, heartbeat,
-                   _hook(storage, hook), keep_plan=False, undo_on_abort=undo_on_abort)
+        txn = cls(storage, config, opts, writer, inflight, heartbeat,
+                  _hook(storage, hook), keep_plan=False, undo_on_abort=undo_on_abort)
+        txn.markers_known = instant_time is None
+        return txn
 
     @classmethod
     def resume(cls, storage: Storage, config: TableConfig, instant: Instant, options: Mapping[str, Any] | None = None,
@@ -224,8 +231,12 @@ class Transaction:
             if heartbeat is not None:
                 heartbeat.stop()
             raise
-        return cls(storage, config, opts, writer, inflight, heartbeat, _hook(storage, hook), keep_plan=True,
-                   undo_on_abort=undo_on_abort)
+        txn = cls(storage, config, opts, writer, inflight, heartbeat, _hook(storage, hook), keep_plan=True,
+                  undo_on_abort=undo_on_abort)
+        # a requested instant never ran, or its last attempt aborted (and removed its markers):
+        # only an inflight one taken over from a dead run can have markers nobody recorded
+        txn.markers_known = current.state is State.REQUESTED
+        return txn
 
     # -- finishing --------------------------------------------------------------------------
     def commit(self, metadata: Any, conflict_check: ConflictCheck | None = None) -> Instant:
@@ -242,15 +253,21 @@ class Transaction:
                 self._check_still_pending(now)
                 if conflict_check is not None:
                     conflict_check(now)
-            if self.hook is not None:
-                self._hooked = True
-                self.config = self.hook.before_complete(self.storage, self.config, self.inflight, metadata,
-                                                        self.options, self.writer.clock, timeline=now)
-            # `now`, listed under this lock hold, showed the instant pending: no second listing
-            # the inflight file is there: the listing under this lock showed the instant pending,
-            # or (the metadata table, under its data table's lock) this transaction wrote it
-            self.done = self.writer.complete(self.inflight, metadata, known_pending=now is not None,
-                                             known_inflight=now is not None or is_metadata_storage(self.storage))
+            # the metadata table's deltacommit keeps the time lock that issued its completion
+            # time, and this instant completes under that same hold: both completion times come
+            # from one lock round, the metadata table's first (the block releases it in any case)
+            with self.writer.clock.sharing():
+                if self.hook is not None:
+                    self._hooked = True
+                    listed = TableSnapshot(self.storage, self.config, now) if now is not None else None
+                    self.config = self.hook.before_complete(self.storage, self.config, self.inflight, metadata,
+                                                            self.options, self.writer.clock, snapshot=listed)
+                # `now`, listed under this lock hold, showed the instant pending: no second
+                # listing; the inflight file is there: that listing showed it, or (the metadata
+                # table, under its data table's lock) this transaction wrote it
+                self.done = self.writer.complete(
+                    self.inflight, metadata, known_pending=now is not None,
+                    known_inflight=now is not None or is_metadata_storage(self.storage))
             # the table after this commit, for the inline services (load once): current while
             # the completed file is this process's one change since the conflict check listed
             self.timeline = now.advanced(self.done) if now is not None else None
@@ -295,7 +312,11 @@ class Transaction:
         self._finish()
 
     def _finish(self) -> None:
-        _quietly(lambda: delete_markers(self.storage, self.instant_time), f"markers of {self.instant_time}")
+        # committed from a fresh begin: every marker names a file in written/marked, so they go
+        # by name (one request on S3); otherwise a crashed or failed attempt may have left
+        # others, and the marker folder is listed
+        known = self.written + self.marked if self.done is not None and self.markers_known else None
+        _quietly(lambda: delete_markers(self.storage, self.instant_time, known), f"markers of {self.instant_time}")
         if self.heartbeat is not None:
             _quietly(self.heartbeat.stop, f"heartbeat of {self.instant_time}")
             self.heartbeat = None

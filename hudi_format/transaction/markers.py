@@ -10,6 +10,7 @@ writer's. The folder goes away once the instant completes.
 from __future__ import annotations
 
 import posixpath
+from typing import Iterable
 
 from ..errors import HudiError
 from ..log import read_log_file
@@ -24,11 +25,27 @@ def marker_dir(instant: str) -> str:
     return f"{TEMP_DIR}/{instant}"
 
 
-def create_marker(storage: Storage, instant: str, data_path: str, io_type: str) -> None:
+def marker_path(instant: str, data_path: str, io_type: str) -> str:
+    """Where the marker of data file ``data_path`` (relative to the table) written by
+    ``instant`` with ``io_type`` lives."""
     partition, name = posixpath.split(data_path)
-    rel = posixpath.join(marker_dir(instant), partition, f"{name}.marker.{io_type}") if partition \
+    return posixpath.join(marker_dir(instant), partition, f"{name}.marker.{io_type}") if partition \
         else posixpath.join(marker_dir(instant), f"{name}.marker.{io_type}")
-    storage.create_if_absent(rel, b"")
+
+
+def create_marker(storage: Storage, instant: str, data_path: str, io_type: str) -> None:
+    storage.create_if_absent(marker_path(instant, data_path, io_type), b"")
+
+
+def markers_of(instant: str, data_files: Iterable[str]) -> list[str]:
+    """Every marker a writer of ``instant`` can have left for these data files: a base file
+    is created (CREATE) or rewritten (MERGE), a log file appended to (APPEND, named after the
+    first log file of the append)."""
+    out = []
+    for path in data_files:
+        types = ("APPEND",) if posixpath.basename(path).startswith(".") else ("CREATE", "MERGE")
+        out += [marker_path(instant, path, t) for t in types]
+    return out
 
 
 def read_markers(storage: Storage, instant: str) -> list[tuple[str, str]]:
@@ -45,9 +62,17 @@ def read_markers(storage: Storage, instant: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def delete_markers(storage: Storage, instant: str) -> None:
-    """Remove the marker folder of ``instant``: one recursive removal (one listing of the
-    tree), falling back to file by file where the filesystem refuses it."""
+def delete_markers(storage: Storage, instant: str, data_files: Iterable[str] | None = None) -> None:
+    """Remove the markers of ``instant``.
+
+    ``data_files``: every file the instant wrote, when the caller knows that no other marker
+    can exist (a committed transaction that began the instant and saw every attempt): on a
+    store that deletes in batches the markers go by name, in one request, without listing.
+    Otherwise (a crashed or failed writer's leftovers) the marker folder is listed: one
+    recursive removal, falling back to file by file where the filesystem refuses it."""
+    if data_files is not None and storage.deletes_in_batches:
+        storage.delete_many(markers_of(instant, data_files))
+        return
     try:
         storage.delete_tree(marker_dir(instant))
         return

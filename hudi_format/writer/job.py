@@ -429,7 +429,9 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
     written: set[str] = {f for r in by_index.values() for f in r.files}
     job.txn.written.extend(sorted(written - set(job.txn.written)))
     if discard_unreported:
-        for path, _ in read_markers(job.storage, job.txn.instant_time):
+        listed = read_markers(job.storage, job.txn.instant_time)
+        job.txn.marked.extend(path for path, _ in listed)   # their markers go at the commit
+        for path, _ in listed:
             # only our own: a marker whose create lost the race names another writer's file
             if path not in written and job.storage.exists(path) and \
                     written_by(job.storage, path, job.txn.instant_time):
