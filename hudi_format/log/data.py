@@ -25,6 +25,7 @@ import pyarrow as pa
 from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
 from ..avro_values import AvroArrowConverter, restore_logical
 from ..schema import fullname, null_split, parse_avro_schema
+from .avro_columns import decode_columns, plan_for
 
 _INT = struct.Struct(">i")
 
@@ -82,9 +83,11 @@ def decode_avro_block(content: bytes, schema_json: str | None, where: str) -> pa
         raise type(exc)(f"{where}: {exc}") from exc
     except Exception as exc:
         raise SchemaError(f"{where}: writer schema is not valid Avro: {exc}") from exc
-    rows = _decode_avro_rows(content, parsed, where)
+    plans = plan_for(schema_json)
     try:
-        return conv.raw_to_arrow(rows)
+        if plans is not None:  # flat records: decoded column by column
+            return conv.storage_to_arrow(decode_columns(content, plans, conv.storage_schema, where))
+        return conv.raw_to_arrow(_decode_avro_rows(content, parsed, where))
     except HudiError as exc:
         raise type(exc)(f"{where}: {exc}") from exc
 

@@ -45,11 +45,13 @@ from typing import Any, Mapping, Sequence
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
 from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage,
                            decimal_to_twos_complement)
 from ..options import default
+from .avro_columns import encode_rows, frame_rows, plan_for
 from .block import BlockType, CommandType, HeaderKey
 from .delete import delete_record_list_schema
 from .reader import LOG_FORMAT_VERSION, MAGIC
@@ -154,8 +156,12 @@ def _parsed_raw_schema(avro_schema: str | dict):
         raise SchemaError(f"the Avro schema cannot be used for writing: {exc}") from exc
 
 
-def _encode_records(table: pa.Table, avro_schema: str | dict) -> list[bytes]:
-    """Each row in Avro binary encoding, as Avro Java's ``GenericDatumWriter`` writes it."""
+def _encode_records(table: pa.Table, avro_schema: str | dict) -> pa.Array:
+    """Each row in Avro binary encoding (a binary array), as Avro Java's ``GenericDatumWriter``
+    writes it: column by column for flat records, through fastavro otherwise."""
+    plans = plan_for(avro_schema)
+    if plans is not None:
+        return encode_rows(arrow_to_avro_storage(table, avro_schema), plans)
     parsed = _parsed_raw_schema(avro_schema)
     storage = arrow_to_avro_storage(table, avro_schema)
     buf = io.BytesIO()
@@ -170,14 +176,11 @@ def _encode_records(table: pa.Table, avro_schema: str | dict) -> list[bytes]:
             except Exception as exc:  # fastavro raises ValueError/TypeError/... on bad values
                 raise SchemaError(f"row {len(out)} cannot be written with the Avro schema: {exc}") from exc
             out.append(buf.getvalue())
-    return out
+    return pa.array(out, pa.binary())
 
 
-def _avro_content(records: Sequence[bytes]) -> bytes:
-    parts = [_INT.pack(AVRO_DATA_BLOCK_VERSION), _INT.pack(len(records))]
-    for rec in records:
-        parts += [_INT.pack(len(rec)), rec]
-    return b"".join(parts)
+def _avro_content(records: pa.Array) -> bytes:
+    return b"".join((_INT.pack(AVRO_DATA_BLOCK_VERSION), _INT.pack(len(records)), frame_rows(records)))
 
 
 def encode_avro_content(table: pa.Table, avro_schema: str | dict) -> bytes:
@@ -310,6 +313,8 @@ def encode_hfile_content(table: pa.Table, avro_schema: str | dict, key_field: st
         if keys[a] == keys[b]:
             raise InvalidOptionError(f"HFile data blocks hold each key once; {keys[a]!r} repeats")
     writer = HFileWriter(None, block_size=HFILE_LOG_BLOCK_SIZE, compression=compression)
+    if isinstance(records, pa.Array):
+        records = records.to_pylist()
     for i in order:
         writer.append(keys[i], records[i])
     writer.add_file_info("schema", _schema_text(avro_schema))
@@ -354,15 +359,8 @@ def encode_data_blocks(table: pa.Table, avro_schema: str | dict, instant_time: s
     header = _data_header(avro_schema, instant_time, extra_header, header_order)
     if block_format == "avro":
         records = _encode_records(table, avro_schema)
-        blocks, group, size = [], [], 8
-        for rec in records:
-            if group and size + 4 + len(rec) > max_block_size:
-                blocks.append(encode_block(BlockType.AVRO_DATA, header, _avro_content(group)))
-                group, size = [], 8
-            group.append(rec)
-            size += 4 + len(rec)
-        blocks.append(encode_block(BlockType.AVRO_DATA, header, _avro_content(group)))
-        return blocks
+        return [encode_block(BlockType.AVRO_DATA, header, _avro_content(records.slice(a, b - a)))
+                for a, b in _avro_groups(records, max_block_size)]
     if block_format == "parquet":
         aligned = align_to_avro_schema(table, avro_schema)
         per_row = max(aligned.nbytes / aligned.num_rows, 1.0)
@@ -379,6 +377,21 @@ def encode_data_blocks(table: pa.Table, avro_schema: str | dict, instant_time: s
             blocks.append(encode_block(BlockType.PARQUET_DATA, header, content))
         return blocks
     raise InvalidOptionError(f"block_format must be 'avro' or 'parquet', got {block_format!r}")
+
+
+def _avro_groups(records: pa.Array, max_block_size: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges of the Avro blocks: greedy, a block's content (8 bytes, then 4 +
+    length per record) stays within ``max_block_size`` unless one record alone exceeds it."""
+    n = len(records)
+    framed = pc.cumulative_sum(pc.add(pc.binary_length(records).cast(pa.int64()), 4))
+    groups, start, used = [], 0, 0   # used: framed bytes of the rows before ``start``
+    while start < n:
+        fits = pc.sum(pc.less_equal(framed, used + max_block_size - 8)).as_py() - start
+        end = start + max(fits, 1)
+        groups.append((start, end))
+        used = framed[end - 1].as_py()
+        start = end
+    return groups
 
 
 # -- delete blocks ---------------------------------------------------------------------------
