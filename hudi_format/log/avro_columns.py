@@ -141,94 +141,127 @@ def plan_for(avro_schema: str | dict) -> tuple[FieldPlan, ...] | None:
 
 
 # -- decoding --------------------------------------------------------------------------------
-def frame_records(content: bytes, where: str) -> tuple[list[int], list[int]]:
-    """(start, end) byte offsets of each record of an Avro data block's content.
+def frame_records(content: bytes, where: str) -> tuple[pa.Array, pa.Array]:
+    """(start, end) byte offsets of each record of an Avro data block's content (int64 arrays).
 
     Content: int version, int record count (version >= 2), then per record an int length and
-    the record. A chain of lengths: this is the per-record step the format forces.
+    the record. The lengths form a chain -- where a record starts is known only once the one
+    before it is measured -- so this walk is the per-record step the format forces: one
+    ``unpack_from`` per record in a comprehension; every check happens on the arrays after.
     """
     n = len(content)
     if n < 4:
         raise LogFormatError(f"{where}: content too short for an Avro data block")
     (version,) = _INT.unpack_from(content, 0)
-    pos, count = 4, -1
-    if version >= 2:  # HoodieAvroDataBlockVersion: record count from version 2 on
-        if n < 8:
-            raise LogFormatError(f"{where}: content too short for its record count")
-        (count,) = _INT.unpack_from(content, 4)
-        pos = 8
-        if count < 0:
-            raise LogFormatError(f"{where}: negative record count {count}")
-        if count > (n - 8) // 4:
-            raise LogFormatError(f"{where}: content ends before its {count} records")
-    starts: list[int] = []
-    ends: list[int] = []
+    if version < 2:  # HoodieAvroDataBlockVersion 1: no record count, records up to the end
+        return _frame_uncounted(content, where)
+    if n < 8:
+        raise LogFormatError(f"{where}: content too short for its record count")
+    (count,) = _INT.unpack_from(content, 4)
+    if count < 0:
+        raise LogFormatError(f"{where}: negative record count {count}")
+    if count > (n - 8) // 4:
+        raise LogFormatError(f"{where}: content ends before its {count} records")
     unpack = _INT.unpack_from
-    add_start, add_end = starts.append, ends.append
-    while len(starts) != count if count >= 0 else pos < n:
+    pos = 8
+    try:  # ends[i]: where record i ends and record i+1's length starts
+        ends = [(pos := pos + 4 + unpack(content, pos)[0]) for _ in range(count)]
+    except struct.error:
+        ends = []
+    if len(ends) != count:
+        raise LogFormatError(f"{where}: content ends before its {count} records")
+    if count == 0:
+        empty = pa.array([], _I64)
+        return empty, empty
+    end = pa.array(ends, _I64)
+    start = pa.concat_arrays([pa.array([12], _I64), pc.add(end.slice(0, count - 1), 4)])
+    if pc.min(pc.subtract(end, start)).as_py() < 0 or ends[-1] > n:
+        bad = pc.index(pc.and_(pc.greater_equal(end, start), pc.less_equal(end, n)), False).as_py()
+        raise LogFormatError(f"{where}: record {bad} has an impossible length")
+    return start, end
+
+
+def _frame_uncounted(content: bytes, where: str) -> tuple[pa.Array, pa.Array]:
+    n, pos = len(content), 4
+    starts: list[int] = []
+    while pos < n:
         if pos + 4 > n:
-            raise LogFormatError(f"{where}: content ends after {len(starts)} of {count} records")
-        (length,) = unpack(content, pos)
+            raise LogFormatError(f"{where}: content ends inside the length of record {len(starts)}")
+        (length,) = _INT.unpack_from(content, pos)
         pos += 4
         if length < 0 or pos + length > n:
             raise LogFormatError(f"{where}: record {len(starts)} has impossible length {length}")
-        add_start(pos)
+        starts.append(pos)
         pos += length
-        add_end(pos)
-    return starts, ends
+    start = pa.array(starts, _I64)
+    end = pa.concat_arrays([pc.subtract(start.slice(1), 4), pa.array([n], _I64)]) if starts else start
+    return start, end
 
 
 class _Decoder:
-    """Reads fields at per-record cursors over one block's content."""
+    """Reads one field of every record at once, at per-record cursors over a block's content."""
 
     def __init__(self, content: bytes, where: str):
         self.where = where
         self.size = len(content)
+        if self.size >= 1 << 31:
+            raise self.fail("content over 2 GiB")
         # one zero byte past the end: finished varints read it and stay finished
         self.data = pa.py_buffer(content + b"\x00")
         self.bytes = pa.Array.from_buffers(pa.uint8(), self.size + 1, [None, self.data])
+        self.sentinel = pa.scalar(self.size, _I64)
 
     def fail(self, what: str) -> LogFormatError:
         return LogFormatError(f"{self.where}: {what}")
 
-    def byte_at(self, pos: pa.Array) -> pa.Array:
-        return pc.take(self.bytes, pos)
-
     def varint(self, pos: pa.Array) -> tuple[pa.Array, pa.Array]:
-        """(unsigned value, cursor after it) of the varints at ``pos``."""
-        b = self.byte_at(pos)
+        """(unsigned value as uint64, cursor after it) of the varints at ``pos``."""
+        b = pc.take(self.bytes, pos)
+        after = pc.add(pos, 1)
+        if pc.max(b).as_py() < 128:  # all one byte (short strings, small ints, union tags)
+            return b.cast(_U64), after
         value = pc.bit_wise_and(b.cast(_U64), _u(0x7F))
         cont = pc.greater_equal(b, 128)
-        after = pc.add(pos, 1)
-        sentinel = pa.scalar(self.size, _I64)
         step = 1
-        while pc.any(cont).as_py():
+        while True:
             if step == 10:
                 raise self.fail("a varint runs over 10 bytes")
-            b = self.byte_at(pc.if_else(cont, pc.add(pos, step), sentinel))
+            b = pc.take(self.bytes, pc.if_else(cont, pc.add(pos, step), self.sentinel))
             part = pc.shift_left(pc.bit_wise_and(b.cast(_U64), _u(0x7F)), _u(7 * step))
             value = pc.bit_wise_or(value, part)
             after = pc.add(after, cont.cast(_I64))
-            cont = pc.greater_equal(b, 128)
             step += 1
-        return value, after
+            if pc.max(b).as_py() < 128:
+                return value, after
+            cont = pc.greater_equal(b, 128)
 
     def long(self, pos: pa.Array) -> tuple[pa.Array, pa.Array]:
         """Zig-zag decoded Avro ``long``s."""
         raw, after = self.varint(pos)
-        sign = pc.subtract(pa.scalar(0, _U64), pc.bit_wise_and(raw, _u(1)))
+        sign = pc.subtract(_u(0), pc.bit_wise_and(raw, _u(1)))
         return pc.bit_wise_xor(pc.shift_right(raw, _u(1)), sign).view(_I64), after
 
-    def slices(self, starts: pa.Array, lengths: pa.Array, limit: pa.Array, dtype: pa.DataType) -> pa.Array:
-        """The byte ranges ``[start, start + length)`` as a binary array of ``dtype``."""
-        ends = pc.add(starts, lengths)
-        if not pc.all(pc.less_equal(ends, limit)).as_py() or pc.min(lengths).as_py() < 0:
+    def lengths(self, pos: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """Byte lengths of strings/bytes (zig-zag longs that must not be negative)."""
+        raw, after = self.varint(pos)
+        if pc.max(pc.bit_wise_and(raw, _u(1))).as_py():
+            raise self.fail("a string or bytes length is negative")
+        return pc.shift_right(raw, _u(1)).cast(_I64), after
+
+    def gather(self, starts: pa.Array, ends: pa.Array, limit: pa.Array, dtype: pa.DataType) -> pa.Array:
+        """The byte ranges ``[start, end)`` as a binary array, once each is seen to stay within
+        its record (so the ranges ascend and never overlap, as :func:`_gather` needs)."""
+        if pc.max(pc.subtract(ends, limit)).as_py() > 0:
             raise self.fail("a value runs past the end of its record")
         return _gather(self.data, starts, ends, dtype)
 
     def field(self, plan: FieldPlan, pos: pa.Array, limit: pa.Array) -> tuple[pa.Array, pa.Array]:
         """(values, cursors after them) of a required field of ``plan.kind``."""
         kind = plan.kind
+        if kind in ("string", "bytes"):
+            lengths, start = self.lengths(pos)
+            end = pc.add(start, lengths)
+            return self.gather(start, end, limit, pa.string() if kind == "string" else pa.binary()), end
         if kind in ("int", "long"):
             values, after = self.long(pos)
             if kind == "int":
@@ -237,19 +270,15 @@ class _Decoder:
                     raise self.fail(f"field {plan.name!r}: an int value is out of range")
                 values = values.cast(pa.int32())
             return values, after
-        if kind in ("string", "bytes"):
-            lengths, start = self.long(pos)
-            dtype = pa.string() if kind == "string" else pa.binary()
-            return self.slices(start, lengths, limit, dtype), pc.add(start, lengths)
         if kind in ("float", "double", "fixed"):
             size = plan.size if kind == "fixed" else _FLOAT_SIZE[kind]
-            lengths = pa.repeat(pa.scalar(size, _I64), len(pos))  # type: ignore[arg-type]
-            raw = self.slices(pos, lengths, limit, pa.binary()).cast(pa.binary(size))
+            end = pc.add(pos, size)
+            raw = self.gather(pos, end, limit, pa.binary()).cast(pa.binary(size))
             if kind != "fixed":
                 raw = raw.view(pa.float32() if kind == "float" else pa.float64())
-            return raw, pc.add(pos, size)
+            return raw, end
         if kind == "boolean":
-            b = self.byte_at(pos)
+            b = pc.take(self.bytes, pos)
             if pc.max(b).as_py() > 1:
                 raise self.fail(f"field {plan.name!r}: a boolean byte is neither 0 nor 1")
             return b.cast(pa.bool_()), pc.add(pos, 1)
@@ -263,18 +292,18 @@ class _Decoder:
 
     def nullable(self, plan: FieldPlan, pos: pa.Array, limit: pa.Array,
                  dtype: pa.DataType) -> tuple[pa.Array, pa.Array]:
-        """A field in a union with null: branch byte first, the value only where not null."""
-        branch = self.byte_at(pos)
-        present = pc.equal(branch, 2 * plan.value_index)  # union index, zig-zag encoded
-        absent = pc.equal(branch, 2 * plan.null_index)     # type: ignore[operator]
-        if not pc.all(pc.or_(present, absent)).as_py():
-            raise self.fail(f"field {plan.name!r}: a union branch index is neither null nor value")
+        """A field in a union with null: branch index first, the value only where not null."""
+        branch = pc.take(self.bytes, pos)
+        value_tag, null_tag = 2 * plan.value_index, 2 * plan.null_index  # type: ignore[operator]
+        lo, hi = (v.as_py() for v in pc.min_max(branch).values())
         pos = pc.add(pos, 1)
-        n_present = pc.sum(present).as_py() or 0
-        if n_present == 0:
-            return pa.nulls(len(pos), dtype), pos
-        if n_present == len(pos):
+        if lo == hi == value_tag:
             return self.field(plan, pos, limit)
+        if lo == hi == null_tag:
+            return pa.nulls(len(pos), dtype), pos
+        present = pc.equal(branch, value_tag)
+        if pc.sum(present).as_py() + pc.sum(pc.equal(branch, null_tag)).as_py() != len(pos):
+            raise self.fail(f"field {plan.name!r}: a union branch index is neither null nor value")
         sub = pc.filter(pos, present)
         values, after = self.field(plan, sub, pc.filter(limit, present))
         moved = pc.replace_with_mask(pa.repeat(pa.scalar(0, _I64), len(pos)), present,  # type: ignore[arg-type]
@@ -285,22 +314,18 @@ class _Decoder:
 
 
 def _gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array, dtype: pa.DataType) -> pa.Array:
-    """Non-overlapping, ascending byte ranges of ``data`` as one compact binary array.
+    """Non-overlapping, ascending byte ranges of ``data`` (under 2 GiB) as one compact array.
 
     A binary array whose offsets run start0, end0, start1, end1, ... holds each range at an
     even position and the gap to the next at an odd one; filtering every other element keeps
-    the ranges. The interleaved offsets come from packing (start, end) into one uint64 whose
+    the ranges. The interleaved offsets come from packing (start, end) into one int64 whose
     little-endian bytes are the two int32 offsets side by side.
     """
     n = len(starts)
     if n == 0:
         return pa.array([], dtype)
-    if pc.max(ends).as_py() >= 1 << 31:
-        raise LogFormatError("Avro data block content over 2 GiB")
-    pairs = pc.bit_wise_or(starts.cast(_U64), pc.shift_left(ends.cast(_U64), _u(32)))
-    offsets = pairs.buffers()[1]
-    interleaved = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, offsets, data],
-                                        offset=0)
+    pairs = pc.bit_wise_or(starts, pc.shift_left(ends, 32))
+    interleaved = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pairs.buffers()[1], data])
     keep = pa.Array.from_buffers(pa.bool_(), 2 * n - 1, [None, pa.py_buffer(b"\x55" * ((2 * n + 6) // 8))])
     out = pc.filter(interleaved, keep)
     return out.cast(dtype) if dtype != pa.binary() else out
@@ -308,13 +333,10 @@ def _gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array, dtype: pa.DataTyp
 
 def decode_columns(content: bytes, plans: Sequence[FieldPlan], storage: pa.Schema, where: str) -> pa.Table:
     """Records of an Avro data block's content as a table of ``storage`` (Avro storage types)."""
-    starts, ends = frame_records(content, where)
-    n = len(starts)
-    if n == 0:
+    pos, limit = frame_records(content, where)
+    if len(pos) == 0:
         return storage.empty_table()
     dec = _Decoder(content, where)
-    pos = pa.array(starts, _I64)
-    limit = pa.array(ends, _I64)
     columns = []
     try:
         for plan, field in zip(plans, storage):
@@ -323,14 +345,12 @@ def decode_columns(content: bytes, plans: Sequence[FieldPlan], storage: pa.Schem
             else:
                 values, pos = dec.nullable(plan, pos, limit, field.type)
             columns.append(values)
-            if pc.any(pc.greater(pos, limit)).as_py():
-                raise dec.fail(f"field {plan.name!r} runs past the end of its record")
         if not pc.all(pc.equal(pos, limit)).as_py():
             bad = pc.index(pc.equal(pos, limit), False).as_py()
             raise dec.fail(f"record {bad} does not match its length")
-    except pa.ArrowInvalid as exc:  # invalid UTF-8 in a string, an index out of the content
+    except pa.ArrowInvalid as exc:  # invalid UTF-8 in a string
         raise dec.fail(f"records cannot be decoded: {exc}") from exc
-    except IndexError as exc:
+    except IndexError as exc:  # a cursor past the content
         raise dec.fail(f"records cannot be decoded: {exc}") from exc
     return pa.Table.from_arrays(columns, schema=storage)
 
