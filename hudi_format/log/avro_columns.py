@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from ..errors import LogFormatError, SchemaError
 from ..schema import fullname, parse_avro_schema
 
-__all__ = ["FieldPlan", "plan_for", "frame_records", "decode_columns", "encode_rows"]
+__all__ = ["FieldPlan", "plan_for", "frame_records", "decode_columns", "encode_rows", "frame_rows", "binary_data"]
 
 _INT = struct.Struct(">i")
 _PRIMITIVE = frozenset({"boolean", "int", "long", "float", "double", "string", "bytes"})
@@ -418,67 +418,84 @@ def _zigzag(values: pa.Array) -> pa.Array:
     return pc.bit_wise_xor(pc.shift_left(v, 1), sign).view(_U64)
 
 
-def _field_bytes(plan: FieldPlan, col: pa.Array) -> pa.Array:
-    """Per-row Avro bytes of one field's values (null where the value is null)."""
+def _field_parts(plan: FieldPlan, col: pa.Array) -> list:
+    """Per-row Avro bytes of one field's values, as binary arrays to concatenate (null where
+    the value is null)."""
     kind = plan.kind
     if kind in ("int", "long"):
-        return _varints(_zigzag(col))
+        return [_varints(_zigzag(col))]
     if kind in ("string", "bytes"):
         raw = col.cast(pa.binary())
-        return pc.binary_join_element_wise(_varints(_zigzag(pc.binary_length(raw))), raw, b"")
+        return [_varints(_zigzag(pc.binary_length(raw))), raw]
     if kind == "float":
-        return col.cast(pa.float32()).view(pa.binary(4)).cast(pa.binary())
+        return [col.cast(pa.float32()).view(pa.binary(4)).cast(pa.binary())]
     if kind == "double":
-        return col.cast(pa.float64()).view(pa.binary(8)).cast(pa.binary())
+        return [col.cast(pa.float64()).view(pa.binary(8)).cast(pa.binary())]
     if kind == "fixed":
         if plan.size and not pc.all(pc.equal(pc.binary_length(col), plan.size)).as_py():
             raise SchemaError(f"field {plan.name!r}: a value is not {plan.size} bytes long")
-        return col.cast(pa.binary())
+        return [col.cast(pa.binary())]
     if kind == "boolean":
-        return pc.if_else(col, pa.scalar(b"\x01", pa.binary()), pa.scalar(b"\x00", pa.binary()))
+        return [pc.if_else(col, pa.scalar(b"\x01", pa.binary()), pa.scalar(b"\x00", pa.binary()))]
     if kind == "enum":
         index = pc.index_in(col, value_set=pa.array(plan.symbols, pa.string()))
         if index.null_count != col.null_count:
             raise SchemaError(f"field {plan.name!r}: a value is not one of the enum's symbols")
-        return _varints(_zigzag(index))
+        return [_varints(_zigzag(index))]
     raise AssertionError(kind)
 
 
-def encode_rows(storage: pa.Table, plans: Sequence[FieldPlan]) -> pa.Array:
-    """Each row of ``storage`` (Avro storage types, schema order) as its Avro record bytes."""
+_EMPTY = pa.scalar(b"", pa.binary())
+
+
+def encode_rows(storage: pa.Table, plans: Sequence[FieldPlan], framed: bool = False) -> pa.Array:
+    """Each row of ``storage`` (Avro storage types, schema order) as its Avro record bytes; with
+    ``framed``, each preceded by its length as a big-endian int32 (the data block layout).
+
+    All fields' parts go into one ``binary_join_element_wise``, so every byte is copied once.
+    """
     n = storage.num_rows
     if n == 0:
         return pa.array([], pa.binary())
-    parts = []
+    parts: list = []
     for plan, col in zip(plans, storage.columns):
         arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        if arr.null_count and plan.null_index is None:
-            raise SchemaError(f"column {plan.name!r} has nulls but the Avro schema requires a value")
         if plan.null_index is None:
-            parts.append(_field_bytes(plan, arr))
+            if arr.null_count:
+                raise SchemaError(f"column {plan.name!r} has nulls but the Avro schema requires a value")
+            parts += _field_parts(plan, arr)
             continue
-        value_tag = bytes([2 * plan.value_index])
-        null_tag = bytes([2 * plan.null_index])
+        value_tag = pa.scalar(bytes([2 * plan.value_index]), pa.binary())
+        null_tag = pa.scalar(bytes([2 * plan.null_index]), pa.binary())
         if arr.null_count == n:
-            parts.append(pa.repeat(pa.scalar(null_tag, pa.binary()), n))
-            continue
-        body = _field_bytes(plan, arr)
-        tagged = pc.binary_join_element_wise(pa.scalar(value_tag, pa.binary()), body, b"")
-        parts.append(pc.fill_null(tagged, pa.scalar(null_tag, pa.binary())) if arr.null_count else tagged)
-    if not parts:
-        return pa.repeat(pa.scalar(b"", pa.binary()), n)  # type: ignore[return-value]
-    return pc.binary_join_element_wise(*parts, b"")
+            parts.append(null_tag)
+        elif arr.null_count == 0:
+            parts += [value_tag] + _field_parts(plan, arr)
+        else:
+            parts.append(pc.if_else(pc.is_valid(arr), value_tag, null_tag))
+            parts += [pc.fill_null(p, _EMPTY) for p in _field_parts(plan, arr)]
+    arrays = [p for p in parts if isinstance(p, pa.Array)]
+    if framed:
+        length = sum(len(p.as_py()) for p in parts if not isinstance(p, pa.Array))
+        for p in arrays:
+            length = pc.add(length, pc.binary_length(p))
+        parts.insert(0, _be_int32(length if arrays else pa.repeat(pa.scalar(length, pa.int32()), n)))
+    if not any(isinstance(p, pa.Array) for p in parts):
+        return pa.repeat(pa.scalar(b"".join(p.as_py() for p in parts), pa.binary()), n)  # type: ignore[return-value]
+    return pc.binary_join_element_wise(*parts, _EMPTY)
 
 
-def frame_rows(records: pa.Array) -> bytes:
-    """The records of ``records`` each prefixed by its big-endian int32 length, concatenated."""
-    lengths = pc.binary_length(records).cast(pa.int32())
-    prefix = pc.binary_reverse(lengths.view(pa.binary(4)).cast(pa.binary()))
-    framed = pc.binary_join_element_wise(prefix, records, b"")
-    return _binary_data(framed)
+def _be_int32(values: pa.Array) -> pa.Array:
+    """int32 values -> their 4 big-endian bytes, as a binary array."""
+    return pc.binary_reverse(values.cast(pa.int32()).view(pa.binary(4)).cast(pa.binary()))
 
 
-def _binary_data(arr: pa.Array) -> bytes:
+def frame_rows(records: pa.Array) -> pa.Array:
+    """Each record preceded by its length as a big-endian int32."""
+    return pc.binary_join_element_wise(_be_int32(pc.binary_length(records)), records, _EMPTY)
+
+
+def binary_data(arr: pa.Array) -> bytes:
     """The concatenated values of a binary array without nulls."""
     if len(arr) == 0:
         return b""

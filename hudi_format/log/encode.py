@@ -51,7 +51,7 @@ from ..errors import InvalidOptionError, LogFormatError, SchemaError
 from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage,
                            decimal_to_twos_complement)
 from ..options import default
-from .avro_columns import encode_rows, frame_rows, plan_for
+from .avro_columns import binary_data, encode_rows, frame_rows, plan_for
 from .block import BlockType, CommandType, HeaderKey
 from .delete import delete_record_list_schema
 from .reader import LOG_FORMAT_VERSION, MAGIC
@@ -156,12 +156,13 @@ def _parsed_raw_schema(avro_schema: str | dict):
         raise SchemaError(f"the Avro schema cannot be used for writing: {exc}") from exc
 
 
-def _encode_records(table: pa.Table, avro_schema: str | dict) -> pa.Array:
+def _encode_records(table: pa.Table, avro_schema: str | dict, framed: bool = False) -> pa.Array:
     """Each row in Avro binary encoding (a binary array), as Avro Java's ``GenericDatumWriter``
-    writes it: column by column for flat records, through fastavro otherwise."""
+    writes it: column by column for flat records, through fastavro otherwise. ``framed``
+    puts each record's big-endian int32 length before it, as data blocks hold them."""
     plans = plan_for(avro_schema)
     if plans is not None:
-        return encode_rows(arrow_to_avro_storage(table, avro_schema), plans)
+        return encode_rows(arrow_to_avro_storage(table, avro_schema), plans, framed)
     parsed = _parsed_raw_schema(avro_schema)
     storage = arrow_to_avro_storage(table, avro_schema)
     buf = io.BytesIO()
@@ -176,16 +177,18 @@ def _encode_records(table: pa.Table, avro_schema: str | dict) -> pa.Array:
             except Exception as exc:  # fastavro raises ValueError/TypeError/... on bad values
                 raise SchemaError(f"row {len(out)} cannot be written with the Avro schema: {exc}") from exc
             out.append(buf.getvalue())
-    return pa.array(out, pa.binary())
+    records = pa.array(out, pa.binary())
+    return frame_rows(records) if framed else records
 
 
-def _avro_content(records: pa.Array) -> bytes:
-    return b"".join((_INT.pack(AVRO_DATA_BLOCK_VERSION), _INT.pack(len(records)), frame_rows(records)))
+def _avro_content(framed: pa.Array) -> bytes:
+    """Version 3 content of records already framed with their lengths."""
+    return b"".join((_INT.pack(AVRO_DATA_BLOCK_VERSION), _INT.pack(len(framed)), binary_data(framed)))
 
 
 def encode_avro_content(table: pa.Table, avro_schema: str | dict) -> bytes:
     """Content of an Avro data block holding the rows of ``table`` (version 3 layout)."""
-    return _avro_content(_encode_records(_as_table(table), avro_schema))
+    return _avro_content(_encode_records(_as_table(table), avro_schema, framed=True))
 
 
 def _data_header(avro_schema, instant_time, extra_header, header_order):
@@ -358,9 +361,9 @@ def encode_data_blocks(table: pa.Table, avro_schema: str | dict, instant_time: s
         return []
     header = _data_header(avro_schema, instant_time, extra_header, header_order)
     if block_format == "avro":
-        records = _encode_records(table, avro_schema)
-        return [encode_block(BlockType.AVRO_DATA, header, _avro_content(records.slice(a, b - a)))
-                for a, b in _avro_groups(records, max_block_size)]
+        framed = _encode_records(table, avro_schema, framed=True)
+        return [encode_block(BlockType.AVRO_DATA, header, _avro_content(framed.slice(a, b - a)))
+                for a, b in _avro_groups(framed, max_block_size)]
     if block_format == "parquet":
         aligned = align_to_avro_schema(table, avro_schema)
         per_row = max(aligned.nbytes / aligned.num_rows, 1.0)
@@ -379,17 +382,17 @@ def encode_data_blocks(table: pa.Table, avro_schema: str | dict, instant_time: s
     raise InvalidOptionError(f"block_format must be 'avro' or 'parquet', got {block_format!r}")
 
 
-def _avro_groups(records: pa.Array, max_block_size: int) -> list[tuple[int, int]]:
-    """[start, end) row ranges of the Avro blocks: greedy, a block's content (8 bytes, then 4 +
-    length per record) stays within ``max_block_size`` unless one record alone exceeds it."""
-    n = len(records)
-    framed = pc.cumulative_sum(pc.add(pc.binary_length(records).cast(pa.int64()), 4))
+def _avro_groups(framed: pa.Array, max_block_size: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges of the Avro blocks: greedy, a block's content (8 bytes, then the
+    framed records) stays within ``max_block_size`` unless one record alone exceeds it."""
+    n = len(framed)
+    sizes = pc.cumulative_sum(pc.binary_length(framed).cast(pa.int64()))
     groups, start, used = [], 0, 0   # used: framed bytes of the rows before ``start``
     while start < n:
-        fits = pc.sum(pc.less_equal(framed, used + max_block_size - 8)).as_py() - start
+        fits = pc.sum(pc.less_equal(sizes, used + max_block_size - 8)).as_py() - start
         end = start + max(fits, 1)
         groups.append((start, end))
-        used = framed[end - 1].as_py()
+        used = sizes[end - 1].as_py()
         start = end
     return groups
 
