@@ -174,7 +174,11 @@ def _storage_rows(table: pa.Table) -> list[dict]:
     return arrow_to_avro_records(table, TRIP)
 
 
-def test_block_splitting_is_greedy_by_framed_size():
+@pytest.mark.parametrize("slice_bytes", [256 << 20, 2000, 1])
+def test_block_splitting_is_greedy_by_framed_size(slice_bytes, monkeypatch):
+    """Blocks are cut as Hudi's greedy rule cuts them, also when the rows are encoded in
+    several slices (large tables): a block may span slices."""
+    monkeypatch.setattr("hudi_format.log.encode._ENCODE_SLICE_BYTES", slice_bytes)
     table = _trip_table(300)
     records = _fastavro_records(AvroArrowConverter(TRIP).raw_schema, _storage_rows(table))
     for limit in (1, 60, 500, 4096, 1 << 20):

@@ -482,7 +482,11 @@ def encode_rows(storage: pa.Table, plans: Sequence[FieldPlan], framed: bool = Fa
         parts.insert(0, _be_int32(length if arrays else pa.repeat(pa.scalar(length, pa.int32()), n)))
     if not any(isinstance(p, pa.Array) for p in parts):
         return pa.repeat(pa.scalar(b"".join(p.as_py() for p in parts), pa.binary()), n)  # type: ignore[return-value]
-    return pc.binary_join_element_wise(*parts, _EMPTY)
+    try:
+        return pc.binary_join_element_wise(*parts, _EMPTY)
+    except (pa.ArrowCapacityError, pa.ArrowInvalid) as exc:  # offsets past 2 GiB
+        raise LogFormatError(f"{n} records of {sum(p.nbytes for p in arrays)} bytes do not fit one "
+                             f"Avro data block (Java reads at most 2 GiB): {exc}") from exc
 
 
 def _be_int32(values: pa.Array) -> pa.Array:

@@ -73,6 +73,7 @@ HFILE_LOG_BLOCK_SIZE = 1024 * 1024  # HFileUtils.DEFAULT_BLOCK_SIZE_FOR_LOG_FILE
 DEFAULT_HFILE_COMPRESSION = "GZ"  # hoodie.hfile.compression.algorithm
 _MAX_CONTENT = (1 << 31) - 1  # Java reads the content length into an int
 _ROWS_PER_BATCH = 8192
+_ENCODE_SLICE_BYTES = 256 << 20  # Arrow bytes encoded at once when splitting into blocks
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -361,9 +362,19 @@ def encode_data_blocks(table: pa.Table, avro_schema: str | dict, instant_time: s
         return []
     header = _data_header(avro_schema, instant_time, extra_header, header_order)
     if block_format == "avro":
-        framed = _encode_records(table, avro_schema, framed=True)
-        return [encode_block(BlockType.AVRO_DATA, header, _avro_content(framed.slice(a, b - a)))
-                for a, b in _avro_groups(framed, max_block_size)]
+        blocks: list[bytes] = []
+        pending = None  # framed records of the last, still open block
+        step = max(1, int(table.num_rows * _ENCODE_SLICE_BYTES // max(table.nbytes, 1)))
+        for start in range(0, table.num_rows, step):  # bounded slices: binary arrays stay < 2 GiB
+            framed = _encode_records(table.slice(start, step), avro_schema, framed=True)
+            if pending is not None:
+                framed = pa.concat_arrays([pending, framed])
+            groups = _avro_groups(framed, max_block_size)
+            blocks += [encode_block(BlockType.AVRO_DATA, header, _avro_content(framed.slice(a, b - a)))
+                       for a, b in groups[:-1]]
+            a, b = groups[-1]
+            pending = framed.slice(a, b - a)
+        return blocks + [encode_block(BlockType.AVRO_DATA, header, _avro_content(pending))]
     if block_format == "parquet":
         aligned = align_to_avro_schema(table, avro_schema)
         per_row = max(aligned.nbytes / aligned.num_rows, 1.0)
