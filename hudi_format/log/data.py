@@ -2,8 +2,10 @@
 
 Avro data block content (``HoodieAvroDataBlock``): int block version, int record count
 (versions >= 2), then per record an int length and the record in Avro binary encoding under
-the writer schema from the block's SCHEMA header. Parquet data block content is a complete
-Parquet file. CDC blocks use the Avro layout.
+the writer schema from the block's SCHEMA header; flat records (primitive, fixed and enum
+fields, optionally nullable) are decoded column by column (:mod:`.avro_columns`), others record
+by record with fastavro. Parquet data block content is a complete Parquet file. CDC blocks use
+the Avro layout.
 
 HFile data block content (``HoodieHFileDataBlock``, the metadata table's log blocks): a whole
 HFile whose keys are the record keys and whose values are the records in Avro binary encoding
