@@ -302,8 +302,11 @@ class _Decoder:
         if lo == hi == null_tag:
             return pa.nulls(len(pos), dtype), pos
         present = pc.equal(branch, value_tag)
-        if pc.sum(present).as_py() + pc.sum(pc.equal(branch, null_tag)).as_py() != len(pos):
+        n_present = pc.sum(present).as_py()
+        if n_present + pc.sum(pc.equal(branch, null_tag)).as_py() != len(pos):
             raise self.fail(f"field {plan.name!r}: a union branch index is neither null nor value")
+        if plan.kind in _VARINT_KINDS:
+            return self.masked(plan, pos, limit, present, len(pos) - n_present)
         sub = pc.filter(pos, present)
         values, after = self.field(plan, sub, pc.filter(limit, present))
         moved = pc.replace_with_mask(pa.repeat(pa.scalar(0, _I64), len(pos)), present,  # type: ignore[arg-type]
@@ -311,6 +314,33 @@ class _Decoder:
         rank = pc.subtract(pc.cumulative_sum(present.cast(_I64)), 1)
         index = pc.if_else(present, rank, pa.scalar(None, _I64))
         return pc.take(values, index), pc.add(pos, moved)
+
+
+    def masked(self, plan: FieldPlan, pos: pa.Array, limit: pa.Array, present: pa.Array,
+               n_absent: int) -> tuple[pa.Array, pa.Array]:
+        """A varint-led field where some rows are null, decoded for all rows at once: null rows
+        read the zero byte past the end (a 0 that moves nothing) and get the null bitmap."""
+        at = pc.if_else(present, pos, self.sentinel)
+        if plan.kind in ("string", "bytes"):
+            lengths, start = self.lengths(at)
+            start = pc.if_else(present, start, pos)  # empty range [pos, pos): offsets ascend
+            end = pc.add(start, lengths)
+            values = self.gather(start, end, limit, pa.string() if plan.kind == "string" else pa.binary())
+            return _with_nulls(values, present, n_absent), end
+        values, after = self.field(plan, at, limit)
+        return _with_nulls(values, present, n_absent), pc.if_else(present, after, pos)
+
+
+_VARINT_KINDS = frozenset({"int", "long", "enum", "string", "bytes"})
+
+
+def _with_nulls(values: pa.Array, present: pa.Array, n_absent: int) -> pa.Array:
+    """``values`` with ``present``'s bits as validity bitmap (both fresh, offset 0, no nulls)."""
+    if values.offset or present.offset or values.null_count or present.null_count:
+        return pc.if_else(present, values, pa.scalar(None, values.type))
+    buffers = values.buffers()
+    return pa.Array.from_buffers(values.type, len(values), [present.buffers()[1]] + buffers[1:],
+                                 null_count=n_absent)
 
 
 def _gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array, dtype: pa.DataType) -> pa.Array:
