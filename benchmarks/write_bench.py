@@ -5,6 +5,7 @@ One run, one data set: ``rows`` generated trip-like records in 10 partitions.
 - bulk_insert vs ``pyarrow.parquet.write_table`` of the same rows (what any Parquet writer costs)
 - insert vs ``deltalake.write_deltalake`` (a table format without key lookup)
 - upsert of 10% (half updates, half new keys) into COW and MOR vs deltalake's ``merge``
+- snapshot read of the upserted COW and MOR tables (best of 3) vs hudi-rs reading them into Arrow
 """
 
 from __future__ import annotations
@@ -39,6 +40,25 @@ def _time(fn) -> float:
     return time.perf_counter() - t0
 
 
+def _best(fn, repeat: int = 3) -> float:
+    return min(_time(fn) for _ in range(repeat))
+
+
+def _hudi_rs_reader():
+    """hudi-rs's snapshot read into one Arrow table, or None when ``hudi`` is not installed."""
+    try:
+        from hudi import HudiReadOptions, HudiTableBuilder
+    except ImportError:
+        return None
+
+    def read(path: str) -> pa.Table:
+        return pa.Table.from_batches(HudiTableBuilder.from_base_uri(path).build().read(HudiReadOptions()))
+    return read
+
+
+_hudi_rs_read = _hudi_rs_reader()
+
+
 def _hudi_opts():
     # One big bin per partition as Hudi sizes them; bloom filters as Hudi writes them.
     return dict(record_key="id", ordering_field="ts", partition_by="city")
@@ -53,7 +73,7 @@ def run(rows: int) -> list[tuple[str, float, float]]:
     data = make_data(rows)
     n_up = rows // 10
     upd = pa.concat_tables([make_data(n_up // 2, start=0, ts=2), make_data(n_up - n_up // 2, start=rows, ts=2)])
-    results = []
+    results, reads = [], []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         ours = _time(lambda: hudi.write(str(root / "bulk"), data, operation="bulk_insert", **_hudi_opts()))
@@ -82,6 +102,11 @@ def run(rows: int) -> list[tuple[str, float, float]]:
                               target_alias="t").when_matched_update_all().when_not_matched_insert_all().execute())
                 peer = _time(merge)
             results.append((f"upsert 10% ({table_type}) vs deltalake merge", ours, peer))
+            reads.append((table_type, path))
+        for table_type, path in reads:   # the upserted tables: MOR reads merge 10% log rows
+            ours = _best(lambda: hudi.open_table(str(path)).read())
+            peer = _best(lambda: _hudi_rs_read(str(path))) if _hudi_rs_read else float("nan")
+            results.append((f"snapshot read ({table_type}) vs hudi-rs", ours, peer))
         shutil.rmtree(root, ignore_errors=True)
 
     print(f"\nwrite benchmark, {rows:,} rows ({n_up:,} upserted)\n")

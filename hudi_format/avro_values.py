@@ -112,6 +112,10 @@ class AvroArrowConverter:
             table = pa.Table.from_pylist(rows, schema=self.storage_schema)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
             raise SchemaError(f"Avro records do not match their schema: {exc}") from exc
+        return self.storage_to_arrow(table)
+
+    def storage_to_arrow(self, table: pa.Table) -> pa.Table:
+        """A table of :attr:`storage_schema` (raw Avro values) -> table of :attr:`arrow_schema`."""
         if self.storage_schema.equals(self.arrow_schema):
             return table
         cols = []

@@ -2,8 +2,10 @@
 
 Avro data block content (``HoodieAvroDataBlock``): int block version, int record count
 (versions >= 2), then per record an int length and the record in Avro binary encoding under
-the writer schema from the block's SCHEMA header. Parquet data block content is a complete
-Parquet file. CDC blocks use the Avro layout.
+the writer schema from the block's SCHEMA header; flat records (primitive, fixed and enum
+fields, optionally nullable) are decoded column by column (:mod:`.avro_columns`), others record
+by record with fastavro. Parquet data block content is a complete Parquet file. CDC blocks use
+the Avro layout.
 
 HFile data block content (``HoodieHFileDataBlock``, the metadata table's log blocks): a whole
 HFile whose keys are the record keys and whose values are the records in Avro binary encoding
@@ -25,6 +27,7 @@ import pyarrow as pa
 from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
 from ..avro_values import AvroArrowConverter, restore_logical
 from ..schema import fullname, null_split, parse_avro_schema
+from .avro_columns import decode_columns, plan_for
 
 _INT = struct.Struct(">i")
 
@@ -82,9 +85,11 @@ def decode_avro_block(content: bytes, schema_json: str | None, where: str) -> pa
         raise type(exc)(f"{where}: {exc}") from exc
     except Exception as exc:
         raise SchemaError(f"{where}: writer schema is not valid Avro: {exc}") from exc
-    rows = _decode_avro_rows(content, parsed, where)
+    plans = plan_for(schema_json)
     try:
-        return conv.raw_to_arrow(rows)
+        if plans is not None:  # flat records: decoded column by column
+            return conv.storage_to_arrow(decode_columns(content, plans, conv.storage_schema, where))
+        return conv.raw_to_arrow(_decode_avro_rows(content, parsed, where))
     except HudiError as exc:
         raise type(exc)(f"{where}: {exc}") from exc
 

@@ -45,11 +45,13 @@ from typing import Any, Mapping, Sequence
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
 from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage,
                            decimal_to_twos_complement)
 from ..options import default
+from .avro_columns import binary_data, encode_rows, frame_rows, plan_for
 from .block import BlockType, CommandType, HeaderKey
 from .delete import delete_record_list_schema
 from .reader import LOG_FORMAT_VERSION, MAGIC
@@ -71,6 +73,7 @@ HFILE_LOG_BLOCK_SIZE = 1024 * 1024  # HFileUtils.DEFAULT_BLOCK_SIZE_FOR_LOG_FILE
 DEFAULT_HFILE_COMPRESSION = "GZ"  # hoodie.hfile.compression.algorithm
 _MAX_CONTENT = (1 << 31) - 1  # Java reads the content length into an int
 _ROWS_PER_BATCH = 8192
+_ENCODE_SLICE_BYTES = 256 << 20  # Arrow bytes encoded at once when splitting into blocks
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -154,8 +157,13 @@ def _parsed_raw_schema(avro_schema: str | dict):
         raise SchemaError(f"the Avro schema cannot be used for writing: {exc}") from exc
 
 
-def _encode_records(table: pa.Table, avro_schema: str | dict) -> list[bytes]:
-    """Each row in Avro binary encoding, as Avro Java's ``GenericDatumWriter`` writes it."""
+def _encode_records(table: pa.Table, avro_schema: str | dict, framed: bool = False) -> pa.Array:
+    """Each row in Avro binary encoding (a binary array), as Avro Java's ``GenericDatumWriter``
+    writes it: column by column for flat records, through fastavro otherwise. ``framed``
+    puts each record's big-endian int32 length before it, as data blocks hold them."""
+    plans = plan_for(avro_schema)
+    if plans is not None:
+        return encode_rows(arrow_to_avro_storage(table, avro_schema), plans, framed)
     parsed = _parsed_raw_schema(avro_schema)
     storage = arrow_to_avro_storage(table, avro_schema)
     buf = io.BytesIO()
@@ -170,19 +178,18 @@ def _encode_records(table: pa.Table, avro_schema: str | dict) -> list[bytes]:
             except Exception as exc:  # fastavro raises ValueError/TypeError/... on bad values
                 raise SchemaError(f"row {len(out)} cannot be written with the Avro schema: {exc}") from exc
             out.append(buf.getvalue())
-    return out
+    records = pa.array(out, pa.binary())
+    return frame_rows(records) if framed else records
 
 
-def _avro_content(records: Sequence[bytes]) -> bytes:
-    parts = [_INT.pack(AVRO_DATA_BLOCK_VERSION), _INT.pack(len(records))]
-    for rec in records:
-        parts += [_INT.pack(len(rec)), rec]
-    return b"".join(parts)
+def _avro_content(framed: pa.Array) -> bytes:
+    """Version 3 content of records already framed with their lengths."""
+    return b"".join((_INT.pack(AVRO_DATA_BLOCK_VERSION), _INT.pack(len(framed)), binary_data(framed)))
 
 
 def encode_avro_content(table: pa.Table, avro_schema: str | dict) -> bytes:
     """Content of an Avro data block holding the rows of ``table`` (version 3 layout)."""
-    return _avro_content(_encode_records(_as_table(table), avro_schema))
+    return _avro_content(_encode_records(_as_table(table), avro_schema, framed=True))
 
 
 def _data_header(avro_schema, instant_time, extra_header, header_order):
@@ -310,6 +317,8 @@ def encode_hfile_content(table: pa.Table, avro_schema: str | dict, key_field: st
         if keys[a] == keys[b]:
             raise InvalidOptionError(f"HFile data blocks hold each key once; {keys[a]!r} repeats")
     writer = HFileWriter(None, block_size=HFILE_LOG_BLOCK_SIZE, compression=compression)
+    if isinstance(records, pa.Array):
+        records = records.to_pylist()
     for i in order:
         writer.append(keys[i], records[i])
     writer.add_file_info("schema", _schema_text(avro_schema))
@@ -353,16 +362,19 @@ def encode_data_blocks(table: pa.Table, avro_schema: str | dict, instant_time: s
         return []
     header = _data_header(avro_schema, instant_time, extra_header, header_order)
     if block_format == "avro":
-        records = _encode_records(table, avro_schema)
-        blocks, group, size = [], [], 8
-        for rec in records:
-            if group and size + 4 + len(rec) > max_block_size:
-                blocks.append(encode_block(BlockType.AVRO_DATA, header, _avro_content(group)))
-                group, size = [], 8
-            group.append(rec)
-            size += 4 + len(rec)
-        blocks.append(encode_block(BlockType.AVRO_DATA, header, _avro_content(group)))
-        return blocks
+        blocks: list[bytes] = []
+        pending = None  # framed records of the last, still open block
+        step = max(1, int(table.num_rows * _ENCODE_SLICE_BYTES // max(table.nbytes, 1)))
+        for start in range(0, table.num_rows, step):  # bounded slices: binary arrays stay < 2 GiB
+            framed = _encode_records(table.slice(start, step), avro_schema, framed=True)
+            if pending is not None:
+                framed = pa.concat_arrays([pending, framed])
+            groups = _avro_groups(framed, max_block_size)
+            blocks += [encode_block(BlockType.AVRO_DATA, header, _avro_content(framed.slice(a, b - a)))
+                       for a, b in groups[:-1]]
+            a, b = groups[-1]
+            pending = framed.slice(a, b - a)
+        return blocks + [encode_block(BlockType.AVRO_DATA, header, _avro_content(pending))]
     if block_format == "parquet":
         aligned = align_to_avro_schema(table, avro_schema)
         per_row = max(aligned.nbytes / aligned.num_rows, 1.0)
@@ -379,6 +391,21 @@ def encode_data_blocks(table: pa.Table, avro_schema: str | dict, instant_time: s
             blocks.append(encode_block(BlockType.PARQUET_DATA, header, content))
         return blocks
     raise InvalidOptionError(f"block_format must be 'avro' or 'parquet', got {block_format!r}")
+
+
+def _avro_groups(framed: pa.Array, max_block_size: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges of the Avro blocks: greedy, a block's content (8 bytes, then the
+    framed records) stays within ``max_block_size`` unless one record alone exceeds it."""
+    n = len(framed)
+    sizes = pc.cumulative_sum(pc.binary_length(framed).cast(pa.int64()))
+    groups, start, used = [], 0, 0   # used: framed bytes of the rows before ``start``
+    while start < n:
+        fits = pc.sum(pc.less_equal(sizes, used + max_block_size - 8)).as_py() - start
+        end = start + max(fits, 1)
+        groups.append((start, end))
+        used = sizes[end - 1].as_py()
+        start = end
+    return groups
 
 
 # -- delete blocks ---------------------------------------------------------------------------
