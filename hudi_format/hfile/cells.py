@@ -41,7 +41,8 @@ def _arange(n: int) -> pa.Array:
     """``0..n-1`` as int64 (a cached array, sliced)."""
     cached = _arange_cache[0]
     if len(cached) < n:
-        cached = pa.array(range(max(n, 2 * len(cached), 1 << 16)), _I64)
+        size = max(n, 2 * len(cached), 1 << 16)
+        cached = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, _I64), size)), 1)
         _arange_cache[0] = cached
     return cached.slice(0, n)
 

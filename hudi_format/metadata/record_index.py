@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HudiError
-from ..hfile import HFileReader
 from ..log import BlockType
 from ..view import FileSlice
 from . import keys as K
