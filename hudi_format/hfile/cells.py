@@ -31,6 +31,7 @@ __all__ = ["decode_cells", "decode_many", "decode_cells_sequential", "KEY_SUFFIX
 
 KEY_SUFFIX = struct.pack(">qB", LATEST_TIMESTAMP, TYPE_PUT)  # ts + type closing Hudi's keys
 _KV = struct.Struct(">ii")
+JOIN_BYTES = 8 << 20  # blocks decoded together in one pass (HFile blocks are ~1 MiB)
 _MAX_ROUNDS = 64  # distinct value lengths tried before giving up on the column-wise path
 _I64 = pa.int64()
 
@@ -216,16 +217,24 @@ def decode_cells(payload, mvcc: bool, tags: bool, where: str) -> tuple[pa.Array,
 
 def decode_many(payloads: list, mvcc: bool, tags: bool, wheres: list[str]) -> tuple[pa.Array, pa.Array]:
     """``(rows, values)`` of several data blocks, in order. Cells never straddle blocks, so
-    the payloads are decoded joined, in one column-wise pass; block by block if that fails
-    (so that damage is reported in the right block)."""
-    if not payloads:
+    runs of blocks are decoded joined (up to :data:`JOIN_BYTES`: bigger arrays fall out of the
+    CPU caches between kernels), in one column-wise pass each; block by block when a run does
+    not take the fast path (so that damage is reported in the right block)."""
+    rows: list[pa.Array] = []
+    values: list[pa.Array] = []
+    i = 0
+    while i < len(payloads):
+        j, size = i, 0
+        while j < len(payloads) and (j == i or size + len(payloads[j]) <= JOIN_BYTES):
+            size += len(payloads[j])
+            j += 1
+        got = _decode_columnwise(b"".join(payloads[i:j]), mvcc) if j - i > 1 and not tags else None
+        parts = [got] if got is not None else [decode_cells(p, mvcc, tags, w)
+                                               for p, w in zip(payloads[i:j], wheres[i:j])]
+        rows += [r for r, _ in parts]
+        values += [v for _, v in parts]
+        i = j
+    if not rows:
         empty = pa.array([], pa.binary())
         return empty, empty
-    if len(payloads) > 1 and not tags:
-        joined = b"".join(payloads)
-        if len(joined) < (1 << 31) - 1:
-            got = _decode_columnwise(joined, mvcc)
-            if got is not None:
-                return got
-    parts = [decode_cells(p, mvcc, tags, w) for p, w in zip(payloads, wheres)]
-    return pa.concat_arrays([r for r, _ in parts]), pa.concat_arrays([v for _, v in parts])
+    return pa.concat_arrays(rows), pa.concat_arrays(values)

@@ -401,9 +401,15 @@ class HFileReader:
         row_array, value_array = decode_many(
             [self._block_payload(offset, size) for offset, size in wanted], self._mvcc, self._tags,
             [f"{self._where}: data block at offset {offset}" for offset, _ in wanted])
-        at = pc.index_in(keys, value_set=row_array)
-        found = pc.is_valid(at)
-        return pc.filter(keys, found), pc.take(value_array, pc.filter(at, found))
+        hit = pc.is_in(row_array, value_set=keys)  # hash the few keys, probe the many rows
+        rows = pc.filter(row_array, hit)
+        values = pc.filter(value_array, hit)
+        if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
+            first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
+            if not pc.all(first).as_py():
+                keep = pa.concat_arrays([pa.array([True]), first])
+                rows, values = pc.filter(rows, keep), pc.filter(values, keep)
+        return rows, values
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())
