@@ -14,12 +14,15 @@ Repeated rows are allowed; lookups return the first one. Index entries may be sh
 from __future__ import annotations
 
 import bisect
-import struct
 from collections import OrderedDict
 from typing import Callable, Iterable, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
-from .blocks import BlockType, decode_block, decode_vint, key_row
+from .blocks import BlockType, decode_block, key_row
+from .cells import decode_cells, decode_many
 from .index import IndexBlock, parse_non_root_index, parse_root_index
 from .trailer import TRAILER_SIZE, Trailer, decode_file_info
 
@@ -29,7 +32,6 @@ SEEK_BEFORE_FIRST = -1  # the key sorts before the first key (or the file is emp
 SEEK_FOUND = 0  # the key is in the file
 SEEK_IN_RANGE = 1  # absent; positioned at the greatest key below it (HBase semantics)
 
-_KV = struct.Struct(">ii")
 _INDEX_MAGICS = (BlockType.LEAF_INDEX, BlockType.INTERMEDIATE_INDEX)
 
 
@@ -39,45 +41,40 @@ def _key(key) -> bytes:
 
 
 class _DataBlock:
-    """Rows and values of one decoded data block, in file order."""
+    """Rows and values of one decoded data block, in file order: Arrow arrays, with Python
+    lists built on first use by the point-lookup and scan paths."""
 
-    __slots__ = ("rows", "values")
+    __slots__ = ("row_array", "value_array", "_rows", "_values")
 
-    def __init__(self, rows: list[bytes], values: list[bytes]):
-        self.rows = rows
-        self.values = values
+    def __init__(self, row_array: pa.Array, value_array: pa.Array):
+        self.row_array = row_array
+        self.value_array = value_array
+        self._rows: list[bytes] | None = None
+        self._values: list[bytes] | None = None
+
+    @property
+    def rows(self) -> list[bytes]:
+        if self._rows is None:
+            self._rows = self.row_array.to_pylist()
+        return self._rows
+
+    @property
+    def values(self) -> list[bytes]:
+        if self._values is None:
+            self._values = self.value_array.to_pylist()
+        return self._values
 
 
-def _parse_cells(payload: bytes, mvcc: bool, tags: bool, where: str) -> _DataBlock:
-    rows, values = [], []
-    pos, end = 0, len(payload)
-    unpack = _KV.unpack_from
-    try:
-        while pos < end:
-            klen, vlen = unpack(payload, pos)
-            kstart = pos + 8
-            vstart = kstart + klen
-            pos = vstart + vlen
-            if klen < 2 or vlen < 0 or pos > end:
-                raise ValueError(f"cell at byte {kstart - 8} overruns the block")
-            rlen = (payload[kstart] << 8) | payload[kstart + 1]
-            if rlen + 2 > klen:
-                raise ValueError(f"cell at byte {kstart - 8} has a row longer than its key")
-            rows.append(payload[kstart + 2:kstart + 2 + rlen])
-            values.append(payload[vstart:pos])
-            if tags:
-                (tlen,) = struct.unpack_from(">H", payload, pos)
-                pos += 2 + tlen
-            if mvcc:
-                if payload[pos] < 0x80:  # the usual single-byte vlong (0 for Hudi)
-                    pos += 1
-                else:
-                    _, pos = decode_vint(payload, pos)
-        if pos != end:
-            raise ValueError("last cell overruns the block")
-    except (struct.error, IndexError, ValueError) as exc:
-        raise CorruptFileError(f"{where}: {exc}") from exc
-    return _DataBlock(rows, values)
+def _bisect_left(arr: pa.Array, value: bytes, lo: int = 0) -> int:
+    """``bisect_left`` over a sorted binary Arrow array (a few scalar reads, no list)."""
+    hi = len(arr)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if arr[mid].as_py() < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class HFileReader:
@@ -245,19 +242,23 @@ class HFileReader:
             self._index_blocks.popitem(last=False)
         return block
 
-    def _data_block(self, offset: int, size: int) -> _DataBlock:
-        cached = self._blocks.get(offset)
-        if cached is not None:
-            self._blocks.move_to_end(offset)
-            return cached
+    def _block_payload(self, offset: int, size: int) -> bytes:
         h, payload = decode_block(self._read(offset, size), 0, self.compression, self._where,
                                   expect=(BlockType.DATA, BlockType.ENCODED_DATA),
                                   file_offset=offset, verify=self._verify)
         if h.magic == BlockType.ENCODED_DATA:
             raise UnsupportedFeatureError(f"{self._where}: data blocks use an HBase data block "
                                           "encoding (DATABLKE), which Hudi never writes")
-        block = _parse_cells(payload, self._mvcc, self._tags,
-                             f"{self._where}: data block at offset {offset}")
+        return payload
+
+    def _data_block(self, offset: int, size: int) -> _DataBlock:
+        cached = self._blocks.get(offset)
+        if cached is not None:
+            self._blocks.move_to_end(offset)
+            return cached
+        payload = self._block_payload(offset, size)
+        block = _DataBlock(*decode_cells(payload, self._mvcc, self._tags,
+                                         f"{self._where}: data block at offset {offset}"))
         self._blocks[offset] = block
         if len(self._blocks) > self._block_cache_size:
             self._blocks.popitem(last=False)
@@ -374,6 +375,41 @@ class HFileReader:
             if value is not None:
                 out[key] = value
         return out
+
+    def lookup_arrays(self, keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """``(keys found, their values)`` for a sorted binary array of distinct ``keys``.
+
+        Reads each data block whose index range holds one of the keys once, decodes them in
+        bulk (:func:`.cells.decode_cells`) and matches the keys column-wise; the first entry
+        of a repeated row wins, as in :meth:`get`."""
+        empty = pa.array([], pa.binary())
+        keys = keys.cast(pa.binary())
+        if not self.num_entries or not len(keys):
+            return empty, empty
+        refs = list(self.data_blocks())
+        wanted = []
+        lo = _bisect_left(keys, self._first_key)  # keys below the first key are absent
+        for i, (_, offset, size) in enumerate(refs):
+            hi = _bisect_left(keys, refs[i + 1][0], lo) if i + 1 < len(refs) else len(keys)
+            # a run of equal rows may start at the end of this block and go on in the next
+            run = hi < len(keys) and i + 1 < len(refs) and keys[hi].as_py() == refs[i + 1][0]
+            if hi > lo or run:
+                wanted.append((offset, size))
+            lo = hi
+        if not wanted:
+            return empty, empty
+        row_array, value_array = decode_many(
+            [self._block_payload(offset, size) for offset, size in wanted], self._mvcc, self._tags,
+            [f"{self._where}: data block at offset {offset}" for offset, _ in wanted])
+        hit = pc.is_in(row_array, value_set=keys)  # hash the few keys, probe the many rows
+        rows = pc.filter(row_array, hit)
+        values = pc.filter(value_array, hit)
+        if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
+            first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
+            if not pc.all(first).as_py():
+                keep = pa.concat_arrays([pa.array([True]), first])
+                rows, values = pc.filter(rows, keep), pc.filter(values, keep)
+        return rows, values
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())

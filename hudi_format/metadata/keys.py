@@ -34,6 +34,9 @@ import struct
 import uuid
 from typing import NamedTuple
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 __all__ = [
     "FILES", "COLUMN_STATS", "BLOOM_FILTERS", "RECORD_INDEX", "PARTITION_STATS",
     "SECONDARY_INDEX_PREFIX", "EXPRESSION_INDEX_PREFIX", "METADATA_TABLE_DIR",
@@ -45,7 +48,7 @@ __all__ = [
     "files_key", "column_stats_key", "column_stats_prefix", "bloom_filter_key",
     "partition_stats_key", "record_index_key", "secondary_index_key",
     "secondary_index_prefix", "split_secondary_index_key",
-    "java_string_hash", "file_group_index", "secondary_key_file_group_index",
+    "java_string_hash", "file_group_index", "file_group_indexes", "secondary_key_file_group_index",
     "file_id_prefix", "file_group_id", "file_group_ids", "record_type",
     "RecordIndexLocation", "encode_record_index_file_id", "decode_record_index_file_id",
 ]
@@ -280,6 +283,57 @@ def file_group_index(record_key: str, num_file_groups: int) -> int:
     a = h if h == -(1 << 31) else abs(h)
     r = abs(a) % num_file_groups if a >= 0 else -((-a) % num_file_groups)
     return abs(r)
+
+
+_U32_31 = pa.scalar(31, pa.uint32())
+
+
+def _java_string_hashes_ascii(keys: pa.Array) -> pa.Array:
+    """``String.hashCode()`` of ASCII strings as uint32, one pass per character position: the
+    UTF-16 code units of an ASCII string are its bytes, and uint32 arithmetic wraps as Java's
+    int does (``h = 31 * h + c``)."""
+    binary = keys.cast(pa.binary())
+    lengths = pc.binary_length(binary).cast(pa.int64())
+    n = len(binary)
+    h = pa.repeat(pa.scalar(0, pa.uint32()), n)
+    longest = pc.max(lengths).as_py() or 0
+    if not longest:
+        return h
+    offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, binary.buffers()[1]], offset=binary.offset)
+    starts = offsets.slice(0, n).cast(pa.int64())
+    data = binary.buffers()[2]
+    units = pa.Array.from_buffers(pa.uint8(), data.size, [None, data])
+    last = pc.max(pc.add(starts, lengths)).as_py()
+    for j in range(longest):
+        has = pc.greater(lengths, j)
+        pos = pc.min_element_wise(pc.add(starts, j), last - 1)  # clamped: masked out below
+        unit = pc.take(units, pos).cast(pa.uint32())
+        h = pc.if_else(has, pc.add(pc.multiply(h, _U32_31), unit), h)
+    return h
+
+
+def file_group_indexes(keys: pa.Array | pa.ChunkedArray, num_file_groups: int) -> pa.Array:
+    """:func:`file_group_index` of every key of a string array (int32; null keys give null),
+    computed column-wise. Non-ASCII keys (rare) go through :func:`java_string_hash`, since
+    Java hashes their UTF-16 code units."""
+    if num_file_groups <= 0:
+        raise ValueError("num_file_groups must be positive")
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    keys = keys.cast(pa.string())
+    ascii_ = pc.fill_null(pc.string_is_ascii(keys), True)
+    plain = pc.if_else(ascii_, keys, pa.scalar("", pa.string()))
+    hashes = _java_string_hashes_ascii(plain).cast(pa.int64())
+    if not pc.all(ascii_).as_py():
+        others = pc.indices_nonzero(pc.invert(ascii_))
+        exact = [java_string_hash(k) & 0xFFFFFFFF for k in pc.take(keys, others).to_pylist()]
+        mask = pc.invert(ascii_)
+        hashes = pc.replace_with_mask(hashes, mask, pa.array(exact, pa.int64()))
+    signed = pc.if_else(pc.greater_equal(hashes, 1 << 31), pc.subtract(hashes, 1 << 32), hashes)
+    # int64 abs(h) % n equals Java's Math.abs(Math.abs(h) % n), Integer.MIN_VALUE included
+    out = pc.divide(pc.abs(signed), num_file_groups)
+    out = pc.subtract(pc.abs(signed), pc.multiply(out, num_file_groups)).cast(pa.int32())
+    return pc.if_else(pc.is_null(keys), pa.scalar(None, pa.int32()), out)
 
 
 def secondary_key_file_group_index(secondary_index_record_key: str, num_file_groups: int) -> int:

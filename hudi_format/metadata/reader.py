@@ -27,7 +27,9 @@ from __future__ import annotations
 import logging
 import struct
 from functools import cached_property
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
+
+import pyarrow as pa
 
 from ..bloom import BloomFilter
 from ..config import TableConfig
@@ -50,6 +52,7 @@ SOLO_COMMIT_TIMESTAMP = "00000000000000"
 # Data-table actions that change the file listing, and so have a metadata-table counterpart.
 SYNCED_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "clean", "rollback", "restore"})
 
+T = TypeVar("T")
 Select = Callable[[HFileReader], Iterable[tuple[bytes, bytes]]]
 
 
@@ -76,6 +79,9 @@ class MetadataTable:
         self._timeline = timeline
         self.mdt_storage = storage.sub(K.METADATA_TABLE_DIR)
         self._slices: dict[str, list[FileSlice]] = {}
+        # parsed immutable files, reused for the life of this object (one operation)
+        self._log_blocks: dict[tuple[str, ...], list] = {}
+        self._hfiles: dict[object, HFileReader] = {}
         self._failure: str | None = None  # why a read failed: the table is then not used
 
     def __repr__(self) -> str:
@@ -230,15 +236,36 @@ class MetadataTable:
             raise MetadataTableError(f"corrupt log block in {self.mdt_storage.uri(path)} at "
                                      f"offset {getattr(block, 'offset', '?')}: {getattr(block, 'reason', '')}")
 
-        return collect_log_blocks(self.mdt_storage, log_files, self._block_visible, corrupt)
+        files = tuple(log_files)
+        if files not in self._log_blocks:
+            self._log_blocks[files] = collect_log_blocks(self.mdt_storage, files,
+                                                         self._block_visible, corrupt)
+        return list(self._log_blocks[files])
+
+    def hfile_reader(self, rel_path: str) -> HFileReader:
+        """The (cached) reader of a base HFile of the metadata table."""
+        if rel_path not in self._hfiles:
+            self._hfiles[rel_path] = HFileReader(self.mdt_storage, rel_path, verify_checksums=False)
+        return self._hfiles[rel_path]
+
+    def block_reader(self, block) -> HFileReader:
+        """The (cached) reader of the HFile inside an ``HFILE_DATA`` log block."""
+        key = (block.describe(), id(block))
+        if key not in self._hfiles:
+            self._hfiles[key] = HFileReader.from_bytes(block.content(), block.describe(),
+                                                       verify_checksums=False)
+        return self._hfiles[key]
 
     def _read_slice(self, s: FileSlice, select: Select,
                     wanted: Callable[[str], bool]) -> dict[str, dict | None]:
-        """The merged records of one metadata file slice; any damage raises
+        return self.read_slice_guarded(s, lambda sl: self._merge_slice(sl, select, wanted))
+
+    def read_slice_guarded(self, s: FileSlice, read: Callable[[FileSlice], T]) -> T:
+        """``read(s)`` for one metadata file slice; any damage raises
         :class:`MetadataTableError` naming the file, so callers fall back to storage."""
         where = self.mdt_storage.uri(s.base_file or (s.log_files[0] if s.log_files else s.file_id))
         try:
-            return self._merge_slice(s, select, wanted)
+            return read(s)
         except MetadataTableError:
             raise
         except HudiError as exc:
@@ -253,7 +280,7 @@ class MetadataTable:
                      wanted: Callable[[str], bool]) -> dict[str, dict | None]:
         out: dict[str, dict | None] = {}
         if s.base_file:
-            reader = HFileReader(self.mdt_storage, s.base_file, verify_checksums=False)
+            reader = self.hfile_reader(s.base_file)
             schema = reader.avro_schema
             if reader.num_entries and not schema:
                 raise HudiError(f"{self.mdt_storage.uri(s.base_file)} has no Avro schema in its file info")
@@ -269,7 +296,7 @@ class MetadataTable:
                         if key is not None and wanted(key):
                             out[key] = None
                 elif block.block_type == BlockType.HFILE_DATA:
-                    reader = HFileReader.from_bytes(block.content(), where, verify_checksums=False)
+                    reader = self.block_reader(block)
                     if not reader.num_entries:
                         continue
                     schema = block.schema_json or reader.avro_schema
@@ -288,10 +315,13 @@ class MetadataTable:
         Raises :class:`MetadataTableError` (naming the file) when the partition cannot be read
         whole; from then on :meth:`staleness` gives that reason, so every user of this object
         (listing, pruning, indexes) falls back to the path without the metadata table."""
+        return self._guarded(lambda: self._read(partition, keys, prefixes))
+
+    def _guarded(self, read: Callable[[], T]) -> T:
         if self._failure is not None:
             raise MetadataTableError(self._failure)
         try:
-            return self._read(partition, keys, prefixes)
+            return read()
         except HudiError as exc:
             self._failure = f"it cannot be read whole: {exc}"
             log.warning("not using the metadata table of %s: %s", self.storage.url, self._failure)
@@ -312,8 +342,9 @@ class MetadataTable:
             by_slice: dict[int, list[str]] = {}
             # Writers place every key with mapRecordKeyToFileGroupIndex over the partition's
             # file groups (secondary indexes hash their key's prefix: look those up by prefix).
-            for k in want:
-                by_slice.setdefault(K.file_group_index(k, len(slices)), []).append(k)
+            groups = K.file_group_indexes(pa.array(want, pa.string()), len(slices)).to_pylist()
+            for k, g in zip(want, groups):
+                by_slice.setdefault(g, []).append(k)
             out: dict[str, dict] = {}
             for i, ks in by_slice.items():
                 raw = [k.encode("utf-8") for k in ks]
@@ -426,14 +457,18 @@ class MetadataTable:
         return {k: e.filter() for k, e in self.bloom_filter_entries(files).items()}
 
     # -- record index ---------------------------------------------------------------------------
+    def record_index(self, record_keys: pa.Array | pa.ChunkedArray) -> pa.Table:
+        """``(key, partition, file_id, instant_ms)`` of the keys the record index holds, looked up
+        column-wise (:mod:`.record_index`); same failure rules as :meth:`read`."""
+        from .record_index import lookup
+        return self._guarded(lambda: lookup(self, record_keys))
+
     def record_locations(self, record_keys: Iterable[str]) -> dict[str, K.RecordIndexLocation]:
         """Record key -> where the record index says it lives (absent keys are left out)."""
-        out = {}
-        for key, rec in self.read(K.RECORD_INDEX, keys=record_keys).items():
-            loc = record_location_of(rec)
-            if loc is not None:
-                out[key] = loc
-        return out
+        found = self.record_index(pa.array(list(record_keys), pa.string()))
+        cols = ("key", "partition", "file_id", "instant_ms")
+        return {k: K.RecordIndexLocation(p, f, ms) for k, p, f, ms in
+                zip(*(found.column(c).to_pylist() for c in cols))}
 
     def all_record_locations(self) -> dict[str, K.RecordIndexLocation]:
         """Every entry of the record index (a full read of the partition)."""

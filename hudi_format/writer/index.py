@@ -86,16 +86,10 @@ def usable_metadata_table(storage: Storage, config, timeline, partition: str):
 
 def record_index_locations(mdt, slices: list[FileSlice], keys: pa.Array) -> pa.Table:
     """``(key, partition, file_id)`` of the incoming keys the record index knows, in live slices."""
-    live = {(s.partition_path, s.file_id) for s in slices}
-    wanted = pc.unique(pc.drop_null(pc.cast(keys, pa.string()))).to_pylist()
-    out_k, out_p, out_f = [], [], []
-    for key, loc in mdt.record_locations(wanted).items():
-        if (loc.partition, loc.file_id) in live:
-            out_k.append(key)
-            out_p.append(loc.partition)
-            out_f.append(loc.file_id)
-    return pa.table({"key": pa.array(out_k, pa.string()), "partition": pa.array(out_p, pa.string()),
-                     "file_id": pa.array(out_f, pa.string())})
+    found = mdt.record_index(keys).select(["key", "partition", "file_id"])
+    live = pa.table({"partition": pa.array([s.partition_path for s in slices], pa.string()),
+                     "file_id": pa.array([s.file_id for s in slices], pa.string())})
+    return found.join(live, ["partition", "file_id"], join_type="inner").select(["key", "partition", "file_id"])
 
 
 def candidate_slices_by_metadata_bloom(mdt, slices: list[FileSlice], keys: pa.Array) -> list[FileSlice]:

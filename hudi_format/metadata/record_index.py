@@ -1,0 +1,126 @@
+"""Looking record keys up in the metadata table's ``record_index`` partition, column-wise.
+
+Tagging an upsert asks the record index about every incoming key at once (100k keys against
+millions of entries), so this path never touches a key in Python: keys are spread over the
+partition's file groups with :func:`.keys.file_group_indexes`, each file group's HFiles (base
+file, then log blocks in log order) are searched with :meth:`HFileReader.lookup_arrays`
+(touched data blocks decoded in bulk), and the merge of base and log entries is a sort.
+
+Values are ``HoodieMetadataRecord`` Avro records; a record index value depends only on where
+the record lives (partition, file id, instant), so the values found are dictionary-encoded and
+each *distinct* value is decoded once with the block's own schema.
+
+Merge rule (``HoodieMetadataPayload``): for a key, the newest source wins -- a log block over
+the base file, a later block over an earlier one; a delete block's key removes the entry, and
+so does a newer record without record-index content.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import HudiError
+from ..log import BlockType
+from ..view import FileSlice
+from . import keys as K
+from .options import MetadataTableError
+from .records import decode_record, record_location_of
+
+__all__ = ["RECORD_INDEX_SCHEMA", "lookup", "slice_entries"]
+
+RECORD_INDEX_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()),
+                                 ("file_id", pa.string()), ("instant_ms", pa.int64())])
+_SOURCE = pa.schema([("key", pa.binary()), ("seq", pa.int32()), ("partition", pa.string()),
+                     ("file_id", pa.string()), ("instant_ms", pa.int64())])
+
+
+def _locations(keys: pa.Array, values: pa.Array, seq: int, schema_json: str, where: str) -> pa.Table:
+    """One source's ``(key, seq, partition, file_id)``; each distinct value decoded once."""
+    encoded = pc.dictionary_encode(values)
+    partitions, file_ids, instants = [], [], []
+    for raw in encoded.dictionary.to_pylist():
+        loc = record_location_of(decode_record(raw, schema_json, where))
+        partitions.append(None if loc is None else loc.partition)
+        file_ids.append(None if loc is None else loc.file_id)
+        instants.append(None if loc is None else loc.instant_time_millis)
+    indices = encoded.indices
+    return pa.table([keys, pa.repeat(pa.scalar(seq, pa.int32()), len(keys)),
+                     pc.take(pa.array(partitions, pa.string()), indices),
+                     pc.take(pa.array(file_ids, pa.string()), indices),
+                     pc.take(pa.array(instants, pa.int64()), indices)], schema=_SOURCE)
+
+
+def _deleted(keys: pa.Array, deleted: pa.Array, seq: int) -> pa.Table:
+    hit = pc.filter(keys, pc.is_in(keys, value_set=pc.drop_null(deleted.cast(pa.binary()))))
+    nulls = pa.nulls(len(hit), pa.string())
+    return pa.table([hit, pa.repeat(pa.scalar(seq, pa.int32()), len(hit)), nulls, nulls,
+                     pa.nulls(len(hit), pa.int64())], schema=_SOURCE)
+
+
+def slice_entries(mdt, s: FileSlice, keys: pa.Array) -> pa.Table:
+    """``(key, partition, file_id)`` of the sorted distinct binary ``keys`` that file slice
+    ``s`` of the record index holds (merged over its base file and log blocks)."""
+    storage = mdt.mdt_storage
+    parts: list[pa.Table] = []
+    if s.base_file:
+        reader = mdt.hfile_reader(s.base_file)
+        if reader.num_entries:
+            schema = reader.avro_schema
+            if not schema:
+                raise HudiError(f"{storage.uri(s.base_file)} has no Avro schema in its file info")
+            found, values = reader.lookup_arrays(keys)
+            parts.append(_locations(found, values, 0, schema, storage.uri(s.base_file)))
+    for seq, block in enumerate(mdt.log_blocks(s.log_files) if s.log_files else (), start=1):
+        where = block.describe()
+        if block.block_type == BlockType.DELETE:
+            parts.append(_deleted(keys, block.deleted_keys().column("record_key").combine_chunks(), seq))
+        elif block.block_type == BlockType.HFILE_DATA:
+            reader = mdt.block_reader(block)
+            if not reader.num_entries:
+                continue
+            found, values = reader.lookup_arrays(keys)
+            parts.append(_locations(found, values, seq, block.schema_json or reader.avro_schema, where))
+        else:
+            raise MetadataTableError(f"{where}: a {block.block_type.name} block, but the "
+                                     "metadata table only holds HFile data and delete blocks")
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return RECORD_INDEX_SCHEMA.empty_table()
+    merged = pa.concat_tables(parts)
+    if len(parts) > 1:  # newest source first within each key, then keep each key's first row
+        merged = merged.sort_by([("key", "ascending"), ("seq", "descending")]).combine_chunks()
+        key = merged.column("key")
+        first = pc.not_equal(key.slice(1), key.slice(0, len(key) - 1))
+        merged = merged.filter(pa.concat_arrays([pa.array([True]), first.combine_chunks()]))
+    merged = merged.filter(pc.is_valid(merged.column("file_id")))
+    return pa.table([merged.column("key").cast(pa.string()), merged.column("partition"),
+                     merged.column("file_id"), merged.column("instant_ms")], schema=RECORD_INDEX_SCHEMA)
+
+
+def lookup(mdt, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """``(key, partition, file_id, instant_ms)`` of the given keys the record index holds."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    keys = pc.unique(pc.drop_null(keys.cast(pa.string())))
+    slices = mdt.file_slices(K.RECORD_INDEX)
+    if not len(keys) or not slices:
+        return RECORD_INDEX_SCHEMA.empty_table()
+    groups = K.file_group_indexes(keys, len(slices))
+
+    def one(i: int) -> pa.Table:
+        mine = pc.filter(keys, pc.equal(groups, i)).cast(pa.binary())
+        mine = pc.take(mine, pc.sort_indices(mine))
+        return mdt.read_slice_guarded(slices[i], lambda s: slice_entries(mdt, s, mine))
+
+    wanted = pc.unique(groups).to_pylist()
+    workers = min(len(wanted), os.cpu_count() or 1)
+    if workers > 1:  # inflating and the Arrow kernels release the GIL
+        with ThreadPoolExecutor(workers) as pool:
+            out = list(pool.map(one, wanted))
+    else:
+        out = [one(i) for i in wanted]
+    return pa.concat_tables(out) if out else RECORD_INDEX_SCHEMA.empty_table()

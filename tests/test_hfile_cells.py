@@ -1,0 +1,115 @@
+"""Bulk decoding of HFile data blocks (``hfile.cells``) and the column-wise record-index path.
+
+Truth: the sequential cell parser over HBase-written fixture HFiles (``conformance/fixtures/
+units/hfile``) and point lookups (``HFileReader.get``); ``metadata.keys.file_group_index``
+(Hudi's ``mapRecordKeyToFileGroupIndex``) for the vectorised file-group hashing.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pyarrow as pa
+import pytest
+
+from conftest import UNITS
+from hudi_format.errors import CorruptFileError
+from hudi_format.hfile import HFileReader, HFileWriter
+from hudi_format.hfile.blocks import decode_block, make_key
+from hudi_format.hfile.cells import KEY_SUFFIX, _decode_columnwise, decode_cells, decode_cells_sequential
+from hudi_format.metadata import keys as K
+from hudi_format.storage import Storage
+
+HFILES = UNITS / "hfile"
+NAMES = sorted(p.name for p in HFILES.glob("*.hfile"))
+
+
+def _payloads(r: HFileReader):
+    for _, offset, size in r.data_blocks():
+        _, payload = decode_block(r._read(offset, size), 0, r.compression, "t", verify=False)
+        yield payload
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bulk_decode_equals_cell_by_cell_on_hbase_fixtures(name):
+    r = HFileReader(Storage(str(HFILES)), name)
+    blocks = 0
+    for payload in _payloads(r):
+        rows, values = decode_cells_sequential(payload, r._mvcc, r._tags, "t")
+        assert _decode_columnwise(payload, r._mvcc) is not None  # HBase's layout takes the fast path
+        got_rows, got_values = decode_cells(payload, r._mvcc, r._tags, "t")
+        assert got_rows.to_pylist() == rows and got_values.to_pylist() == values
+        blocks += 1
+    assert blocks or not r.num_entries
+
+
+def _cell(row: bytes, value: bytes, *, family: bytes = b"", mvcc: bool = True) -> bytes:
+    key = make_key(row) if not family else (struct.pack(">H", len(row)) + row + bytes([len(family)])
+                                           + family + KEY_SUFFIX)
+    return struct.pack(">ii", len(key), len(value)) + key + value + (b"\x00" if mvcc else b"")
+
+
+@pytest.mark.parametrize("mvcc", [True, False])
+def test_marker_inside_values_and_other_layouts_fall_back_exactly(mvcc):
+    rng = random.Random(7)
+    cells = []
+    for i in range(300):
+        v = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
+        if i % 37 == 0:
+            v += KEY_SUFFIX + v  # the key marker inside a value: must not split a cell
+        cells.append((b"k%05d" % i, v))
+    payload = b"".join(_cell(k, v, mvcc=mvcc) for k, v in cells)
+    rows, values = decode_cells(payload, mvcc, False, "t")
+    assert rows.to_pylist() == [k for k, _ in cells] and values.to_pylist() == [v for _, v in cells]
+    # a family name breaks Hudi's layout: the sequential parser takes over
+    odd = b"".join(_cell(k, v, family=b"f" if i == 5 else b"", mvcc=mvcc) for i, (k, v) in enumerate(cells[:20]))
+    assert _decode_columnwise(odd, mvcc) is None
+    assert decode_cells(odd, mvcc, False, "t")[0].to_pylist() == [k for k, _ in cells[:20]]
+
+
+def test_damaged_block_is_named():
+    payload = _cell(b"a", b"x") + _cell(b"b", b"y")
+    with pytest.raises(CorruptFileError, match="block 7"):
+        decode_cells(payload[:-3], True, False, "block 7")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lookup_arrays_matches_point_lookups(name):
+    r = HFileReader(Storage(str(HFILES)), name)
+    everything = list(r.scan())
+    rng = random.Random(3)
+    present = [k for k, _ in rng.sample(everything, min(300, len(everything)))]
+    probes = sorted(set(present + [b"", b"\x00", b"hudi-key-", b"hudi-key-000000500x", b"\xff" * 4]
+                        + [k + b"\x00" for k in present[:20]]))
+    found, values = r.lookup_arrays(pa.array(probes, pa.binary()))
+    expect = {k: r.get(k) for k in probes if r.get(k) is not None}
+    assert dict(zip(found.to_pylist(), values.to_pylist())) == expect
+
+
+def test_lookup_arrays_on_written_file_with_many_blocks(tmp_path):
+    w = HFileWriter(Storage(str(tmp_path)), "x.hfile", block_size=256, compression="GZ")
+    keys = sorted(b"rec-%06d" % i for i in range(0, 20000, 3))
+    for k in keys:
+        w.append(k, b"v" + k)
+    w.close()
+    r = HFileReader(Storage(str(tmp_path)), "x.hfile")
+    probes = sorted(set(b"rec-%06d" % i for i in range(0, 20000, 7)))
+    found, values = r.lookup_arrays(pa.array(probes, pa.binary()))
+    assert found.to_pylist() == [k for k in probes if k in set(keys)]
+    assert values.to_pylist() == [b"v" + k for k in found.to_pylist()]
+
+
+def test_file_group_indexes_equal_hudis_mapping():
+    rng = random.Random(11)
+    keys = ([f"trip-{rng.randrange(10**9)}" for _ in range(3000)]
+            + ["", "polygenelubricants",  # String.hashCode() == Integer.MIN_VALUE
+               "é", "a\U0001F600b", "x" * 200, None]
+            + ["".join(chr(rng.randrange(32, 0x3000)) for _ in range(rng.randrange(0, 12)))
+               for _ in range(300)])
+    assert K.java_string_hash("polygenelubricants") == -(1 << 31)
+    for n in (1, 2, 7, 10, 64, 1000):
+        got = K.file_group_indexes(pa.array(keys, pa.string()), n).to_pylist()
+        assert got == [None if k is None else K.file_group_index(k, n) for k in keys]
+    with pytest.raises(ValueError):
+        K.file_group_indexes(pa.array(["a"]), 0)
