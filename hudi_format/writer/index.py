@@ -84,9 +84,10 @@ def usable_metadata_table(storage: Storage, config, timeline, partition: str):
     return mdt
 
 
-def record_index_locations(mdt, slices: list[FileSlice], keys: pa.Array) -> pa.Table:
-    """``(key, partition, file_id)`` of the incoming keys the record index knows, in live slices."""
-    live = {(s.partition_path, s.file_id) for s in slices}
+def record_index_locations(mdt, slices, keys: pa.Array) -> pa.Table:
+    """``(key, partition, file_id)`` of the incoming keys the record index knows, in live slices
+    (``slices``: file slices, or their ``(partition, file id)``)."""
+    live = {(s.partition_path, s.file_id) if isinstance(s, FileSlice) else tuple(s) for s in slices}
     wanted = pc.unique(pc.drop_null(pc.cast(keys, pa.string()))).to_pylist()
     out_k, out_p, out_f = [], [], []
     for key, loc in mdt.record_locations(wanted).items():
