@@ -56,21 +56,21 @@ def _opts(operation: str) -> dict:
 class DriverRows:
     """Counts rows handed to the driver by DataFrame actions while active."""
 
-    def __init__(self):
+    def __init__(self, spark):
         from pyspark.sql import DataFrame
         self.rows = 0
-        self._saved = {n: getattr(DataFrame, n) for n in ("toArrow", "collect", "toPandas")}
+        # Spark 4's DataFrame methods live on the classic subclass
+        self._saved = {(cls, n): vars(cls)[n] for cls in {DataFrame, type(spark.range(1))}
+                       for n in ("toArrow", "collect", "toPandas") if n in vars(cls)}
 
     def __enter__(self):
-        from pyspark.sql import DataFrame
-        for name, real in self._saved.items():
-            setattr(DataFrame, name, self._wrap(real))
+        for (cls, name), real in self._saved.items():
+            setattr(cls, name, self._wrap(real))
         return self
 
     def __exit__(self, *exc):
-        from pyspark.sql import DataFrame
-        for name, real in self._saved.items():
-            setattr(DataFrame, name, real)
+        for (cls, name), real in self._saved.items():
+            setattr(cls, name, real)
 
     def _wrap(self, real):
         def counted(df, *a, **k):
@@ -91,7 +91,7 @@ def driver_rows(rows: int) -> dict:
         base_s = time.perf_counter() - t0
         tenth = rows // 10
         upd = _records(spark, 0, rows, 2).where("id % 20 = 0").unionByName(_records(spark, rows, rows + tenth // 2, 2))
-        with DriverRows() as counter:
+        with DriverRows(spark) as counter:
             t0 = time.perf_counter()
             upd.write.format("hudi_format").options(**_opts("upsert")).mode("append").save(path)
             up_s = time.perf_counter() - t0

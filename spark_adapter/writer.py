@@ -3,22 +3,28 @@
 The driver does what only it can do: open the instant and plan it. Executors do the bytes.
 
 1. Keys: a ``mapInArrow`` stage over the key columns computes every row's record key and
-   partition path with the core's key generator. Operations that tag records against the index
-   (upsert, delete, insert with ``insert.drop.duplicates``) bring those two columns to the
-   driver; the others only need how many records go to each partition.
-2. Plan: the engine API (``hudi_format.engine.plan_write``: index tagging, small-file top-up,
-   file sizing, replaced file groups, pending-clustering checks) turns them into *buckets*: an
-   existing file group to merge into (COW) or append to (MOR), or a new file group; it opens
-   the instant.
-3. Route and shuffle: a second ``mapInArrow`` gives every row its bucket (records the plan
-   placed by key are looked up; the other inserts of a partition are spread over its new file
-   groups by a hash of the key, in proportion to the plan, as Hudi's ``UpsertPartitioner``
-   does), and ``repartition(n_buckets, slot)`` makes bucket ``i`` Spark partition ``i``, so each
-   task owns exactly one file group.
-4. Write: each task writes its file group with ``hudi_format.engine.write_bucket`` and Hudi's
+   partition path with the core's key generator; they stay on the executors.
+2. Tag (upsert, delete, insert with ``insert.drop.duplicates``; :mod:`.tagging`): the engine
+   API plans the index's lookup tasks from the table state (``engine.plan_index_lookup``);
+   the executors run them (the keys of candidate file slices, or the incoming keys checked
+   against bloom filters or the metadata table's record index) and Spark joins the answer with
+   the incoming keys. Each tagged record is an update, insert, delete, move or drop
+   (``IndexLookup.actions``, the core planner's own rule), and only their counts per file
+   group and partition reach the driver (other operations: counts per partition).
+3. Plan: ``engine.plan_write(job, counts=...)`` (small-file top-up, file sizing, replaced
+   file groups, pending-clustering checks, as the core plans a batch it holds) turns the
+   counts into *buckets*: an existing file group to merge into (COW) or append to (MOR), or a
+   new file group; it opens the instant.
+4. Route and shuffle: the rows, joined again with the index's answer (persisted), get their
+   bucket in a ``mapInArrow``: updates and deletes that of the file group the index found;
+   inserts of a partition are spread over its buckets by a hash of the key, in proportion to
+   the plan, as Hudi's ``UpsertPartitioner`` does. ``repartition(n_buckets, slot)`` makes
+   bucket ``i`` Spark partition ``i``, so each task owns exactly one file group.
+5. Write: each task writes its file group with ``hudi_format.engine.write_bucket`` and Hudi's
    write token ``<partition>-<stage>-<attempt>`` and returns the bucket's result; the driver
    commits them as one instant (``engine.commit``) or aborts (``engine.abort``).
 
+The driver receives one row per partition, file group and bucket, never one per record.
 The DataFrame is computed twice (keys, then rows): a source that can give different rows on a
 second computation must be ``persist()``-ed first; records of a partition the plan never saw
 fail the write instead of being dropped.

@@ -83,7 +83,7 @@ def content(path) -> list[dict]:
 @pytest.mark.parametrize("index,table_type,version", [
     ("SIMPLE", "COPY_ON_WRITE", 8), ("BLOOM", "MERGE_ON_READ", 8), ("GLOBAL_SIMPLE", "MERGE_ON_READ", 6),
     ("GLOBAL_BLOOM", "COPY_ON_WRITE", 6), ("RECORD_INDEX", "COPY_ON_WRITE", 8),
-    ("RECORD_INDEX", "MERGE_ON_READ", 8), ("SIMPLE", "MERGE_ON_READ", 9)])
+    ("RECORD_INDEX", "MERGE_ON_READ", 8), ("BLOOM", "COPY_ON_WRITE", 6)])   # the core writes v6 and v8
 def test_index_types_tag_on_executors_as_the_core_does(spark, tmp_path, index, table_type, version):
     ours, core = tmp_path / "spark", tmp_path / "core"
     moved = ("z",)   # global indexes move these keys; the others insert them again in z
@@ -103,10 +103,8 @@ def test_index_types_tag_on_executors_as_the_core_does(spark, tmp_path, index, t
         assert content(ours) == content(core), (op, index)
     table = hudi.open_table(str(ours))
     assert table.version == version and table.table_type == table_type
-    theirs = hudi_rs_read(str(ours)) if version != 9 else None
-    if theirs is not None:
-        mine = table.read()
-        assert canonical_rows(theirs.select(mine.column_names)) == canonical_rows(mine)
+    theirs, mine = hudi_rs_read(str(ours)), table.read()
+    assert canonical_rows(theirs.select(mine.column_names)) == canonical_rows(mine)
     if index.startswith("GLOBAL") or index == "RECORD_INDEX":
         where = {r["id"]: r["p"] for r in table.read(columns=["id", "p"]).to_pylist()}
         assert where["k0000005"] == "z" and where["k0000001"] == "b"   # moved, and moved back
@@ -116,15 +114,18 @@ def test_index_types_tag_on_executors_as_the_core_does(spark, tmp_path, index, t
 class DriverRows:
     """Counts the rows DataFrames hand to the driver (toArrow, collect, toPandas, take)."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, spark):
         self.rows = 0
-        for name in ("toArrow", "collect", "toPandas"):
-            real = getattr(DataFrame, name)
-            monkeypatch.setattr(DataFrame, name, self._wrap(real))
+        self.calls = 0
+        for cls in {DataFrame, type(spark.range(1))}:     # Spark 4: the classic subclass
+            for name in ("toArrow", "collect", "toPandas"):
+                if name in vars(cls):
+                    monkeypatch.setattr(cls, name, self._wrap(vars(cls)[name]))
 
     def _wrap(self, real):
         def counted(df, *a, **k):
             out = real(df, *a, **k)
+            self.calls += 1
             self.rows += out.num_rows if isinstance(out, pa.Table) else len(out)
             return out
         return counted
@@ -140,12 +141,13 @@ def _upsert_driver_rows(spark, tmp_path, monkeypatch, n: int, index: str) -> int
     upd = spark.range(0, n, 20).union(spark.range(n, n + n // 20)).select(
         F.format_string("k%07d", "id").alias("id"), F.lit(2).cast("long").alias("ts"),
         (F.col("id") % 4).cast("string").alias("p"), (F.col("id") * 0.25).alias("v"))
-    counter = DriverRows(monkeypatch)
+    counter = DriverRows(monkeypatch, spark)
     upd.write.format("hudi_format").options(**{**o, "hoodie.datasource.write.operation": "upsert"}) \
         .mode("append").save(str(path))
     monkeypatch.undo()
     table = hudi.open_table(str(path))
     assert table.read(columns=["id"]).num_rows == n + n // 20
+    assert counter.calls >= 2     # the counts and the write results did reach the driver
     return counter.rows
 
 
@@ -154,7 +156,7 @@ def test_rows_reaching_the_driver_do_not_grow_with_the_input(spark, tmp_path, mo
     small = _upsert_driver_rows(spark, tmp_path, monkeypatch, 20_000, index)
     large = _upsert_driver_rows(spark, tmp_path, monkeypatch, 200_000, index)
     assert small == large
-    assert large < 100   # partitions, per file group counts, one result per bucket
+    assert 0 < large < 100   # partitions, per file group counts, one result per bucket
 
 
 # -- bad input: a HudiError on the driver, the table as it was ---------------------------------------

@@ -105,7 +105,7 @@ class WritePlanner:
                         clustering.add((sl.get("partitionPath") or "", sl.get("fileId")))
         return compacting, clustering
 
-    def latest_slices(self, state, view, partitions=None):
+    def latest_slices(self, state: Any, view: Any, partitions: Any = None) -> list:
         if state is None:
             return []
         return state.file_slices(view, (lambda p: p in partitions) if partitions is not None else None)
