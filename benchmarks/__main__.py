@@ -1,4 +1,4 @@
-"""``python -m benchmarks [write|streaming|index|spark|formats] [--rows N]``: run the benchmarks and print their ratio tables."""
+"""``python -m benchmarks [write|streaming|index|spark|spark-scale|formats] [--rows N]``: run the benchmarks and print their ratio tables."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from . import formats_bench, index_bench, streaming_bench, write_bench
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("suite", nargs="?", default="write", choices=["write", "streaming", "index", "spark", "formats"])
+    parser.add_argument("suite", nargs="?", default="write", choices=["write", "streaming", "index", "spark", "spark-scale",
+                                                                   "formats"])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--updates", type=int, default=100_000, help="index: upserts to tag")
+    parser.add_argument("--big", type=int, default=20_000_000, help="spark-scale: rows of the 1g-driver upsert")
     parser.add_argument("--lookups", type=int, default=1_000, help="index: keys to look up")
     args = parser.parse_args(argv)
     if args.suite == "write":
@@ -30,6 +32,10 @@ def main(argv: list[str]) -> int:
     elif args.suite == "spark":
         from . import spark_bench   # needs the spark extra (pyspark, Java 17)
         spark_bench.run(args.rows)
+    elif args.suite == "spark-scale":
+        from . import spark_scale_bench   # needs the spark extra (pyspark, Java 17)
+        rows = args.rows if "--rows" in " ".join(argv) else 2_000_000
+        spark_scale_bench.run(rows, args.big)
     return 0
 
 

@@ -1,6 +1,7 @@
 """What the executors run for a distributed write (pickled into ``mapInArrow``).
 
 - :func:`keys_of`: every row's record key and partition path, by the core's key generator.
+- :func:`with_keys`: every row with its record key and partition path (to join with the index).
 - :func:`route`: every row with its bucket (file group of the plan) and shuffle slot.
 - :func:`write_buckets`: the rows of one bucket written through the engine API
   (``hudi_format.engine.write_bucket``) with Hudi's write token
@@ -12,13 +13,15 @@ Only ``hudi_format.engine`` and public names of the core are used here.
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Any, Iterator
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from hudi_format.engine import WriteSpec
+from hudi_format.engine.index import DELETE as _DELETE, INSERT, MOVE, UPDATE
 from hudi_format.errors import HudiError
 
 from .arrow import to_hudi_arrow
@@ -28,7 +31,9 @@ PARTITION = "__hoodie_partition"
 BUCKET = "__hoodie_bucket"
 DELETE = "__hoodie_delete"
 SLOT = "__hoodie_slot"
-_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT)
+FOUND_IN = "__hoodie_found_in"      # the partition the index found the key in (null: new)
+FILE_ID = "__hoodie_file_id"        # the file group it found it in
+_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT, FOUND_IN, FILE_ID)
 
 
 @attrs.frozen(eq=False)
@@ -62,74 +67,123 @@ def keys_of(batches: Iterator[pa.RecordBatch], *, keyer: Keyer) -> Iterator[pa.R
         yield pa.RecordBatch.from_arrays([keys, parts], names=[KEY, PARTITION])
 
 
-SPREAD = -2   # the record goes to one of its partition's new file groups, by key hash
-
-
 @attrs.frozen
 class Assignment:
     """Which bucket each record goes to (see ``spark_adapter.writer._assignment``)."""
 
-    explicit: dict     # (partition, key) -> [(bucket, is_delete)]; bucket -1: dropped, SPREAD
-    spread: dict       # partition -> [(bucket, planned records)]
-    slots: tuple       # per bucket, a value that ``repartition(n, col)`` sends to Spark partition i
+    located: tuple           # "<partition>\0<file id>" of each existing file group of the plan
+    located_buckets: tuple   # its bucket
+    spread: dict             # partition -> [(bucket, planned inserts)]
+    slots: tuple             # per bucket, a value that ``repartition(n, col)`` sends to Spark partition i
+    lookup: Any = None       # the write's IndexLookup (tagged records), None: every record inserts
 
-    def buckets_of(self, keys: list, parts: list) -> tuple[list[int], list[int], list[bool]]:
-        """(row, bucket, is_delete) triples as three lists; a row may go to two buckets (a key
-        moving partitions: a delete there and an insert here)."""
-        import zlib
-
-        import numpy as np
-        rows, buckets, deletes = [], [], []
-        to_spread: list[int] = []
-        explicit = self.explicit
-        for i, (p, k) in enumerate(zip(parts, keys)):
-            entry = explicit.get((p, k)) if explicit else None
-            if entry is None:
-                to_spread.append(i)
-                continue
-            for b, d in entry:
-                if b == SPREAD:
-                    to_spread.append(i)
-                elif b >= 0:
-                    rows.append(i)
-                    buckets.append(b)
-                    deletes.append(d)
-        if to_spread:
-            by_part: dict[str, list[int]] = {}
-            for i in to_spread:
-                by_part.setdefault(parts[i], []).append(i)
-            for p, idx in by_part.items():
+    def buckets_of(self, keys: pa.Array, parts: pa.Array, found_in: pa.Array | None,
+                   file_ids: pa.Array | None) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """(row, bucket, is_delete) arrays: updates and deletes go to the bucket of the file
+        group the index found them in, inserts are spread over their partition's buckets by
+        a hash of the key (records of one key always meet); a key moving partitions gives two
+        rows (a delete there, an insert here); dropped records none."""
+        n = len(keys)
+        if self.lookup is not None and file_ids is not None:
+            acts = self.lookup.actions(parts, found_in, file_ids)
+        else:
+            acts = pa.repeat(pa.scalar(INSERT, pa.int8()), n)
+        rows = pa.array(range(n), pa.int64())
+        out_rows, out_buckets, out_deletes = [], [], []
+        at = pc.is_in(acts, value_set=pa.array([UPDATE, _DELETE, MOVE], pa.int8()))
+        if file_ids is not None and pc.any(at).as_py():
+            idx = pc.filter(rows, at)
+            names = pc.binary_join_element_wise(pc.take(found_in, idx), pc.take(file_ids, idx), "\0")
+            pos = pc.index_in(names, value_set=pa.array(self.located, pa.string()))
+            if pc.any(pc.is_null(pos)).as_py():
+                raise HudiError("records were tagged to file groups the plan never saw: the DataFrame gave "
+                                "different rows when it was computed again for writing; persist() it "
+                                "before writing")
+            out_rows.append(idx)
+            out_buckets.append(pc.take(pa.array(self.located_buckets, pa.int32()), pos))
+            out_deletes.append(pc.not_equal(pc.take(acts, idx), UPDATE))
+        ins = pc.is_in(acts, value_set=pa.array([INSERT, MOVE], pa.int8()))
+        if pc.any(ins).as_py():
+            idx = pc.filter(rows, ins)
+            sp_keys, sp_parts = pc.take(keys, idx), pc.take(parts, idx)
+            h = _key_hash(sp_keys)
+            for p in pc.unique(sp_parts).to_pylist():
                 targets = self.spread.get(p)
                 if not targets:
                     raise HudiError(f"records of partition {p!r} were not planned: the DataFrame gave "
                                     f"different rows when it was computed again for writing; "
                                     f"persist() it before writing")
-                ends = np.cumsum([n for _, n in targets])
-                ids = np.array([b for b, _ in targets])
-                h = np.fromiter((zlib.crc32(keys[i].encode()) if keys[i] is not None else 0 for i in idx),
-                                dtype=np.int64, count=len(idx))
-                chosen = ids[np.searchsorted(ends, h % ends[-1], side="right")]
-                rows.extend(idx)
-                buckets.extend(chosen.tolist())
-                deletes.extend([False] * len(idx))
-        return rows, buckets, deletes
+                mask = pc.equal(sp_parts, p) if p is not None else pc.is_null(sp_parts)
+                ends = np.cumsum([c for _, c in targets])
+                ids = np.array([b for b, _ in targets], dtype=np.int32)
+                chosen = ids[np.searchsorted(ends, h[mask.to_numpy(zero_copy_only=False)] % ends[-1], side="right")]
+                out_rows.append(pc.filter(idx, mask))
+                out_buckets.append(pa.array(chosen, pa.int32()))
+                out_deletes.append(pa.repeat(pa.scalar(False), len(chosen)))
+        if not out_rows:
+            return pa.array([], pa.int64()), pa.array([], pa.int32()), pa.array([], pa.bool_())
+        return (pa.concat_arrays(out_rows), pa.concat_arrays(out_buckets),
+                pa.concat_arrays([pc.cast(d, pa.bool_()) for d in out_deletes]))
+
+
+def _key_hash(keys: pa.Array) -> "np.ndarray":
+    """A hash of each key (a polynomial over its UTF-8 bytes, then murmur's finalizer), in
+    numpy: deterministic across processes and runs, unlike Python's ``hash``."""
+    arr = pc.fill_null(pc.cast(keys, pa.string()), "")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1].astype(np.int64)
+    base = offsets[0]
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[base:offsets[-1]] if arr.buffers()[2] is not None \
+        else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    h = np.zeros(n, dtype=np.uint64)
+    if len(data):
+        owner = np.repeat(np.arange(n), lengths)
+        exp = (offsets[1:][owner] - base) - 1 - np.arange(len(data))
+        pows = np.ones(int(lengths.max()) + 1, dtype=np.uint64)
+        for i in range(1, len(pows)):
+            pows[i] = (pows[i - 1] * np.uint64(31)) & np.uint64(0xFFFFFFFF)
+        contrib = data.astype(np.uint64) * pows[exp]
+        nonempty = lengths > 0
+        h[nonempty] = np.add.reduceat(contrib, (offsets[:-1] - base)[nonempty])
+    h &= np.uint64(0xFFFFFFFF)
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & np.uint64(0xFFFFFFFF)
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & np.uint64(0xFFFFFFFF)
+    h ^= h >> np.uint64(16)
+    return h.astype(np.int64)
 
 
 def route(batches: Iterator[pa.RecordBatch], *, keyer: Keyer, assignment: Assignment) -> Iterator[pa.RecordBatch]:
-    """Each row with its key, partition path, bucket, delete flag and shuffle slot."""
+    """Each row with its key, partition path, bucket, delete flag and shuffle slot. Rows of a
+    tagged write carry the index's answer (``FOUND_IN``, ``FILE_ID``) from the join."""
     slots = pa.array(assignment.slots, pa.int32())
     for batch in batches:
         if not batch.num_rows:
             continue
+        names = batch.schema.names
+        if KEY in names:
+            keys, parts = batch.column(KEY), batch.column(PARTITION)
+        else:
+            keys, parts = keyer.keys(batch)
+        tagged = FILE_ID in names
+        rows, bucket, deletes = assignment.buckets_of(
+            keys, parts, batch.column(FOUND_IN) if tagged else None, batch.column(FILE_ID) if tagged else None)
+        data = [c for c in names if c not in _INTERNAL]
+        out = batch.select(data).take(rows)
+        cols = list(out.columns) + [pc.take(keys, rows), pc.take(parts, rows), bucket, deletes, slots.take(bucket)]
+        yield pa.RecordBatch.from_arrays(cols, names=data + [KEY, PARTITION, BUCKET, DELETE, SLOT])
+
+
+def with_keys(batches: Iterator[pa.RecordBatch], *, keyer: Keyer) -> Iterator[pa.RecordBatch]:
+    """Every row with its record key and partition path (to join with the index's answer)."""
+    for batch in batches:
         keys, parts = keyer.keys(batch)
-        rows, buckets, deletes = assignment.buckets_of(keys.to_pylist(), parts.to_pylist())
-        take = pa.array(rows, pa.int64())
-        bucket = pa.array(buckets, pa.int32())
-        out = batch.take(take)
-        cols = list(out.columns) + [keys.take(take), parts.take(take), bucket,
-                                    pa.array(deletes, pa.bool_()), slots.take(bucket)]
-        names = list(batch.schema.names) + [KEY, PARTITION, BUCKET, DELETE, SLOT]
-        yield pa.RecordBatch.from_arrays(cols, names=names)
+        yield pa.RecordBatch.from_arrays(list(batch.columns) + [keys, parts],
+                                         names=list(batch.schema.names) + [KEY, PARTITION])
 
 
 def _task_token() -> str:

@@ -3,22 +3,28 @@
 The driver does what only it can do: open the instant and plan it. Executors do the bytes.
 
 1. Keys: a ``mapInArrow`` stage over the key columns computes every row's record key and
-   partition path with the core's key generator. Operations that tag records against the index
-   (upsert, delete, insert with ``insert.drop.duplicates``) bring those two columns to the
-   driver; the others only need how many records go to each partition.
-2. Plan: the engine API (``hudi_format.engine.plan_write``: index tagging, small-file top-up,
-   file sizing, replaced file groups, pending-clustering checks) turns them into *buckets*: an
-   existing file group to merge into (COW) or append to (MOR), or a new file group; it opens
-   the instant.
-3. Route and shuffle: a second ``mapInArrow`` gives every row its bucket (records the plan
-   placed by key are looked up; the other inserts of a partition are spread over its new file
-   groups by a hash of the key, in proportion to the plan, as Hudi's ``UpsertPartitioner``
-   does), and ``repartition(n_buckets, slot)`` makes bucket ``i`` Spark partition ``i``, so each
-   task owns exactly one file group.
-4. Write: each task writes its file group with ``hudi_format.engine.write_bucket`` and Hudi's
+   partition path with the core's key generator; they stay on the executors.
+2. Tag (upsert, delete, insert with ``insert.drop.duplicates``; :mod:`.tagging`): the engine
+   API plans the index's lookup tasks from the table state (``engine.plan_index_lookup``);
+   the executors run them (the keys of candidate file slices, or the incoming keys checked
+   against bloom filters or the metadata table's record index) and Spark joins the answer with
+   the incoming keys. Each tagged record is an update, insert, delete, move or drop
+   (``IndexLookup.actions``, the core planner's own rule), and only their counts per file
+   group and partition reach the driver (other operations: counts per partition).
+3. Plan: ``engine.plan_write(job, counts=...)`` (small-file top-up, file sizing, replaced
+   file groups, pending-clustering checks, as the core plans a batch it holds) turns the
+   counts into *buckets*: an existing file group to merge into (COW) or append to (MOR), or a
+   new file group; it opens the instant.
+4. Route and shuffle: the rows, joined again with the index's answer (persisted), get their
+   bucket in a ``mapInArrow``: updates and deletes that of the file group the index found;
+   inserts of a partition are spread over its buckets by a hash of the key, in proportion to
+   the plan, as Hudi's ``UpsertPartitioner`` does. ``repartition(n_buckets, slot)`` makes
+   bucket ``i`` Spark partition ``i``, so each task owns exactly one file group.
+5. Write: each task writes its file group with ``hudi_format.engine.write_bucket`` and Hudi's
    write token ``<partition>-<stage>-<attempt>`` and returns the bucket's result; the driver
    commits them as one instant (``engine.commit``) or aborts (``engine.abort``).
 
+The driver receives one row per partition, file group and bucket, never one per record.
 The DataFrame is computed twice (keys, then rows): a source that can give different rows on a
 second computation must be ``persist()``-ed first; records of a partition the plan never saw
 fail the write instead of being dropped.
@@ -41,11 +47,12 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from hudi_format import engine
+from hudi_format.engine.index import is_global_index
 from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import option
 from hudi_format.storage import Storage
 
-from . import tasks
+from . import tagging as tagging_tasks, tasks
 from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
 
@@ -98,6 +105,18 @@ class DistributedWrite:
 
     # -- driver ------------------------------------------------------------------------------
     def run(self):
+        """The write; an executor's failure is raised here as a :class:`HudiError` (Spark's
+        own error is its cause), after the abort removed what the write wrote."""
+        try:
+            return self._run()
+        except HudiError:
+            raise
+        except Exception as exc:
+            if type(exc).__module__.startswith(("pyspark", "py4j")):
+                raise HudiError(f"writing {self.path} failed in a Spark task: {_root_cause(exc)}") from exc
+            raise
+
+    def _run(self):
         in_hudi = hudi_schema(spark_arrow_schema(self.df.schema))
         # recovery, the table's config (or a new one's), the checks and the writer schema
         job = engine.begin_write(self.path, self.op, schema=in_hudi, options=self.options,
@@ -106,50 +125,103 @@ class DistributedWrite:
             raise InvalidOptionError("the table has no schema yet: its first write must carry data")
         keyer = tasks.Keyer(job.spec, in_hudi)
 
-        # 1-2. keys (or, without index tagging, counts per partition) to the driver; the core's plan
+        # 1-2. keys on the executors; tagged there; only counts come to the driver
         key_cols = [c for c in keyer.columns if c in self.df.columns]
         keys_df = self.df.select(*key_cols).mapInArrow(
             functools.partial(tasks.keys_of, keyer=keyer.restrict(key_cols)),
             f"{tasks.KEY} string, {tasks.PARTITION} string")
         tagging = self.op in ("upsert", "delete") or (
             self.op == "insert" and bool(job.options and option(job.options, "hoodie.datasource.write.insert.drop.duplicates")))
-        if tagging:
-            thin = keys_df.toArrow()
-            if job.dedupe:
-                thin = _unique_keys(thin)
-        else:
-            counts = keys_df.groupBy(tasks.PARTITION).count().toArrow()
-            thin = _rows_from_counts(counts)
-        sample = None
-        if self.op == "bulk_insert" and thin.num_rows:
-            sample = job.spec.conform(to_hudi_arrow(self.df.limit(50_000).toArrow(), in_hudi))
-        # 3-4. plan (opens the instant), shuffle, write on the executors, commit once
-        buckets = engine.plan_write(job, keys=thin.column(tasks.KEY) if self.op != "delete_partition" else None,
-                                    partitions=thin.column(tasks.PARTITION), sample=sample)
+        lookup, locations = None, None
         try:
-            assignment = _assignment(job, buckets, thin, tagging)
-            results = self._run_tasks(buckets, keyer, assignment)
-            return engine.commit(job, [
-                engine.BucketResult(index=b, partition=buckets[b].partition,
-                                    stat=engine.WriteStat.from_dict(json.loads(stat)),
-                                    files=tuple(json.loads(files)))
-                for b, stat, files in zip(*(results.column(c).to_pylist() for c in ("bucket", "stat", "files")))])
-        except BaseException:
-            engine.abort(job)     # every file its markers name, the pending instant
-            raise
+            if tagging:
+                if job.dedupe:      # one record per key: the task writing it merges its duplicates
+                    keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
+                lookup, locations = self._lookup(job, keys_df)
+                tagged = _join(keys_df, locations, lookup)
+                from pyspark.sql import functions as F
+                counts = _write_counts(tagged.mapInArrow(
+                    functools.partial(tagging_tasks.count_actions, lookup=lookup), tagging_tasks.COUNTS_SCHEMA)
+                    .groupBy("kind", "partition", "file_id").agg(F.sum("n").alias("n")).toArrow())
+            else:
+                per_partition = keys_df.groupBy(tasks.PARTITION).count().toArrow()
+                parts = per_partition.column(tasks.PARTITION).to_pylist()
+                ns = per_partition.column("count").to_pylist()
+                counts = engine.WriteCounts(
+                    inserts={} if self.op == "delete_partition" else dict(zip(parts, ns)),
+                    partitions=frozenset(parts))
+            sample = None
+            if self.op == "bulk_insert" and counts.inserts:
+                sample = job.spec.conform(to_hudi_arrow(self.df.limit(50_000).toArrow(), in_hudi))
+            # 3-4. plan from counts (opens the instant), shuffle, write on the executors, commit once
+            buckets = engine.plan_write(job, counts=counts, sample=sample)
+            try:
+                assignment = _assignment(buckets, lookup)
+                results = self._run_tasks(buckets, keyer, assignment, locations)
+                return engine.commit(job, [
+                    engine.BucketResult(index=b, partition=buckets[b].partition,
+                                            stat=engine.WriteStat.from_dict(json.loads(stat)),
+                                        files=tuple(json.loads(files)))
+                    for b, stat, files in zip(*(results.column(c).to_pylist() for c in ("bucket", "stat", "files")))])
+            except BaseException:
+                engine.abort(job)     # every file its markers name, the pending instant
+                raise
+        finally:
+            if locations is not None:
+                locations.unpersist()
 
-    def _run_tasks(self, buckets: list, keyer, assignment) -> pa.Table:
+    def _lookup(self, job, keys_df):
+        """The index's lookup tasks and, computed on the executors, ``(key, found_in,
+        file_id)`` of the incoming keys the table holds (every live key of the candidate
+        slices for the simple index), persisted for the two jobs that join with it."""
+        spark = self.df.sparkSession
+        parts = None
+        if not is_global_index(job):
+            # only the partitions the records fall in (one row per partition to the driver)
+            parts = keys_df.select(tasks.PARTITION).distinct().toArrow().column(tasks.PARTITION).to_pylist()
+        lookup = engine.plan_index_lookup(job, parts)
+        n = len(lookup.tasks)
+        if not n:
+            return lookup, spark.createDataFrame([], tagging_tasks.LOCATIONS_SCHEMA)
+        width = max(1, min(n, 4 * spark.sparkContext.defaultParallelism))
+        opts = self.storage_options
+        if not lookup.probing:
+            found = spark.range(0, n, 1, width).mapInArrow(
+                functools.partial(tagging_tasks.list_keys, lookup=lookup, storage_options=opts),
+                tagging_tasks.LOCATIONS_SCHEMA)
+        else:
+            if any(t.kind == "bloom" for t in lookup.tasks):
+                ranges = spark.range(0, n, 1, width).mapInArrow(
+                    functools.partial(tagging_tasks.key_ranges, lookup=lookup, storage_options=opts),
+                    tagging_tasks.RANGES_SCHEMA).toArrow().sort_by("task")
+                lo, hi = ranges.column("lo").to_pylist(), ranges.column("hi").to_pylist()
+                lookup = lookup.with_key_ranges([(a, b) if a is not None and b is not None else None
+                                                 for a, b in zip(lo, hi)])
+            pairs = keys_df.mapInArrow(functools.partial(tagging_tasks.assign, lookup=lookup),
+                                       f"{tasks.KEY} string, {tagging_tasks.TASK} int")
+            found = pairs.repartition(width, tagging_tasks.TASK).mapInArrow(
+                functools.partial(tagging_tasks.run_lookups, lookup=lookup, storage_options=opts),
+                tagging_tasks.LOCATIONS_SCHEMA)
+        return lookup, found.persist()
+
+    def _run_tasks(self, buckets: list, keyer, assignment, locations) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
         from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
         if not buckets:
             return pa.table({"bucket": pa.array([], pa.int32()), "stat": pa.array([], pa.string()),
                              "files": pa.array([], pa.string())})
+        rows = self.df
+        if locations is not None:      # the index's answer joined to every record
+            rows = _join(self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer), StructType(
+                list(self.df.schema.fields) + [StructField(tasks.KEY, StringType()),
+                                               StructField(tasks.PARTITION, StringType())])),
+                         locations, assignment.lookup)
         routed_schema = StructType(list(self.df.schema.fields) + [
             StructField(tasks.KEY, StringType()), StructField(tasks.PARTITION, StringType()),
             StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
             StructField(tasks.SLOT, IntegerType())])
-        routed = self.df.mapInArrow(functools.partial(tasks.route, keyer=keyer, assignment=assignment),
-                                    routed_schema)
+        routed = rows.mapInArrow(functools.partial(tasks.route, keyer=keyer, assignment=assignment),
+                                 routed_schema)
         out = routed.repartition(len(buckets), tasks.SLOT).mapInArrow(
             functools.partial(tasks.write_buckets, buckets=buckets, in_schema=keyer.in_schema,
                               storage_options=self.storage_options),
@@ -157,68 +229,57 @@ class DistributedWrite:
         return out.toArrow()
 
 
-def _unique_keys(keys: pa.Table) -> pa.Table:
-    """One row per (key, partition): records of one key are merged by the task that writes them."""
-    if not keys.num_rows:
-        return keys
-    return keys.group_by([tasks.KEY, tasks.PARTITION], use_threads=False).aggregate([]) \
-        .select([tasks.KEY, tasks.PARTITION])
+def _root_cause(exc: BaseException) -> str:
+    """The line of a Spark task's failure that says what went wrong (the Python exception of
+    the task, else Spark's first line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error: " in ln or "Exception: " in ln:
+            return ln[:2000]
+    return lines[0][:2000] if lines else type(exc).__name__
 
 
-def _rows_from_counts(counts: pa.Table) -> pa.Table:
-    """(key, partition) rows standing for ``count`` records of each partition: without index
-    tagging the plan depends only on how many records go to each partition."""
-    parts = counts.column(tasks.PARTITION).to_pylist()
-    ns = counts.column("count").to_pylist()
-    partition = pa.concat_arrays([pa.repeat(pa.scalar(p, pa.string()), n) for p, n in zip(parts, ns)]) \
-        if parts else pa.array([], pa.string())
-    return pa.table({tasks.KEY: pa.nulls(len(partition), pa.string()), tasks.PARTITION: partition})
+def _join(records, locations, lookup):
+    """``records`` (with key and partition) left-joined with the index's answer: by key for a
+    global index, by key and partition otherwise (``found_in`` is then the record's partition)."""
+    if lookup.global_index:
+        return records.join(locations, on=[tasks.KEY], how="left")
+    from pyspark.sql import functions as F
+    found = locations.withColumnRenamed(tasks.FOUND_IN, tasks.PARTITION)
+    joined = records.join(found, on=[tasks.KEY, tasks.PARTITION], how="left")
+    return joined.withColumn(tasks.FOUND_IN, F.when(F.col(tasks.FILE_ID).isNotNull(), F.col(tasks.PARTITION)))
 
 
-def _assignment(job, buckets: list, thin: pa.Table, tagging: bool) -> tasks.Assignment:
-    """How each record finds its bucket (file group of the plan).
+def _write_counts(counts: pa.Table) -> "engine.WriteCounts":
+    """The counts of :func:`tagging.count_actions` as the planner takes them."""
+    updates, deletes, inserts = {}, {}, {}
+    cols = [counts.column(c).to_pylist() for c in ("kind", "partition", "file_id", "n")]
+    for kind, part, fid, n in zip(*cols):
+        if kind == "I":
+            inserts[part] = inserts.get(part, 0) + n
+        else:
+            target = updates if kind == "U" else deletes
+            target[(part, fid)] = target.get((part, fid), 0) + n
+    return engine.WriteCounts(updates=updates, deletes=deletes, inserts=inserts, partitions=frozenset(inserts))
 
-    Records whose file group the plan decided from their key (updates, deletes, moves, small-file
-    inserts after index tagging; inserts the plan drops) are looked up by (partition, key). All
-    other inserts of a partition are spread over its new file groups in proportion to the
-    records the plan gave each, by a hash of the key, as Hudi's ``UpsertPartitioner`` does; so
-    the driver needs only counts for them, and records of one key always meet in one task."""
-    explicit: dict[tuple[str, str], list[tuple[int, bool]]] = {}
+
+def _assignment(buckets: list, lookup) -> tasks.Assignment:
+    """How each record finds its bucket: updates and deletes by the file group the index found
+    them in; inserts of a partition spread over its buckets in proportion to the inserts the
+    plan gave each (new file groups and small files), by a hash of the key, as Hudi's
+    ``UpsertPartitioner`` does, so records of one key always meet in one task."""
+    located, located_buckets = [], []
     spread: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    keys = thin.column(tasks.KEY).to_pylist() if tagging else None
-    parts = thin.column(tasks.PARTITION).to_pylist() if tagging else None
-    assigned = set()
-
-    def pin(rows, b: int, delete: bool) -> None:
-        for i in rows.to_pylist():
-            entry = explicit.setdefault((parts[i], keys[i]), [])
-            if all(d != delete for _, d in entry):   # the first bucket of a key wins
-                entry.append((b, delete))
-            assigned.add(i)
-
-    for bucket in buckets:
-        up, dels = job.rows_of(bucket)
-        b = bucket.index
-        if bucket.kind != "create":
-            if tagging:
-                pin(up, b, False)
-                pin(dels, b, True)
-            elif len(up):
-                spread[bucket.partition].append((b, len(up)))
-            continue
-        spread[bucket.partition].append((b, len(up)))
-        if tagging:
-            for i in up.to_pylist():
-                entry = explicit.get((parts[i], keys[i]))
-                if entry is not None and all(d for _, d in entry):
-                    entry.append((tasks.SPREAD, False))   # a key moving here: deleted there, inserted here
-                assigned.add(i)
-    if tagging:
-        for i in range(thin.num_rows):
-            if i not in assigned:          # e.g. an insert of a known key with drop.duplicates
-                explicit.setdefault((parts[i], keys[i]), []).append((-1, False))
-    return tasks.Assignment(explicit=explicit, spread=dict(spread),
-                            slots=partition_keys(len(buckets)) if buckets else ())
+    for b in buckets:
+        if b.kind != "create":
+            located.append(f"{b.partition}\0{b.file_id}")
+            located_buckets.append(b.index)
+        inserts = b.num_records - (b.num_updates if b.kind != "create" else 0)
+        if inserts > 0:
+            spread[b.partition].append((b.index, inserts))
+    return tasks.Assignment(located=tuple(located), located_buckets=tuple(located_buckets),
+                            spread=dict(spread), slots=partition_keys(len(buckets)) if buckets else (),
+                            lookup=lookup)
 
 
 # -- Spark's hash partitioning, inverted --------------------------------------------------------------

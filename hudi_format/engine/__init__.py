@@ -9,14 +9,22 @@ Write: :func:`begin_write` (recovery, table state, writer schema) -> :func:`plan
 each; opens the instant) -> :func:`write_bucket` in any process (returns the bucket's
 :class:`BucketResult`: Hudi's write stat) -> :func:`commit` the results as one instant, or
 :func:`abort`. ``hudi_format.write`` runs the same steps in one process.
+
+Index tagging at scale (:mod:`.index`): :func:`plan_index_lookup` plans picklable
+:class:`LookupTask` values from the table state alone, :func:`lookup` runs one where the keys
+are, and ``plan_write(job, counts=WriteCounts(...))`` sizes the write from counts, so the
+driver never holds the records' keys.
 """
 
 from ..read.scan import ScanPlan, ScanTask
 from ..timeline.write_stat import WriteStat
 from ..writer.job import BucketResult, WriteBucket, WriteJob, WriteSpec
 from .scan import plan_scan, read_task, read_task_table
+from ..writer.planning import WriteCounts
+from .index import IndexLookup, LookupTask, lookup, lookup_key_range, plan_index_lookup
 from .write import abort, begin_write, commit, plan_write, write_bucket
 
 __all__ = ["ScanPlan", "ScanTask", "plan_scan", "read_task", "read_task_table",
            "WriteJob", "WriteSpec", "WriteBucket", "BucketResult", "WriteStat",
-           "begin_write", "plan_write", "write_bucket", "commit", "abort"]
+           "begin_write", "plan_write", "write_bucket", "commit", "abort",
+           "IndexLookup", "LookupTask", "WriteCounts", "plan_index_lookup", "lookup", "lookup_key_range"]

@@ -25,7 +25,9 @@ from ..errors import TableNotFoundError
 from ..transaction.snapshot import TableSnapshot
 from ..transaction import WriteResult
 from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
-                          plan_write as _plan_write, prepare_write, write_bucket as _write_bucket)
+                          plan_write as _plan_write, plan_write_counts, prepare_write,
+                          write_bucket as _write_bucket)
+from ..writer.planning import WriteCounts
 from ..writer.input import to_arrow
 from ..writer.new_table import new_table_config
 from ..options import WRITE_SCOPES, validate
@@ -71,12 +73,16 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
 
 
 def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: Any = None, partitions: Any = None,
-               sample: pa.Table | None = None) -> list[WriteBucket]:
+               sample: pa.Table | None = None, counts: WriteCounts | None = None) -> list[WriteBucket]:
     """Tag and size the write into buckets (one file group each) and open its instant.
 
     Give the rows (``data``; then ``job.rows_of(bucket)`` says which rows of ``data`` each
     bucket takes), or only each record's ``keys`` and ``partitions`` when the rows are
-    elsewhere (route them to buckets yourself; ``sample`` rows size bulk_insert files)."""
+    elsewhere (route them to buckets yourself; ``sample`` rows size bulk_insert files), or
+    only ``counts`` when the engine tagged the records itself (:mod:`hudi_format.engine.index`;
+    see :func:`hudi_format.writer.job.plan_write_counts` for routing)."""
+    if counts is not None:
+        return plan_write_counts(job, counts, sample)
     if data is not None and not isinstance(data, pa.Table):
         data = to_arrow(data)
     return _plan_write(job, data, keys=_strings(keys), partitions=_strings(partitions), sample=sample)

@@ -84,11 +84,13 @@ def usable_metadata_table(storage: Storage, config, timeline, partition: str):
     return mdt
 
 
-def record_index_locations(mdt, slices: list[FileSlice], keys: pa.Array) -> pa.Table:
-    """``(key, partition, file_id)`` of the incoming keys the record index knows, in live slices."""
+def record_index_locations(mdt, slices, keys: pa.Array) -> pa.Table:
+    """``(key, partition, file_id)`` of the incoming keys the record index knows, in live slices
+    (``slices``: file slices, or their ``(partition, file id)``)."""
     found = mdt.record_index(keys).select(["key", "partition", "file_id"])
-    live = pa.table({"partition": pa.array([s.partition_path for s in slices], pa.string()),
-                     "file_id": pa.array([s.file_id for s in slices], pa.string())})
+    pairs = [(s.partition_path, s.file_id) if isinstance(s, FileSlice) else tuple(s) for s in slices]
+    live = pa.table({"partition": pa.array([p for p, _ in pairs], pa.string()),
+                     "file_id": pa.array([f for _, f in pairs], pa.string())})
     return found.join(live, ["partition", "file_id"], join_type="inner").select(["key", "partition", "file_id"])
 
 

@@ -45,7 +45,7 @@ from ..view.file_names import parse_log_file_name
 from . import handles
 from .input import check_fields
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
-from .planning import REPLACE_OPS, Plan, WritePlanner, concat_rows
+from .planning import REPLACE_OPS, Plan, WriteCounts, WritePlanner, concat_rows
 from .schema_evolution import conform, evolve, incoming_schema
 
 log = logging.getLogger(__name__)
@@ -294,10 +294,15 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | 
         planned, parts, plan_keys, dedupe_in_task = None, None, None, False
     job.planner.sample = sample
     plan = job.planner.plan(op, planned, plan_keys, parts, job.state, job.view, job.spec.full_schema)
+    return _open_planned(job, plan, dedupe_in_task)
+
+
+def _open_planned(job: WriteJob, plan: Plan, dedupe: bool) -> list[WriteBucket]:
+    """Keep the plan, open the instant, make the buckets (a failure aborts the instant)."""
     job.plan = plan
     _open(job)
     try:
-        job.buckets = _buckets(job, plan, dedupe_in_task)
+        job.buckets = _buckets(job, plan, dedupe)
         for part in sorted({b.partition for b in job.buckets if b.kind == "create"}):
             write_partition_metadata(job.storage, part, job.txn.instant_time, part.count("/") + 1 if part else 0)
     except BaseException:
@@ -326,7 +331,7 @@ def _open(job: WriteJob) -> None:
 
 def _buckets(job: WriteJob, plan: Plan, dedupe: bool) -> list[WriteBucket]:
     instant = job.txn.instant_time
-    existing = sorted(set(plan.upserts) | set(plan.deletes))
+    existing = sorted(set(plan.upserts) | set(plan.deletes) | set(plan.records) | set(plan.deleted))
     slices = {(s.partition_path, s.file_id): s
               for s in job.planner.latest_slices(job.state, job.view, {p for p, _ in existing})} if existing else {}
     compacting, _ = job.planner.pending_service_groups(job.state)
@@ -340,12 +345,28 @@ def _buckets(job: WriteJob, plan: Plan, dedupe: bool) -> list[WriteBucket]:
             job.spec, instant, len(out), "append" if mor else "merge", part, fid, slices[key],
             num_updates=plan.updates.get(key, 0),
             compaction_instant=compacting.get(key) if mor and job.config.version < 8 else None,
-            dedupe=dedupe, num_records=len(up)))
+            dedupe=dedupe, num_records=len(up) + plan.records.get(key, 0)))
     for part, rows in plan.new_groups:
         job._rows[len(out)] = (rows, _EMPTY_ROWS)
         out.append(WriteBucket(job.spec, instant, len(out), "create", part, handles.new_file_id(),
                                dedupe=dedupe, num_records=len(rows)))
+    for part, n in plan.new_counts:
+        out.append(WriteBucket(job.spec, instant, len(out), "create", part, handles.new_file_id(),
+                               dedupe=dedupe, num_records=n))
     return out
+
+
+def plan_write_counts(job: WriteJob, counts: WriteCounts, sample: pa.Table | None = None) -> list[WriteBucket]:
+    """Plan a write whose records an engine tagged on its workers (:mod:`.index_lookup`) from
+    their counts alone, and open its instant. The engine routes each record itself: updates and
+    deletes to the bucket of the file group the index found, inserts of a partition spread over
+    the partition's buckets in proportion to ``bucket.num_records - bucket.num_updates``
+    (records of one key always to one bucket, which precombines them when ``bucket.dedupe``)."""
+    if job.plan is not None:
+        raise HudiError("this write is already planned")
+    job.planner.sample = sample
+    plan = job.planner.plan_counts(job.operation, counts, job.state, job.view)
+    return _open_planned(job, plan, job.dedupe)
 
 
 # -- write ---------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ..read.merge import MergeSpec
 from ..storage import Storage
 from .file_sizing import assign_inserts, average_record_size, small_files
 from .index import is_global, known_locations, tag
+from .index_lookup import INSERT, MOVE, UPDATE, actions_of, moves_partitions
 from ..options import option
 from .options import sizing_config
 
@@ -37,6 +38,23 @@ class Plan:
     deletes: dict = attrs.field(factory=lambda: defaultdict(list))   # (partition, fid) -> [row arrays]
     new_groups: list = attrs.field(factory=list)                     # [(partition, row array)]
     replaced: dict = attrs.field(factory=lambda: defaultdict(list))  # partition -> [fid]
+    # planned from counts (WritePlanner.plan_counts): no row numbers, how many records
+    records: dict = attrs.field(factory=lambda: defaultdict(int))    # (partition, fid) -> to write
+    deleted: dict = attrs.field(factory=lambda: defaultdict(int))    # (partition, fid) -> to delete
+    new_counts: list = attrs.field(factory=list)                     # [(partition, records)]
+
+
+@attrs.frozen
+class WriteCounts:
+    """What an engine that tagged a write on its workers tells the planner: records per
+    existing file group to update and to delete, per partition to insert (a moved key counts
+    as a delete in its old partition and an insert in its new one), and the partitions the
+    records fall in (replace operations replace their file groups)."""
+
+    updates: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
+    deletes: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
+    inserts: Mapping[str, int] = attrs.field(factory=dict)
+    partitions: frozenset = frozenset()
 
 
 def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
@@ -87,7 +105,7 @@ class WritePlanner:
                         clustering.add((sl.get("partitionPath") or "", sl.get("fileId")))
         return compacting, clustering
 
-    def latest_slices(self, state, view, partitions=None):
+    def latest_slices(self, state: Any, view: Any, partitions: Any = None) -> list:
         if state is None:
             return []
         return state.file_slices(view, partitions=partitions) if partitions is not None else state.file_slices(view)
@@ -144,41 +162,22 @@ class WritePlanner:
             return plan
 
         if tagged is not None:
-            fid = tagged.column("file_id")
-            known_mask = pc.is_valid(fid)
-            moved = pc.and_(known_mask, pc.not_equal(tagged.column("existing_partition"), tagged.column("partition")))
-            if not (global_index and option(self.options, "hoodie.simple.index.update.partition.path")):
-                moved = pc.and_(moved, pa.scalar(False))
-            moved = pc.fill_null(moved, False)
+            acts = actions_of(op, global_index and moves_partitions(self.options), tagged.column("partition"),
+                              tagged.column("existing_partition"), tagged.column("file_id"))
+            moved = pc.equal(acts, MOVE)
             for (part, f), idx in groups_of(tagged.filter(moved), ["existing_partition", "file_id"]):
                 plan.deletes[(part, f)].append(idx)   # a move: delete there, insert here
-            if op != "insert":                        # insert with drop-duplicates skips known keys
-                updates = tagged.filter(pc.and_(known_mask, pc.invert(moved)))
-                for (part, f), idx in groups_of(updates, ["existing_partition", "file_id"]):
-                    plan.upserts[(part, f)].append(idx)
-                    plan.updates[(part, f)] += len(idx)
-            inserts = tagged.filter(pc.or_(pc.invert(known_mask), moved))
+            for (part, f), idx in groups_of(tagged.filter(pc.equal(acts, UPDATE)), ["existing_partition", "file_id"]):
+                plan.upserts[(part, f)].append(idx)
+                plan.updates[(part, f)] += len(idx)
+            inserts = tagged.filter(pc.or_(pc.equal(acts, INSERT), moved))
         else:
             inserts = pa.table({"partition": partitions, "row": rows})
         insert_rows = {part: idx for (part,), idx in groups_of(inserts, ["partition"])}
-
-        cfg = sizing_config(self.options)
-        avg = average_record_size(self.commit_sizes(state), cfg.small_file_limit, cfg.record_size_estimate)
-        by_partition = defaultdict(list)
-        for s in slices:
-            by_partition[s.partition_path].append(s)
+        sized = self.size_inserts({p: len(idx) for p, idx in insert_rows.items()}, slices, state, clustering)
         for part, idx in insert_rows.items():
-            candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
-                          if s.base_file and (not self.config.is_mor or not s.log_files)
-                          and (part, s.file_id) not in clustering]
-            small = small_files(candidates, cfg)
-            if self.config.is_mor:
-                # As Hudi: slices with log files cannot be padded without compacting them first
-                # (the index cannot see log-only inserts), so only the smallest few base files
-                # take inserts, as new log blocks.
-                small = small[:option(self.options, "hoodie.merge.small.file.group.candidates.limit")]
             pos = 0
-            for b in assign_inserts(len(idx), small, avg, cfg):
+            for b in sized[part]:
                 chunk = idx.slice(pos, b.count)
                 pos += b.count
                 if b.is_new:
@@ -188,10 +187,85 @@ class WritePlanner:
         self.reject_clustered(plan, clustering)
         return plan
 
+    def size_inserts(self, counts: Mapping[str, int], slices, state, clustering: set) -> dict[str, list]:
+        """Per partition, how its ``counts`` inserts are split: small files first (their
+        ``InsertBucket`` names the file id), the rest into new file groups."""
+        cfg = sizing_config(self.options)
+        avg = average_record_size(self.commit_sizes(state), cfg.small_file_limit, cfg.record_size_estimate)
+        by_partition = defaultdict(list)
+        for s in slices:
+            by_partition[s.partition_path].append(s)
+        out = {}
+        for part, n in counts.items():
+            candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
+                          if s.base_file and (not self.config.is_mor or not s.log_files)
+                          and (part, s.file_id) not in clustering]
+            small = small_files(candidates, cfg)
+            if self.config.is_mor:
+                # As Hudi: slices with log files cannot be padded without compacting them first
+                # (the index cannot see log-only inserts), so only the smallest few base files
+                # take inserts, as new log blocks.
+                small = small[:option(self.options, "hoodie.merge.small.file.group.candidates.limit")]
+            out[part] = assign_inserts(n, small, avg, cfg)
+        return out
+
+    def plan_counts(self, op: str, counts: "WriteCounts", state, view) -> Plan:
+        """The plan of a write known only by counts (an engine tagged its records on its
+        workers): ``counts.updates`` / ``counts.deletes`` per existing file group,
+        ``counts.inserts`` per partition. Sizing is the same as :meth:`plan`'s; the plan holds
+        how many records each file group takes (``records``, ``deleted``, ``new_counts``)."""
+        plan = Plan()
+        inserts = {p: n for p, n in counts.inserts.items() if n > 0}
+        if op in REPLACE_OPS:
+            targets: set | None = set(inserts) | set(counts.partitions)
+            if op == "insert_overwrite_table":
+                targets = None
+            elif op == "delete_partition" and not targets:
+                raw = option(self.options, "hoodie.datasource.write.partitions.to.delete") or ""
+                targets = {p.strip() for p in str(raw).split(",") if p.strip()}
+                if not targets:
+                    raise InvalidOptionError("delete_partition needs data or the option "
+                                             "hoodie.datasource.write.partitions.to.delete")
+            for s in self.latest_slices(state, view, targets):
+                plan.replaced[s.partition_path].append(s.file_id)
+            if op != "delete_partition":
+                cfg = sizing_config(self.options)
+                self.new_group_counts(plan, inserts, average_record_size(self.commit_sizes(state),
+                                      cfg.small_file_limit, cfg.record_size_estimate))
+            return plan
+        if op == "bulk_insert":
+            sample = self.sample if self.sample is not None else pa.table({})
+            self.new_group_counts(plan, inserts, self.measured_record_size(sample))
+            return plan
+        _, clustering = self.pending_service_groups(state)
+        for key, n in counts.deletes.items():
+            plan.deleted[key] += n
+        for key, n in counts.updates.items():
+            plan.updates[key] += n
+            plan.records[key] += n
+        if inserts:
+            global_index = is_global(option(self.options, "hoodie.index.type"))
+            slices = self.latest_slices(state, view, None if global_index else set(inserts))
+            for part, buckets in self.size_inserts(inserts, slices, state, clustering).items():
+                for b in buckets:
+                    if b.is_new:
+                        plan.new_counts.append((part, b.count))
+                    else:
+                        plan.records[(part, b.file_id)] += b.count
+        self.reject_clustered(plan, clustering)
+        return plan
+
+    def new_group_counts(self, plan: Plan, inserts: Mapping[str, int], avg: int) -> None:
+        cfg = sizing_config(self.options)
+        for part in sorted(inserts):
+            for b in assign_inserts(inserts[part], [], avg, cfg, bin_pack=False):
+                plan.new_counts.append((part, b.count))
+
     @staticmethod
     def reject_clustered(plan: Plan, clustering: set) -> None:
         """As Hudi's default update strategy: no updates to file groups being clustered."""
-        blocked = sorted((set(plan.upserts) | set(plan.deletes)) & clustering)
+        blocked = sorted((set(plan.upserts) | set(plan.deletes) | set(plan.records) | set(plan.deleted))
+                         & clustering)
         if blocked:
             raise ConcurrentWriteError(
                 f"{len(blocked)} file group(s) this write updates are being clustered by a pending "

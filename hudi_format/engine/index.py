@@ -1,0 +1,61 @@
+"""Index tagging side of the engine API: plan lookups on the driver, run them where the keys are.
+
+    job = engine.begin_write(path, "upsert", schema=schema, options=opts)
+    lookup = engine.plan_index_lookup(job, partitions)    # no keys: the table state only
+    # on workers: engine.lookup(task, keys) per task (keys routed by lookup.assign), joined with
+    # the incoming keys; lookup.actions(...) per tagged record; counts back to the driver
+    buckets = engine.plan_write(job, counts=engine.WriteCounts(updates=..., inserts=...))
+
+The driver never holds a record key: it plans from per-file-group and per-partition counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from ..options import option
+from ..storage import Storage
+from ..writer.index import is_global
+from ..writer.index_lookup import (DELETE, DROP, INSERT, MOVE, UPDATE, IndexLookup, LookupTask, key_range,
+                                   plan_lookup, run_lookup)
+from ..writer.job import WriteJob
+
+
+def is_global_index(job: WriteJob) -> bool:
+    """Does ``job``'s index match a key in any partition (then lookups need no partitions)?"""
+    return is_global(option(job.options, "hoodie.index.type"))
+
+
+def plan_index_lookup(job: WriteJob, partitions: Iterable[str] | None = None) -> IndexLookup:
+    """The lookup tasks of ``job``'s index (``hoodie.index.type``): ``partitions`` are those
+    the incoming records fall in (ignored by a global index, which looks in every partition)."""
+    wanted = None if is_global_index(job) or partitions is None else set(partitions)
+    slices = job.planner.latest_slices(job.state, job.view, wanted)
+    return plan_lookup(job.storage, job.config, job.options, job.operation, job.state, slices,
+                       job.planner.spec, job.spec.full_schema)
+
+
+def _storage(task: LookupTask, storage_options: Mapping[str, Any] | None) -> Storage:
+    return Storage(task.table_uri, dict(storage_options) if storage_options is not None else None)
+
+
+def lookup_key_range(task: LookupTask, storage_options: Mapping[str, Any] | None = None) -> tuple[str, str] | None:
+    """A bloom task's base file key range (one footer read), for :meth:`IndexLookup.with_key_ranges`."""
+    return key_range(_storage(task, storage_options), task)
+
+
+def lookup(task: LookupTask, keys: Any = None, storage_options: Mapping[str, Any] | None = None) -> pa.Table:
+    """Run one lookup task in this process: ``(key, partition, file_id)`` of the live records
+    it finds among ``keys`` (all live keys of its file slice when ``keys`` is ``None``, which
+    only the simple index allows: ``lookup.probing`` is false)."""
+    if keys is not None and not isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        keys = pa.array(keys, pa.string())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    return run_lookup(_storage(task, storage_options), task, keys)
+
+
+__all__ = ["IndexLookup", "LookupTask", "plan_index_lookup", "is_global_index", "lookup", "lookup_key_range",
+           "DROP", "UPDATE", "INSERT", "DELETE", "MOVE"]

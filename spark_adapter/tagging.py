@@ -1,0 +1,109 @@
+"""Index tagging on the executors: the driver plans lookup tasks, never collects a record key.
+
+The driver plans the index's lookup tasks from the table state (``engine.plan_index_lookup``:
+one per candidate file slice, or per metadata-table record index file group). Then, on the
+executors:
+
+- simple index: a stage with one row per task lists the live keys of its slice
+  (:func:`list_keys`), and Spark joins them with the incoming keys;
+- bloom index: a stage reads each candidate base file's key range (:func:`key_ranges`; the
+  driver gets one row per file), every incoming key goes to the files whose partition and
+  range hold it (:func:`assign`), Spark groups them by file and each file's bloom filter and
+  keys are checked there (:func:`run_lookups`);
+- record index: every incoming key goes to its metadata file group by Hudi's hash
+  (:func:`assign`) and is looked up there (:func:`run_lookups`).
+
+What comes back, ``(key, found_in, file_id)`` of the incoming keys the table holds, is joined
+with the incoming records by Spark; :func:`count_actions` reduces the tagged records to
+counts per file group and partition, all the driver needs to size the write.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hudi_format import engine
+from hudi_format.engine.index import DELETE, INSERT, MOVE, UPDATE
+
+from .tasks import FILE_ID, FOUND_IN, KEY, PARTITION
+
+TASK = "__hoodie_lookup_task"
+LOCATIONS_SCHEMA = f"{KEY} string, {FOUND_IN} string, {FILE_ID} string"
+RANGES_SCHEMA = "task long, lo string, hi string"
+COUNTS_SCHEMA = "kind string, partition string, file_id string, n long"
+
+
+def _locations(found: pa.Table) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([found.column("key").combine_chunks(),
+                                       found.column("partition").combine_chunks(),
+                                       found.column("file_id").combine_chunks()],
+                                      names=[KEY, FOUND_IN, FILE_ID])
+
+
+def list_keys(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
+    """Simple index: the live keys of each task (the input: task numbers)."""
+    for batch in batches:
+        for i in batch.column(0).to_pylist():
+            found = engine.lookup(lookup.tasks[i], None, storage_options)
+            if found.num_rows:
+                yield _locations(found)
+
+
+def key_ranges(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
+    """Bloom index: each task's base file key range (one footer read)."""
+    for batch in batches:
+        ids = batch.column(0).to_pylist()
+        got = [engine.lookup_key_range(lookup.tasks[i], storage_options) for i in ids]
+        yield pa.RecordBatch.from_pydict({"task": pa.array(ids, pa.int64()),
+                                          "lo": pa.array([r[0] if r else None for r in got], pa.string()),
+                                          "hi": pa.array([r[1] if r else None for r in got], pa.string())})
+
+
+def assign(batches: Iterator[pa.RecordBatch], *, lookup) -> Iterator[pa.RecordBatch]:
+    """Probing indexes: (key, task) for every task that must see the key."""
+    for batch in batches:
+        keys = batch.column(KEY)
+        rows, task = lookup.assign(keys, batch.column(PARTITION))
+        if len(rows):
+            yield pa.RecordBatch.from_arrays([pc.take(keys, rows), task], names=[KEY, TASK])
+
+
+def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
+    """Probing indexes: each task of this Spark partition with the keys sent to it."""
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    task_col = table.column(TASK)
+    for i in pc.unique(task_col).to_pylist():
+        keys = table.column(KEY).filter(pc.equal(task_col, i)).combine_chunks()
+        found = engine.lookup(lookup.tasks[i], keys, storage_options)
+        if found.num_rows:
+            yield _locations(found)
+
+
+def count_actions(batches: Iterator[pa.RecordBatch], *, lookup) -> Iterator[pa.RecordBatch]:
+    """Tagged records as counts: updates ``U`` and deletes ``D`` per (partition, file id) the
+    index found, inserts ``I`` per partition (a moved key is a ``D`` and an ``I``)."""
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        acts = lookup.actions(batch.column(PARTITION), batch.column(FOUND_IN), batch.column(FILE_ID))
+        parts = []
+        for kind, which, part_col in (("U", [UPDATE], FOUND_IN), ("D", [DELETE, MOVE], FOUND_IN),
+                                      ("I", [INSERT, MOVE], PARTITION)):
+            mask = pc.is_in(acts, value_set=pa.array(which, pa.int8()))
+            sel = pa.table({"partition": batch.column(part_col),
+                            "file_id": batch.column(FILE_ID) if kind != "I" else pa.nulls(batch.num_rows, pa.string())
+                            }).filter(mask)
+            if not sel.num_rows:
+                continue
+            agg = sel.group_by(["partition", "file_id"], use_threads=False).aggregate([([], "count_all")])
+            parts.append(pa.table({"kind": pa.repeat(pa.scalar(kind), agg.num_rows),
+                                   "partition": agg.column("partition"), "file_id": agg.column("file_id"),
+                                   "n": pc.cast(agg.column("count_all"), pa.int64())}))
+        if parts:
+            yield from pa.concat_tables(parts).to_batches()

@@ -1,0 +1,202 @@
+"""Index tagging on the executors (issue 14): every index type through ``df.write`` gives the
+table the core gives in one process (read by the core and hudi-rs), the driver receives counts
+only (rows reaching it do not grow with the input), and bad input fails on the driver with a
+``HudiError`` leaving the table as it was.
+
+Needs pyspark and Java 17; marked ``spark``."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("pandas")   # PySpark's mapInArrow insists on it
+
+import pyarrow as pa  # noqa: E402
+
+import hudi_format as hudi  # noqa: E402
+from canonical import canonical_rows  # noqa: E402
+from writemodel import hudi_rs_read  # noqa: E402
+
+from pyspark.sql import DataFrame, SparkSession, functions as F  # noqa: E402
+
+import spark_adapter  # noqa: E402
+
+META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    session = (SparkSession.builder.master("local[2]").appName("spark_adapter tagging tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "2g")
+               .config("spark.ui.showConsoleProgress", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    spark_adapter.register(session)
+    yield session
+    session.stop()
+
+
+def rows(ids, ts, partitions=("a", "b", "c", "d"), seed=0) -> pa.Table:
+    ids = list(ids)
+    return pa.table({"id": pa.array([f"k{i:07d}" for i in ids], pa.string()),
+                     "ts": pa.array([ts] * len(ids), pa.int64()),
+                     "p": pa.array([partitions[i % len(partitions)] for i in ids], pa.string()),
+                     "v": pa.array([i * 0.5 + seed for i in ids], pa.float64())})
+
+
+def opts(index, table_type, version, op, **extra):
+    return {"hoodie.table.name": "tagging", "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "p",
+            "hoodie.datasource.write.table.type": table_type, "hoodie.datasource.write.operation": op,
+            "hoodie.write.table.version": str(version), "hoodie.index.type": index,
+            "hoodie.metadata.record.index.enable": str(index == "RECORD_INDEX").lower(), **extra}
+
+
+def spark_write(spark, path, data: pa.Table, o: dict, mode="append"):
+    spark.createDataFrame(data).repartition(3).write.format("hudi_format").options(**o).mode(mode).save(str(path))
+
+
+def core_write(path, data: pa.Table, o: dict):
+    op = o["hoodie.datasource.write.operation"]
+    rest = {k: v for k, v in o.items() if k not in ("hoodie.datasource.write.operation",)}
+    hudi.write(str(path), data, operation=op, options=rest)
+
+
+def content(path) -> list[dict]:
+    t = hudi.open_table(str(path)).read()
+    return canonical_rows(t.drop_columns([c for c in META if c in t.column_names]))
+
+
+# -- every index type: Spark's distributed tagging == the core's --------------------------------------
+@pytest.mark.parametrize("index,table_type,version", [
+    ("SIMPLE", "COPY_ON_WRITE", 8), ("BLOOM", "MERGE_ON_READ", 8), ("GLOBAL_SIMPLE", "MERGE_ON_READ", 6),
+    ("GLOBAL_BLOOM", "COPY_ON_WRITE", 6), ("RECORD_INDEX", "COPY_ON_WRITE", 8),
+    ("RECORD_INDEX", "MERGE_ON_READ", 8), ("BLOOM", "COPY_ON_WRITE", 6)])   # the core writes v6 and v8
+def test_index_types_tag_on_executors_as_the_core_does(spark, tmp_path, index, table_type, version):
+    ours, core = tmp_path / "spark", tmp_path / "core"
+    moved = ("z",)   # global indexes move these keys; the others insert them again in z
+    steps = [
+        ("insert", rows(range(0, 400), ts=1), {}),
+        ("upsert", pa.concat_tables([rows(range(350, 450), ts=2, seed=1), rows(range(0, 8), ts=2, partitions=moved),
+                                     rows(range(20, 24), ts=3, seed=5), rows(range(20, 24), ts=2, seed=6)]), {}),
+        ("delete", rows(list(range(100, 120)) + list(range(9000, 9005)), ts=3), {}),      # unknown keys dropped
+        ("insert", rows(range(440, 470), ts=4, seed=2),
+         {"hoodie.datasource.write.insert.drop.duplicates": "true"}),                   # known keys skipped
+        ("upsert", rows(range(0, 4), ts=5, seed=3), {}),                               # back from z (global)
+    ]
+    for op, data, extra in steps:
+        o = opts(index, table_type, version, op, **extra)
+        spark_write(spark, ours, data, o)
+        core_write(core, data, o)
+        assert content(ours) == content(core), (op, index)
+    table = hudi.open_table(str(ours))
+    assert table.version == version and table.table_type == table_type
+    theirs, mine = hudi_rs_read(str(ours)), table.read()
+    assert canonical_rows(theirs.select(mine.column_names)) == canonical_rows(mine)
+    if index.startswith("GLOBAL") or index == "RECORD_INDEX":
+        where = {r["id"]: r["p"] for r in table.read(columns=["id", "p"]).to_pylist()}
+        assert where["k0000005"] == "z" and where["k0000001"] == "b"   # moved, and moved back
+
+
+# -- rows reaching the driver ----------------------------------------------------------------------
+class DriverRows:
+    """Counts the rows DataFrames hand to the driver (toArrow, collect, toPandas, take)."""
+
+    def __init__(self, monkeypatch, spark):
+        self.rows = 0
+        self.calls = 0
+        for cls in {DataFrame, type(spark.range(1))}:     # Spark 4: the classic subclass
+            for name in ("toArrow", "collect", "toPandas"):
+                if name in vars(cls):
+                    monkeypatch.setattr(cls, name, self._wrap(vars(cls)[name]))
+
+    def _wrap(self, real):
+        def counted(df, *a, **k):
+            out = real(df, *a, **k)
+            self.calls += 1
+            self.rows += out.num_rows if isinstance(out, pa.Table) else len(out)
+            return out
+        return counted
+
+
+def _upsert_driver_rows(spark, tmp_path, monkeypatch, n: int, index: str) -> int:
+    path = tmp_path / f"{index}-{n}"
+    o = opts(index, "COPY_ON_WRITE", 8, "bulk_insert")
+    base = spark.range(n).select(F.format_string("k%07d", "id").alias("id"), F.lit(1).cast("long").alias("ts"),
+                                 (F.col("id") % 4).cast("string").alias("p"), (F.col("id") * 0.5).alias("v"))
+    base.write.format("hudi_format").options(**o).mode("overwrite").save(str(path))
+    # 10%: half updates of existing keys, half new keys
+    upd = spark.range(0, n, 20).union(spark.range(n, n + n // 20)).select(
+        F.format_string("k%07d", "id").alias("id"), F.lit(2).cast("long").alias("ts"),
+        (F.col("id") % 4).cast("string").alias("p"), (F.col("id") * 0.25).alias("v"))
+    counter = DriverRows(monkeypatch, spark)
+    upd.write.format("hudi_format").options(**{**o, "hoodie.datasource.write.operation": "upsert"}) \
+        .mode("append").save(str(path))
+    monkeypatch.undo()
+    table = hudi.open_table(str(path))
+    assert table.read(columns=["id"]).num_rows == n + n // 20
+    assert counter.calls >= 2     # the counts and the write results did reach the driver
+    return counter.rows
+
+
+@pytest.mark.parametrize("index", ["SIMPLE", "GLOBAL_BLOOM"])
+def test_rows_reaching_the_driver_do_not_grow_with_the_input(spark, tmp_path, monkeypatch, index):
+    small = _upsert_driver_rows(spark, tmp_path, monkeypatch, 20_000, index)
+    large = _upsert_driver_rows(spark, tmp_path, monkeypatch, 200_000, index)
+    assert small == large
+    assert 0 < large < 100   # partitions, per file group counts, one result per bucket
+
+
+# -- bad input: a HudiError on the driver, the table as it was ---------------------------------------
+def _files(path):
+    return sorted(f for f in glob.glob(f"{path}/**/*", recursive=True) if os.path.isfile(f))
+
+
+@pytest.fixture()
+def table(spark, tmp_path):
+    path = tmp_path / "bad"
+    spark_write(spark, path, rows(range(100), ts=1), opts("SIMPLE", "MERGE_ON_READ", 8, "insert"))
+    return path
+
+
+def _unchanged(path, before_files, before_rows):
+    t = hudi.open_table(str(path))
+    assert [i.state.name for i in t.timeline.instants] == ["COMPLETED"]
+    assert _files(path) == before_files
+    assert content(path) == before_rows
+
+
+@pytest.mark.parametrize("case", ["schema", "missing_key", "unknown_option", "null_keys", "task_fails"])
+def test_bad_input_fails_on_the_driver_and_leaves_the_table(spark, table, monkeypatch, case):
+    before_files, before_rows = _files(table), content(table)
+    o = opts("SIMPLE", "MERGE_ON_READ", 8, "upsert")
+    data = rows(range(90, 130), ts=2)
+    if case == "schema":          # a column whose type cannot become the table's
+        data = data.set_column(3, "v", pa.array([f"x{i}" for i in range(data.num_rows)]))
+    elif case == "missing_key":
+        data = data.drop_columns(["id"])
+    elif case == "unknown_option":
+        o["hoodie.datasource.write.no.such.option"] = "1"
+    elif case == "null_keys":
+        data = data.set_column(0, "id", pa.array([None if i % 7 == 0 else f"k{i:07d}" for i in range(90, 130)],
+                                                 pa.string()))
+    elif case == "task_fails":    # logs appended to existing groups, then base files of z fail
+        data = pa.concat_tables([data, rows(range(200, 230), ts=2, partitions=("z",))])
+        o["hoodie.parquet.compression.codec"] = "no-such-codec"
+    with pytest.raises(hudi.HudiError) as err:
+        spark_write(spark, table, data, o)
+    assert str(err.value)
+    _unchanged(table, before_files, before_rows)
+    shutil.rmtree(table / ".hoodie" / ".temp", ignore_errors=True)
