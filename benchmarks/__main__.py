@@ -15,6 +15,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--updates", type=int, default=100_000, help="index: upserts to tag")
     parser.add_argument("--lookups", type=int, default=1_000, help="index: keys to look up")
+    parser.add_argument("--codec", default="snappy", choices=["snappy", "gzip", "both"],
+                        help="spark: Parquet codec of both sides (both: snappy, then gzip writes too)")
     args = parser.parse_args(argv)
     if args.suite == "write":
         write_bench.run(args.rows)
@@ -29,7 +31,7 @@ def main(argv: list[str]) -> int:
         formats_bench.run(args.rows, max(1, args.rows // 10))
     elif args.suite == "spark":
         from . import spark_bench   # needs the spark extra (pyspark, Java 17)
-        spark_bench.run(args.rows)
+        spark_bench.run(args.rows, codecs=("snappy", "gzip") if args.codec == "both" else (args.codec,))
     return 0
 
 
