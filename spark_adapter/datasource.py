@@ -220,7 +220,8 @@ def _pack(tasks: list, max_bytes: int, min_partitions: int = 1) -> list[list]:
     """Scan tasks (file slices) into Spark input partitions, as Spark sizes file splits:
     a partition holds up to ``min(max_bytes, max(4 MiB, total / min_partitions))`` bytes, so a
     small table is one task and a large one keeps every core busy. Slices go largest first to
-    the least-loaded partition, which balances the tasks."""
+    the least-loaded partition, which balances the tasks; one that would take that partition
+    past ``max_bytes`` opens a new one (a slice larger than ``max_bytes`` is alone)."""
     if not tasks:
         return []
     total = sum(max(t.size, 1) for t in tasks)
@@ -229,9 +230,14 @@ def _pack(tasks: list, max_bytes: int, min_partitions: int = 1) -> list[list]:
     groups: list[list] = [[] for _ in range(n)]
     heap = [(0, i) for i in range(n)]
     for t in sorted(tasks, key=lambda t: (-t.size, t.file_slice.partition_path, t.file_slice.file_id)):
+        size = max(t.size, 1)
         used, i = heapq.heappop(heap)
+        if used and used + size > max_bytes:
+            heapq.heappush(heap, (used, i))
+            used, i = 0, len(groups)
+            groups.append([])
         groups[i].append(t)
-        heapq.heappush(heap, (used + max(t.size, 1), i))
+        heapq.heappush(heap, (used + size, i))
     return groups
 
 

@@ -192,6 +192,10 @@ def test_slices_packed_like_spark_file_splits():
     assert len(_pack(ten, MAX, 64)) == 9                               # 4 MiB floor: ceil(35.45 / 4) tasks
     assert sorted(t.file_slice.file_id for g in _pack(ten, MAX, 3) for t in g) == [t.file_slice.file_id for t in ten]
     assert _pack([], MAX, 2) == [] and OPEN_COST_BYTES == 4 * mb
+    # never past maxPartitionBytes: 7 + 2 MiB would balance better but exceed 8 MiB
+    odd = [_Task(7 * mb, 0), _Task(7 * mb, 1), _Task(2 * mb, 2)]
+    assert sorted(sum(t.size for t in g) for g in _pack(odd, 8 * mb, 1)) == [2 * mb, 7 * mb, 7 * mb]
+    assert [len(g) for g in _pack([_Task(20 * mb, 0)], 8 * mb, 1)] == [1]
 
 
 # -- types -------------------------------------------------------------------------------------------
