@@ -26,10 +26,9 @@ lint: lint-imports
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-# Only the PySpark (spark_adapter) tests: a local[2] Spark on Java 17, a few minutes. `make test`
-# runs them too once pyspark is installed (they skip without it).
+# Only the PySpark (spark_adapter) tests: one local[2] SparkSession on Java 17 (JAVA_HOME, else
+# `java` on the PATH), a few minutes. `make test` runs them too: pyspark is in the dev extra.
 test-spark: $(STAMP)
-	$(PY) -c 'import pyspark, pandas' 2>/dev/null || $(PY) -m pip install --quiet -e '.[dev,spark]'
 	$(PY) -m pytest -q -p no:cacheprovider -m spark $(PYTEST_ARGS)
 
 # The quick loop while developing: no Spark, S3 server, randomised, crash or soak tests.

@@ -17,6 +17,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--updates", type=int, default=100_000, help="index: upserts to tag")
     parser.add_argument("--big", type=int, default=20_000_000, help="spark-scale: rows of the 1g-driver upsert")
     parser.add_argument("--lookups", type=int, default=1_000, help="index: keys to look up")
+    parser.add_argument("--codec", default="snappy", choices=["snappy", "gzip", "both"],
+                        help="spark: Parquet codec of both sides (both: snappy, then gzip writes too)")
     args = parser.parse_args(argv)
     if args.suite == "write":
         write_bench.run(args.rows)
@@ -31,7 +33,7 @@ def main(argv: list[str]) -> int:
         formats_bench.run(args.rows, max(1, args.rows // 10))
     elif args.suite == "spark":
         from . import spark_bench   # needs the spark extra (pyspark, Java 17)
-        spark_bench.run(args.rows)
+        spark_bench.run(args.rows, codecs=("snappy", "gzip") if args.codec == "both" else (args.codec,))
     elif args.suite == "spark-scale":
         from . import spark_scale_bench   # needs the spark extra (pyspark, Java 17)
         rows = args.rows if "--rows" in " ".join(argv) else 2_000_000

@@ -1,14 +1,18 @@
 """PySpark through spark_adapter against Spark's own Parquet data source, in one Spark session.
 
-One run, one cached DataFrame of ``rows`` generated trip-like records in 10 partitions:
+One run, one cached DataFrame of ``rows`` generated trip-like records in 10 partitions; the
+rows of issue 14's table, each a ratio to its peer (same codec on both sides):
 
-- write: ``df.write.format("hudi_format")`` (bulk_insert and insert into a new COW table) vs
-  ``df.write.partitionBy("city").parquet`` of the same DataFrame, same codec (gzip, Hudi's default)
-- upsert of 10% into the COW table (no Parquet peer: Parquet cannot upsert; shown for scale)
-- read: ``spark.read.format("hudi_format")`` of that table vs ``spark.read.parquet`` of the very
-  same base files, both fully materialised (``noop`` sink)
+- write: ``df.write.format("hudi_format")`` bulk_insert and insert into a new COW table vs
+  ``df.write.partitionBy("city").parquet`` of the same DataFrame (snappy; gzip, Hudi's
+  default codec, again with ``codecs=("snappy", "gzip")``)
+- upsert of 10% (half updates, half new keys) into that COW table through Spark vs the core
+  alone (``hudi_format.write`` in this one Python process) on a copy of the same table
+- read: ``spark.read.format("hudi_format")`` of the table vs ``spark.read.parquet`` of the very
+  same base files, both fully materialised (``noop`` sink); and a filter on the partition
+  column (``city = 'city-3'``): the files the Hudi scan plans are counted (one partition's)
 
-Run: ``python -m benchmarks spark [--rows N]`` (needs the ``spark`` extra and Java 17).
+Run: ``python -m benchmarks spark [--rows N] [--codec snappy|gzip|both]`` (the ``spark`` extra, Java 17).
 """
 
 from __future__ import annotations
@@ -54,13 +58,26 @@ def make_data(spark, rows: int, start: int = 0, ts: int = 1):
         F.timestamp_seconds(F.lit(1_700_000_000) + idx).alias("pickup_at"))
 
 
-def _opts(operation: str) -> dict:
+def _opts(operation: str, codec: str) -> dict:
     return {"hoodie.datasource.write.recordkey.field": "uuid", "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "city", "hoodie.datasource.write.operation": operation,
-            "hoodie.table.name": "trips"}
+            "hoodie.table.name": "trips", "hoodie.parquet.compression.codec": codec}
 
 
-def run(rows: int, cores: int | None = None) -> list[tuple[str, float, float]]:
+def _planned_files(path: str, city: str) -> tuple[int, int]:
+    """(files the hudi_format scan of ``city = <city>`` plans, files of the table)."""
+    from spark_adapter.datasource import HudiDataSource
+    from pyspark.sql.datasource import EqualTo
+    source = HudiDataSource({"path": path})
+    reader = source.reader(source.schema())
+    everything = sum(len(g.slices) for g in reader.partitions())
+    reader = source.reader(source.schema())
+    list(reader.pushFilters([EqualTo(("city",), city)]))
+    return sum(len(g.slices) for g in reader.partitions()), everything
+
+
+def run(rows: int, cores: int | None = None, codecs: tuple[str, ...] = ("snappy",)) -> list[tuple[str, float, float]]:
+    import hudi_format as hudi
     cores = cores or os.cpu_count() or 2
     spark = _session(cores)
     data = make_data(spark, rows).cache()
@@ -69,49 +86,65 @@ def run(rows: int, cores: int | None = None) -> list[tuple[str, float, float]]:
     upd = make_data(spark, n_up // 2, 0, 2).unionByName(make_data(spark, n_up - n_up // 2, rows, 2)).cache()
     upd.count()
     results = []
+    notes = []
     tmp = Path(tempfile.mkdtemp(prefix="spark_bench_"))
     try:
-        def hudi_write(path, op, df=data, mode="overwrite"):
-            return lambda: df.write.format("hudi_format").options(**_opts(op)).mode(mode).save(str(path))
+        def hudi_write(path, op, codec, df=data, mode="overwrite"):
+            return lambda: df.write.format("hudi_format").options(**_opts(op, codec)).mode(mode).save(str(path))
 
-        def parquet_write(path):
-            return lambda: data.write.partitionBy("city").option("compression", "gzip") \
+        def parquet_write(path, codec):
+            return lambda: data.write.partitionBy("city").option("compression", codec) \
                 .mode("overwrite").parquet(str(path))
 
         # JIT, Python workers and imports warm for both sides
-        parquet_write(tmp / "warmup")()
-        make_data(spark, 1000).write.format("hudi_format").options(**_opts("insert")).save(str(tmp / "warmup_hudi"))
-        peer = _time(parquet_write(tmp / "parquet"))
-        ours = _time(hudi_write(tmp / "bulk", "bulk_insert"))
-        results.append(("write: bulk_insert vs parquet (gzip)", ours, peer))
-        ours = _time(hudi_write(tmp / "cow", "insert"))
-        results.append(("write: insert vs parquet (gzip)", ours, peer))
-        ours = _time(hudi_write(tmp / "cow", "upsert", upd, "append"))
-        results.append(("write: upsert 10% into COW (no parquet peer)", ours, float("nan")))
+        parquet_write(tmp / "warmup", "snappy")()
+        make_data(spark, 1000).write.format("hudi_format").options(**_opts("insert", "snappy")) \
+            .save(str(tmp / "warmup_hudi"))
+        main = codecs[0]
+        for codec in codecs:
+            peer = _time(parquet_write(tmp / f"parquet_{codec}", codec))
+            ours = _time(hudi_write(tmp / f"bulk_{codec}", "bulk_insert", codec))
+            results.append((f"write: bulk_insert vs parquet ({codec})", ours, peer))
+            ours = _time(hudi_write(tmp / f"cow_{codec}", "insert", codec))
+            results.append((f"write: insert vs parquet ({codec})", ours, peer))
+
+        # the 10% upsert: through Spark, and by the core alone on a copy of the same table
+        shutil.copytree(tmp / f"cow_{main}", tmp / "core")
+        upd_arrow = upd.toArrow()
+        ours = _time(hudi_write(tmp / f"cow_{main}", "upsert", main, upd, "append"))
+        opts = _opts("upsert", main)
+        opts.pop("hoodie.datasource.write.operation")
+        peer = _time(lambda: hudi.write(str(tmp / "core"), upd_arrow, operation="upsert", options=opts))
+        results.append((f"write: upsert 10% vs the core alone ({main})", ours, peer))
 
         def scan(df):
             return lambda: df.write.format("noop").mode("overwrite").save()
 
-        base_files = sorted(glob.glob(str(tmp / "bulk" / "*" / "*.parquet")))
-        hudi_df = spark.read.format("hudi_format").load(str(tmp / "bulk"))
+        table = str(tmp / f"bulk_{main}")
+        base_files = sorted(glob.glob(os.path.join(table, "*", "*.parquet")))
+        hudi_df = spark.read.format("hudi_format").load(table)
         parquet_df = spark.read.parquet(*base_files)
         scan(parquet_df)()
         peer = _time(scan(parquet_df))
         ours = _time(scan(hudi_df))
         results.append(("read: snapshot vs parquet of the same files", ours, peer))
-        peer = _time(lambda: parquet_df.filter("city = 'city-3'").write.format("noop").mode("overwrite").save())
-        ours = _time(lambda: hudi_df.filter("city = 'city-3'").write.format("noop").mode("overwrite").save())
-        results.append(("read: one partition (filter) vs parquet", ours, peer))
+        peer = _time(scan(parquet_df.filter("city = 'city-3'")))
+        ours = _time(scan(hudi_df.filter("city = 'city-3'")))
+        results.append(("read: partition filter vs parquet", ours, peer))
+        planned, total = _planned_files(table, "city-3")
+        notes.append(f"partition filter: the hudi_format scan plans {planned} of the table's {total} files")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
 
     print(f"\nPySpark benchmark, {rows:,} rows, local[{cores}]\n")
-    print(f"| {'case':48} | spark_adapter s | spark parquet s | ratio |")
-    print(f"|{'-' * 50}|-----------------|-----------------|-------|")
+    print(f"| {'case':48} | spark_adapter s |   peer s | ratio |")
+    print(f"|{'-' * 50}|-----------------|----------|-------|")
     for name, ours, peer in results:
         ratio = ours / peer if peer == peer and peer > 0 else float("nan")
-        print(f"| {name:48} | {ours:15.2f} | {peer:15.2f} | {ratio:5.2f} |")
+        print(f"| {name:48} | {ours:15.2f} | {peer:8.2f} | {ratio:5.2f} |")
+    for note in notes:
+        print(note)
     return results
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .datasource import NAME, HudiDataSource
+from .datasource import MIN_PARTITIONS, NAME, HudiDataSource
 from .writer import write_dataframe
 
 __all__ = ["register", "write_dataframe", "HudiDataSource", "NAME"]
@@ -34,6 +34,57 @@ def register(spark) -> None:
     except Exception:  # noqa: BLE001 - Spark 4.0 has no filter push-down; filters run in Spark
         pass
     _install_writer_hook()
+    _install_reader_hook()
+
+
+def _install_reader_hook() -> None:
+    """Make ``spark.read.format("hudi_format")...load()`` plan at least the session's default
+    parallelism of tasks (option ``minPartitions``), as Spark's file sources do: the data
+    source's planner runs in a Python worker that cannot ask the session itself."""
+    from pyspark.sql.readwriter import DataFrameReader
+    if getattr(DataFrameReader, "_hudi_format_hooked", False):
+        return
+    orig = {name: getattr(DataFrameReader, name) for name in ("format", "option", "options", "load")}
+
+    def format(self, source: str):
+        self.__dict__["_hudi_format_source"] = source
+        return orig["format"](self, source)
+
+    def option(self, key: str, value: Any):
+        self.__dict__.setdefault("_hudi_format_keys", set()).add(key.lower())
+        return orig["option"](self, key, value)
+
+    def options(self, **opts: Any):
+        self.__dict__.setdefault("_hudi_format_keys", set()).update(k.lower() for k in opts)
+        return orig["options"](self, **opts)
+
+    def load(self, path=None, format=None, schema=None, **opts: Any):
+        fmt = format or self.__dict__.get("_hudi_format_source")
+        given = self.__dict__.get("_hudi_format_keys", set()) | {k.lower() for k in opts}
+        if fmt is not None and fmt.lower() == NAME and MIN_PARTITIONS.lower() not in given:
+            parallelism = _default_parallelism()
+            if parallelism:
+                opts[MIN_PARTITIONS] = str(parallelism)
+        return orig["load"](self, path, format, schema, **opts)
+
+    for name, fn in (("format", format), ("option", option), ("options", options), ("load", load)):
+        fn.__doc__ = orig[name].__doc__
+        fn.__wrapped__ = orig[name]
+        setattr(DataFrameReader, name, fn)
+    DataFrameReader._hudi_format_hooked = True
+
+
+def _default_parallelism() -> int | None:
+    """``spark.sql.files.minPartitionNum`` if set, else the active session's default parallelism."""
+    from pyspark.sql import SparkSession
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return None
+    try:
+        configured = spark.conf.get("spark.sql.files.minPartitionNum", None)
+        return int(configured) if configured else spark.sparkContext.defaultParallelism
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: the planner's default
+        return None
 
 
 def _install_writer_hook() -> None:

@@ -3,8 +3,11 @@
 Reading: ``spark.read.format("hudi_format").option(...).load(path)``. The reader is planned on
 the driver: the table is opened once, the query (snapshot, time travel, read-optimized or
 incremental) is pinned to the commits that existed then, and its file slices become Spark input
-partitions (one per slice; small slices are packed together up to ``maxPartitionBytes``). Each
-task reads its slices through the core (base file + log merge) and hands Spark Arrow batches.
+partitions. Like Spark's own file sources, slices are spread over at least ``minPartitions``
+tasks (``spark_adapter.register`` passes the session's default parallelism; elsewhere the
+planning host's CPU count) and small ones share a task up to ``maxPartitionBytes``; a slice is
+never split. Each task streams its slices through the core (base file, or base file + log merge)
+and hands Spark Arrow batches.
 
 - Filters: with ``spark.sql.python.filterPushdown.enabled`` (``spark_adapter.register`` sets
   it), comparisons and ``IN`` on top-level columns become the core's ``(column, op, value)``
@@ -24,7 +27,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import heapq
 import json
+import os
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -44,8 +49,10 @@ AS_OF = "as.of.instant"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
 END = "hoodie.datasource.read.end.instanttime"
 MAX_PARTITION_BYTES = "maxPartitionBytes"
+MIN_PARTITIONS = "minPartitions"
 STORAGE_OPTIONS = "storage_options"
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
+OPEN_COST_BYTES = 4 * 1024 * 1024   # Spark's spark.sql.files.openCostInBytes: below this, never split further
 _BATCH_ROWS = 65536
 
 
@@ -131,7 +138,8 @@ class HudiReader(DataSourceReader):
             raise ValueError(f"column(s) {missing} are not in the table at {self.path}; "
                              f"it has {', '.join(table.schema().names)}")
         self.filters: list[tuple] = []
-        self.max_bytes = int(lower.get(MAX_PARTITION_BYTES.lower(), DEFAULT_MAX_PARTITION_BYTES))
+        self.max_bytes = _positive(lower, MAX_PARTITION_BYTES, DEFAULT_MAX_PARTITION_BYTES)
+        self.min_partitions = _positive(lower, MIN_PARTITIONS, os.cpu_count() or 1)
         self.query = (lower.get(QUERY_TYPE) or "snapshot").strip().lower()
         if self.query not in ("snapshot", "read_optimized", "incremental"):
             raise ValueError(f"option {QUERY_TYPE} must be snapshot, read_optimized or incremental, "
@@ -171,7 +179,7 @@ class HudiReader(DataSourceReader):
             plan = engine.plan_scan(table, self.columns, self.filters, as_of=self.as_of,
                                     read_optimized=self.query == "read_optimized")
         # Spark pickled this reader before calling partitions(): what tasks need goes in them.
-        return [SliceGroup(group) for group in _pack(list(plan.tasks), self.max_bytes)]
+        return [SliceGroup(group) for group in _pack(list(plan.tasks), self.max_bytes, self.min_partitions)]
 
     def _table(self):
         import hudi_format as hudi
@@ -186,29 +194,50 @@ class HudiReader(DataSourceReader):
         target = spark_arrow_schema(self.schema)
 
         def batches():
+            # streamed: a slice without log files is read a batch at a time (bounded memory,
+            # and Spark consumes the first batch while the next is decoded)
             for task in tasks:
-                t = engine.read_task_table(task, self.storage_options)
-                if not t.num_rows:
-                    continue
-                yield from to_spark_arrow(t, target).to_batches(_BATCH_ROWS)
+                for batch in engine.read_task(task, self.storage_options, _BATCH_ROWS):
+                    if batch.num_rows:
+                        yield from to_spark_arrow(batch, target).to_batches()
         return batches()
 
 
-def _pack(tasks: list, max_bytes: int) -> list[list]:
-    """One group per scan task (file slice), except that tasks smaller than ``max_bytes``
-    share a group up to that size (largest first, first fit)."""
-    groups: list[list] = []
-    sizes: list[int] = []
-    for s in sorted(tasks, key=lambda t: (-t.size, t.file_slice.partition_path, t.file_slice.file_id)):
-        size = max(s.size, 1)
-        for i, used in enumerate(sizes):
-            if used + size <= max_bytes:
-                groups[i].append(s)
-                sizes[i] += size
-                break
-        else:
-            groups.append([s])
-            sizes.append(size)
+def _positive(options: dict, key: str, default: int) -> int:
+    raw = options.get(key.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value <= 0:
+        raise ValueError(f"option {key} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _pack(tasks: list, max_bytes: int, min_partitions: int = 1) -> list[list]:
+    """Scan tasks (file slices) into Spark input partitions, as Spark sizes file splits:
+    a partition holds up to ``min(max_bytes, max(4 MiB, total / min_partitions))`` bytes, so a
+    small table is one task and a large one keeps every core busy. Slices go largest first to
+    the least-loaded partition, which balances the tasks; one that would take that partition
+    past ``max_bytes`` opens a new one (a slice larger than ``max_bytes`` is alone)."""
+    if not tasks:
+        return []
+    total = sum(max(t.size, 1) for t in tasks)
+    cap = min(max_bytes, max(OPEN_COST_BYTES, -(-total // min_partitions)))
+    n = min(len(tasks), max(1, -(-total // cap)))
+    groups: list[list] = [[] for _ in range(n)]
+    heap = [(0, i) for i in range(n)]
+    for t in sorted(tasks, key=lambda t: (-t.size, t.file_slice.partition_path, t.file_slice.file_id)):
+        size = max(t.size, 1)
+        used, i = heapq.heappop(heap)
+        if used and used + size > max_bytes:
+            heapq.heappush(heap, (used, i))
+            used, i = 0, len(groups)
+            groups.append([])
+        groups[i].append(t)
+        heapq.heappush(heap, (used + size, i))
     return groups
 
 

@@ -210,15 +210,21 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
     table = pa.Table.from_batches(batches)
     data_cols = [c for c in table.column_names if c not in _INTERNAL]
     token = _task_token()
-    for b in pc.unique(table.column(BUCKET)).to_pylist():
-        rows = table.filter(pc.equal(table.column(BUCKET), b))
+    ids = pc.unique(table.column(BUCKET)).to_pylist()
+    for b in ids:
+        # a task normally holds one bucket and only upserts: then no row is copied here
+        rows = table if len(ids) == 1 else table.filter(pc.equal(table.column(BUCKET), b))
         is_delete = rows.column(DELETE)
-        upserting = pc.invert(is_delete)
-        data = to_hudi_arrow(rows.select(data_cols), in_schema).filter(upserting)
-        result = engine.write_bucket(buckets[b], data, storage_options,
-                                     keys=rows.column(KEY).filter(upserting).combine_chunks(),
-                                     delete_keys=pc.unique(rows.column(KEY).filter(is_delete).combine_chunks()),
-                                     write_token=token)
+        data = to_hudi_arrow(rows.select(data_cols), in_schema)
+        keys = rows.column(KEY)
+        if pc.any(is_delete).as_py():
+            upserting = pc.invert(is_delete)
+            data, delete_keys = data.filter(upserting), pc.unique(keys.filter(is_delete).combine_chunks())
+            keys = keys.filter(upserting)
+        else:
+            delete_keys = pa.array([], pa.string())
+        result = engine.write_bucket(buckets[b], data, storage_options, keys=keys.combine_chunks(),
+                                     delete_keys=delete_keys, write_token=token)
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([result.index], pa.int32()),
                                           "stat": [json.dumps(result.stat.to_dict())],
                                           "files": [json.dumps(list(result.files))]})

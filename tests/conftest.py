@@ -74,3 +74,55 @@ def moto_s3():
         yield make_bucket
     finally:
         server.stop()
+
+
+def _java_home() -> str | None:
+    """A Java 17+ for PySpark: ``JAVA_HOME``, else ``java`` on the PATH, else a JDK under
+    /usr/lib/jvm (Debian's layout); ``None`` when there is none."""
+    import os
+    import shutil
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return home
+    java = shutil.which("java")
+    if java:
+        return str(Path(os.path.realpath(java)).parent.parent)
+    for candidate in sorted(Path("/usr/lib/jvm").glob("*"), reverse=True):
+        if (candidate / "bin" / "java").exists():
+            return str(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for every Spark test of the run, with ``hudi_format`` registered.
+
+    A JVM and its Python workers take seconds to start; one session shared by all Spark test
+    modules pays that once. Tuned for many small jobs on 2 cores: 2 shuffle partitions, no UI,
+    UTC session time zone (what the tests' expected timestamps assume)."""
+    import os
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pandas")      # PySpark's mapInArrow insists on it
+    java_home = _java_home()
+    if java_home is None:
+        pytest.fail("the Spark tests need Java 17: install it or set JAVA_HOME "
+                    "(or leave them out with -m 'not spark')")
+    os.environ.setdefault("JAVA_HOME", java_home)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import spark_adapter
+    session = (SparkSession.builder.master("local[2]").appName("hudi_format tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "2g")
+               .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC -XX:TieredStopAtLevel=1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    spark_adapter.register(session)
+    yield session
+    session.stop()

@@ -1,9 +1,11 @@
 """spark_adapter on a local[2] Spark: reads of every Apache Hudi fixture table, writes of every
 operation to COW and MOR tables checked against hudi-rs and a model of the table, a
-multi-task 2M-row write, failed writes, save modes, types, filter push-down and column pruning.
+multi-task write of several file groups per partition, failed writes, save modes, types, filter
+push-down, partition pruning and column pruning.
 
-Needs pyspark (the ``spark`` extra) and Java 17 (skipped without pyspark), about 3-4 minutes on
-2 cores; marked ``spark``: ``make test-spark`` runs only these, ``-m "not spark"`` leaves them out."""
+Needs pyspark and pandas (the ``dev`` and ``spark`` extras) and Java 17 (skipped without
+pyspark); they share the session-wide ``spark`` fixture of conftest.py. Marked ``spark``:
+``make test`` runs them, ``make test-spark`` runs only these, ``-m "not spark"`` leaves them out."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import decimal
 import glob
 import os
 import re
-import sys
 
 import pytest
 
@@ -27,28 +28,10 @@ from canonical import canonical_rows, sort_expected  # noqa: E402
 from conftest import FIXTURE_TABLES, expected  # noqa: E402
 from writemodel import Model, hudi_rs_read  # noqa: E402
 
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
-import spark_adapter  # noqa: E402
 from spark_adapter.arrow import (spark_arrow_schema, spark_schema, to_hudi_arrow,  # noqa: E402
                                  to_spark_arrow)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    session = (SparkSession.builder.master("local[2]").appName("spark_adapter tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.memory", "2g")
-               .config("spark.ui.showConsoleProgress", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    spark_adapter.register(session)
-    yield session
-    session.stop()
 
 
 def sdf(spark, rows: pa.Table):
@@ -163,6 +146,56 @@ def test_push_filters_unit(fixture_tables):
     # partition pruning: only slices of region=us are planned
     slices = [s for g in reader.partitions() for s in g.slices]
     assert slices and {s.partition_path for s in slices} == {"region=us"}
+
+
+def test_partition_filter_plans_only_that_partitions_files(spark, tmp_path):
+    """A filter on the partition column reaches the core, which plans only that partition's
+    file slices: counted as Spark tasks (one per slice with maxPartitionBytes=1)."""
+    path = str(tmp_path / "pruned")
+    for i in range(2):      # two file groups per partition: no small-file top-up
+        sdf(spark, rs_rows(range(i * 60, i * 60 + 60), ts=1)).write.format("hudi_format") \
+            .options(**_opts("COPY_ON_WRITE", "insert", **{"hoodie.parquet.small.file.limit": "0"})) \
+            .mode("append").save(path)
+    by_part: dict[str, int] = {}
+    for s in hudi.open_table(path).file_slices():
+        by_part[s.partition_path] = by_part.get(s.partition_path, 0) + 1
+    assert sorted(by_part) == ["a", "b", "c"] and by_part["b"] >= 2
+    one_each = {"maxPartitionBytes": 1}
+    assert load(spark, path, **one_each).rdd.getNumPartitions() == sum(by_part.values())
+    df = load(spark, path, **one_each).filter(F.col("p") == "b")
+    assert df.rdd.getNumPartitions() == by_part["b"]
+    assert {r["p"] for r in spark_rows(df)} == {"b"} and df.count() == 40
+    df = load(spark, path, **one_each).filter(F.col("p").isin("a", "c"))
+    assert df.rdd.getNumPartitions() == by_part["a"] + by_part["c"]
+
+
+class _Task:
+    def __init__(self, size, i):
+        from types import SimpleNamespace
+        self.size = size
+        self.file_slice = SimpleNamespace(partition_path="p", file_id=f"f{i:03d}")
+
+
+def test_slices_packed_like_spark_file_splits():
+    from spark_adapter.datasource import DEFAULT_MAX_PARTITION_BYTES as MAX, OPEN_COST_BYTES, _pack
+    mb = 1024 * 1024
+    tiny = [_Task(10_000, i) for i in range(8)]
+    assert [len(g) for g in _pack(tiny, MAX, 2)] == [8]                # under 4 MiB: one task
+    assert [len(g) for g in _pack(tiny, 1, 2)] == [1] * 8              # maxPartitionBytes=1: one each
+    ten = [_Task(int((3.5 + 0.01 * i) * mb), i) for i in range(10)]    # 35 MiB
+    groups = _pack(ten, MAX, 2)
+    assert sorted(len(g) for g in groups) == [5, 5]                    # both cores busy, balanced
+    loads = [sum(t.size for t in g) for g in groups]
+    assert max(loads) - min(loads) < mb
+    assert len(_pack(ten, MAX, 1)) == 1
+    assert len(_pack(ten, 8 * mb, 1)) == 5                             # maxPartitionBytes caps a task
+    assert len(_pack(ten, MAX, 64)) == 9                               # 4 MiB floor: ceil(35.45 / 4) tasks
+    assert sorted(t.file_slice.file_id for g in _pack(ten, MAX, 3) for t in g) == [t.file_slice.file_id for t in ten]
+    assert _pack([], MAX, 2) == [] and OPEN_COST_BYTES == 4 * mb
+    # never past maxPartitionBytes: 7 + 2 MiB would balance better but exceed 8 MiB
+    odd = [_Task(7 * mb, 0), _Task(7 * mb, 1), _Task(2 * mb, 2)]
+    assert sorted(sum(t.size for t in g) for g in _pack(odd, 8 * mb, 1)) == [2 * mb, 7 * mb, 7 * mb]
+    assert [len(g) for g in _pack([_Task(20 * mb, 0)], 8 * mb, 1)] == [1]
 
 
 # -- types -------------------------------------------------------------------------------------------
@@ -344,9 +377,12 @@ def test_staged_writes_through_the_data_source_api(spark, tmp_path):
 
 
 # -- scale and failures --------------------------------------------------------------------------------
-def test_two_million_rows_in_parallel_tasks_one_commit(spark, tmp_path):
+def test_many_rows_in_parallel_tasks_one_commit(spark, tmp_path):
+    """400k rows into 4 partitions, several file groups each: the plan sizes new files by
+    Hudi's record size estimate (1 KiB a record for a table without commits) against a
+    40 MB max file size, so ~40k records a file group and one Spark task each."""
     path = str(tmp_path / "big")
-    n = 2_000_000
+    n = 400_000
     df = spark.range(n).select(
         F.format_string("key-%08d", F.col("id")).alias("key"),
         (F.col("id") % 4).cast("string").alias("part"),
@@ -354,15 +390,20 @@ def test_two_million_rows_in_parallel_tasks_one_commit(spark, tmp_path):
     df.write.format("hudi_format").options(**{
         "hoodie.datasource.write.recordkey.field": "key", "hoodie.datasource.write.precombine.field": "ts",
         "hoodie.datasource.write.partitionpath.field": "part", "hoodie.datasource.write.operation": "insert",
-        "hoodie.parquet.compression.codec": "snappy"}).mode("overwrite").save(path)
+        "hoodie.parquet.compression.codec": "snappy",
+        "hoodie.parquet.max.file.size": str(40 * 1024 * 1024)}).mode("overwrite").save(path)
     table = hudi.open_table(path)
     instants = table.timeline.write_instants()
     assert [i.action for i in instants] == ["commit"]
     files = [os.path.basename(f) for f in glob.glob(f"{path}/*/*.parquet")]
     tokens = {re.match(r".+?_(\d+-\d+-\d+)_\d+\.parquet$", f).group(1) for f in files}
     # one Spark task per file group: several tasks, each with its own partition id and attempt
-    assert len(files) >= 4 and len(tokens) == len(files)
+    assert len(files) >= 8 and len(tokens) == len(files)
     assert len({t.split("-")[0] for t in tokens}) == len(files)
+    # reads: the session's two cores each get a task; minPartitions=1 packs the table into one
+    assert sum(s.total_size for s in table.file_slices()) > 8 * 1024 * 1024
+    assert load(spark, path).rdd.getNumPartitions() == 2
+    assert load(spark, path, minPartitions=1).rdd.getNumPartitions() == 1
     assert load(spark, path).count() == n
     keys = table.read(columns=["key"]).column("key")
     assert len(keys) == n and len(set(keys.to_pylist())) == n
