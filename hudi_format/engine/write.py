@@ -101,12 +101,15 @@ def write_bucket(bucket: WriteBucket, rows: pa.Table | None, storage_options: Ma
                          delete_keys=_strings(delete_keys), write_token=write_token)
 
 
-def commit(job: WriteJob, results: Iterable[BucketResult]) -> WriteResult:
+def commit(job: WriteJob, results: Iterable[BucketResult], *,
+           extra_metadata: Mapping[str, str] | None = None) -> WriteResult:
     """Commit the buckets' results as one instant: files of attempts no result reports are
     deleted, then lock, conflict check, metadata table, completed instant. Inline table
     services run after it (their errors are in ``service_errors``, never raised). A failed
-    commit is aborted (nothing becomes visible) and raises."""
-    done = commit_write(job, results, discard_unreported=True)
+    commit is aborted (nothing becomes visible) and raises. ``extra_metadata``: string
+    entries for the commit's ``extraMetadata`` (a streaming sink records its checkpoint there,
+    as Hudi's ``_hudi_streaming_sink_checkpoint``)."""
+    done = commit_write(job, results, discard_unreported=True, extra_metadata=extra_metadata)
     errors = run_inline_services(job.storage, TableConfig.load(job.storage), job.options,
                                  timeline=job.txn.timeline if job.txn is not None else None)
     return WriteResult.of(done, errors)

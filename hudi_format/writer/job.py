@@ -409,10 +409,13 @@ def _delete_records(keys: pa.Array | None, partition: str) -> pa.Table | None:
 
 
 # -- commit / abort ------------------------------------------------------------------------------
-def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unreported: bool = True) -> Instant:
+def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unreported: bool = True,
+                 extra_metadata: Mapping[str, str] | None = None) -> Instant:
     """Commit the buckets' stats as one instant. ``discard_unreported``: first delete files
     the markers name but no result reports (task attempts an engine retried or discarded), as
-    Hudi's finalize-write does."""
+    Hudi's finalize-write does. ``extra_metadata``: string entries added to the commit's
+    ``extraMetadata`` (e.g. a streaming sink's checkpoint), beside the writer schema."""
+    extra = _extra_metadata(extra_metadata)
     if job.txn is None:
         raise HudiError("this write has no open instant: plan_write() opens it")
     by_index: dict[int, BucketResult] = {}
@@ -436,7 +439,7 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
                 log.info("removing %s, written by a discarded attempt of %s", path, job.txn.instant_time)
                 job.storage.delete(path)
     metadata: dict[str, Any] = {"partitionToWriteStats": dict(stats), "compacted": False,
-                                "extraMetadata": {"schema": compact_json(job.data_avro)},
+                                "extraMetadata": {**extra, "schema": compact_json(job.data_avro)},
                                 "operationType": OPERATION_TYPES[job.operation]}
     if job.operation in REPLACE_OPS:
         metadata["partitionToReplaceFileIds"] = {p: list(f) for p, f in job.plan.replaced.items()}
@@ -459,6 +462,17 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
         raise
     job.config = txn.config
     return job.done
+
+
+def _extra_metadata(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """Checked extra metadata: Hudi keeps it as a map of strings; ``schema`` is the writer's."""
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
+        raise InvalidOptionError(f"extra_metadata must map strings to strings, got {extra!r}")
+    if "schema" in extra:
+        raise InvalidOptionError("extra_metadata may not set 'schema': the commit records the writer schema there")
+    return dict(extra)
 
 
 def abort_write(job: WriteJob) -> None:
