@@ -46,6 +46,7 @@ from pyspark.sql.datasource import (DataSourceStreamArrowWriter, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from hudi_format.errors import HudiError, InvalidOptionError
+from hudi_format.options import WRITE_SCOPES, validate
 
 from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow, to_spark_arrow
 from .datasource import (BEGIN, DEFAULT_MAX_PARTITION_BYTES, MAX_PARTITION_BYTES, NAME, SliceGroup, _pack,
@@ -155,6 +156,9 @@ class MicroBatchSink:
         self.mode = "append" if (output_mode or "append").lower() == "append" else "overwrite"
         self.identifier = identifier_of(self.options)
         self.storage_options = storage_options({k.lower(): v for k, v in self.options.items()})
+        # bad options fail start(), not the first micro-batch
+        validate({k: v for k, v in self.options.items() if k.startswith("hoodie.")
+                  and not k.startswith(("hoodie.datasource.query.", "hoodie.datasource.read."))}, WRITE_SCOPES)
 
     def __call__(self, df, batch_id: int) -> None:
         # One micro-batch of a writer at a time in this process: a query stopped mid-batch leaves
