@@ -239,3 +239,25 @@ def test_bad_sink_options_fail_at_start(spark, tmp_path):
          .option("hoodie.clean.commits.retained", "1").option("checkpointLocation", str(tmp_path / "cp"))
          .start(str(tmp_path / "t")))
     assert not (tmp_path / "t").exists()
+
+
+def test_stream_writer_api_without_the_hook_is_exactly_once(spark, tmp_path):
+    """A stream reaching the data source itself (no PySpark hook: SQL, other drivers) goes
+    through Spark's stream-writer API: staged rows, one commit per batch, the same checkpoint."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+    path, cp = str(tmp_path / "t"), str(tmp_path / "cp")
+    opts = {**OPTS, "hoodie.datasource.write.operation": "insert"}
+
+    def start():
+        w = (rate(spark).writeStream.format("hudi_format").options(**opts).option("checkpointLocation", cp)
+             .trigger(processingTime="0 seconds"))
+        return DataStreamWriter.start.__wrapped__(w, path)        # Spark's own start: the data source
+
+    run_until(start(), 1)
+    commits = sorted(pathlib.Path(cp, "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()                                          # Spark replays that batch
+    run_until(start(), int(commits[-1].name) + 1)
+    done = checkpoints(path)
+    assert done == list(range(len(done))) and len(done) >= 3
+    assert ids_of(path) == list(range((done[-1] + 1) * ROWS_PER_BATCH))
+    assert not list(pathlib.Path(path, ".hoodie", ".temp").glob("spark-stream-*/*.arrow"))   # staging removed
