@@ -11,7 +11,9 @@ and routes ``DataFrameWriter.save`` of format ``hudi_format`` to the distributed
 shuffle rows to file groups. Spark's own save modes map to Hudi as Hudi's datasource does:
 ``append`` runs ``hoodie.datasource.write.operation``; ``overwrite`` replaces the whole table
 (``insert_overwrite_table``; creates it if missing); ``errorifexists`` (Spark's default) and
-``ignore`` create the table or fail / do nothing when it exists.
+``ignore`` create the table or fail / do nothing when it exists. It also routes
+``df.writeStream.format("hudi_format")`` to the exactly-once streaming sink, and
+``spark.readStream.format("hudi_format")`` streams a table's commits (:mod:`spark_adapter.streaming`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .datasource import MIN_PARTITIONS, NAME, HudiDataSource
+from .streaming import install_stream_hooks
 from .writer import write_dataframe
 
 __all__ = ["register", "write_dataframe", "HudiDataSource", "NAME"]
@@ -35,6 +38,7 @@ def register(spark) -> None:
         pass
     _install_writer_hook()
     _install_reader_hook()
+    install_stream_hooks()
 
 
 def _install_reader_hook() -> None:

@@ -105,6 +105,15 @@ class HudiDataSource(DataSource):
         from .staged import StagedWriter
         return StagedWriter(dict(self.options), schema, overwrite)
 
+    # Structured Streaming: see spark_adapter.streaming
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from .streaming import StagedStreamWriter
+        return StagedStreamWriter(dict(self.options), schema, overwrite)
+
+    def streamReader(self, schema: StructType):
+        from .streaming import HudiStreamReader
+        return HudiStreamReader(dict(self.options), schema)
+
 
 class SliceGroup(InputPartition):
     """Scan tasks (``hudi_format.engine.ScanTask``: one file slice each, with the columns,

@@ -66,12 +66,13 @@ _READ_KEYS = ("hoodie.datasource.query.type", "hoodie.datasource.read.", "as.of.
 
 
 def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping[str, Any] | None = None,
-                    partition_by: list[str] | None = None):
+                    partition_by: list[str] | None = None, extra_metadata: Mapping[str, str] | None = None):
     """Write ``df`` to the Hudi table at ``path`` as one commit; returns the completed instant
     (``None`` when ``mode="ignore"`` found a table). ``options``: Hudi's datasource write keys
     (``hoodie.datasource.write.operation``, ``.recordkey.field``, ``.precombine.field``,
     ``.partitionpath.field``, ``.table.type``, ``hoodie.table.name``, any ``hoodie.*`` write
-    option) and ``storage_options`` (fsspec options as JSON)."""
+    option) and ``storage_options`` (fsspec options as JSON). ``extra_metadata``: entries for the
+    commit's extra metadata (the streaming sink's checkpoint)."""
     mode = _MODE_ALIASES.get(mode.lower() if isinstance(mode, str) else mode, mode.lower() if mode else mode)
     if mode not in MODES:
         raise InvalidOptionError(f"save mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -89,15 +90,16 @@ def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping
         return None
     if exists and mode == "overwrite":
         operation = "insert_overwrite_table"
-    return DistributedWrite(df, path, operation, opts, _storage_options(raw)).run()
+    return DistributedWrite(df, path, operation, opts, _storage_options(raw), extra_metadata).run()
 
 
 class DistributedWrite:
     """One commit of a DataFrame; see the module docstring for the steps."""
 
     def __init__(self, df, path: str, operation: str, options: Mapping[str, Any],
-                 storage_options: Mapping[str, Any] | None):
+                 storage_options: Mapping[str, Any] | None, extra_metadata: Mapping[str, str] | None = None):
         self.df = df
+        self.extra_metadata = dict(extra_metadata) if extra_metadata else None
         self.path = path
         self.op = operation
         self.options = dict(options)
@@ -160,9 +162,10 @@ class DistributedWrite:
                 results = self._run_tasks(buckets, keyer, assignment, locations)
                 return engine.commit(job, [
                     engine.BucketResult(index=b, partition=buckets[b].partition,
-                                            stat=engine.WriteStat.from_dict(json.loads(stat)),
+                                        stat=engine.WriteStat.from_dict(json.loads(stat)),
                                         files=tuple(json.loads(files)))
-                    for b, stat, files in zip(*(results.column(c).to_pylist() for c in ("bucket", "stat", "files")))])
+                    for b, stat, files in zip(*(results.column(c).to_pylist() for c in ("bucket", "stat", "files")))],
+                    extra_metadata=self.extra_metadata)
             except BaseException:
                 engine.abort(job)     # every file its markers name, the pending instant
                 raise

@@ -10,7 +10,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import sys
 
 import pytest
 
@@ -24,28 +23,10 @@ import hudi_format as hudi  # noqa: E402
 from canonical import canonical_rows  # noqa: E402
 from writemodel import hudi_rs_read  # noqa: E402
 
-from pyspark.sql import DataFrame, SparkSession, functions as F  # noqa: E402
+from pyspark.sql import DataFrame, functions as F  # noqa: E402
 
-import spark_adapter  # noqa: E402
 
 META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    session = (SparkSession.builder.master("local[2]").appName("spark_adapter tagging tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.memory", "2g")
-               .config("spark.ui.showConsoleProgress", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    spark_adapter.register(session)
-    yield session
-    session.stop()
 
 
 def rows(ids, ts, partitions=("a", "b", "c", "d"), seed=0) -> pa.Table:

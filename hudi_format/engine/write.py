@@ -110,12 +110,15 @@ def write_bucket(bucket: WriteBucket, rows: pa.Table | None, storage_options: Ma
                          delete_keys=_strings(delete_keys), write_token=write_token)
 
 
-def commit(job: WriteJob, results: Iterable[BucketResult]) -> WriteResult:
+def commit(job: WriteJob, results: Iterable[BucketResult], *,
+           extra_metadata: Mapping[str, str] | None = None) -> WriteResult:
     """Commit the buckets' results as one instant: files of attempts no result reports are
     deleted, then lock, conflict check, metadata table, completed instant. Inline table
     services run after it (their errors are in ``service_errors``, never raised). A failed
-    commit is aborted (nothing becomes visible) and raises."""
-    done = commit_write(job, results, discard_unreported=True)
+    commit is aborted (nothing becomes visible) and raises. ``extra_metadata``: string
+    entries for the commit's ``extraMetadata`` (a streaming sink records its checkpoint there,
+    as Hudi's ``_hudi_streaming_sink_checkpoint``)."""
+    done = commit_write(job, results, discard_unreported=True, extra_metadata=extra_metadata)
     after = job.committed if job.committed is not None else TableSnapshot.load(job.storage)
     errors = run_inline_services(job.storage, after.config, job.options, snapshot=after)
     return WriteResult.of(done, errors)

@@ -104,6 +104,9 @@ declare(
     _w("hoodie.bloom.index.filter.type", "choice", "DYNAMIC_V0", "Bloom filter kind written to footers.",
        allowed=("SIMPLE", "DYNAMIC_V0")),
     _w("hoodie.bloom.index.filter.dynamic.max.entries", "int", 100000, "DYNAMIC_V0: keys a filter grows to."),
+    _w("hoodie.datasource.write.streaming.checkpoint.identifier", "str", "default_single_writer",
+       "Structured Streaming sink: this writer's name in the commit's _hudi_streaming_sink_checkpoint "
+       "(micro-batches it already committed are skipped on replay); one per streaming writer."),
     # -- Spark-only keys ----------------------------------------------------------------------
     *(_ignored(k) for k in (
         "hoodie.upsert.shuffle.parallelism", "hoodie.insert.shuffle.parallelism",

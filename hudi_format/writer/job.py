@@ -434,10 +434,13 @@ def _delete_records(keys: pa.Array | None, partition: str) -> pa.Table | None:
 
 
 # -- commit / abort ------------------------------------------------------------------------------
-def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unreported: bool = True) -> Instant:
+def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unreported: bool = True,
+                 extra_metadata: Mapping[str, str] | None = None) -> Instant:
     """Commit the buckets' stats as one instant. ``discard_unreported``: first delete files
     the markers name but no result reports (task attempts an engine retried or discarded), as
-    Hudi's finalize-write does."""
+    Hudi's finalize-write does. ``extra_metadata``: string entries added to the commit's
+    ``extraMetadata`` (e.g. a streaming sink's checkpoint), beside the writer schema."""
+    extra = _extra_metadata(extra_metadata)
     if job.txn is None:
         raise HudiError("this write has no open instant: plan_write() opens it")
     by_index: dict[int, BucketResult] = {}
@@ -459,7 +462,7 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
                 log.info("removing %s, written by a discarded attempt of %s", path, job.txn.instant_time)
                 job.storage.delete(path)
     metadata = commit_metadata(stats, operation_type=OPERATION_TYPES[job.operation],
-                               extra_metadata={"schema": compact_json(job.data_avro)},
+                               extra_metadata={**extra, "schema": compact_json(job.data_avro)},
                                replaced_file_ids=job.plan.replaced if job.operation in REPLACE_OPS else None)
     txn = job.txn
     mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
@@ -493,6 +496,17 @@ def after_commit(storage: Storage, txn: Transaction, before: TableSnapshot | Non
     if before is not None:
         return before.advanced(txn.done, config=txn.config)
     return TableSnapshot(storage, txn.config)
+
+
+def _extra_metadata(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """Checked extra metadata: Hudi keeps it as a map of strings; ``schema`` is the writer's."""
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
+        raise InvalidOptionError(f"extra_metadata must map strings to strings, got {extra!r}")
+    if "schema" in extra:
+        raise InvalidOptionError("extra_metadata may not set 'schema': the commit records the writer schema there")
+    return dict(extra)
 
 
 def abort_write(job: WriteJob) -> None:

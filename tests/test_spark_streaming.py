@@ -1,0 +1,249 @@
+"""Structured Streaming through ``hudi_format``: the sink commits every micro-batch exactly once
+across restarts and replays (checked with hudi-rs too), the source streams a table's commits into
+another table that ends up equal to it, and inline table services run while streaming."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+
+import hudi_format as hudi  # noqa: E402
+from hudi_format.errors import HudiError  # noqa: E402
+from spark_adapter.streaming import (SINK_CHECKPOINT_KEY, MicroBatchSink, checkpoint_metadata,  # noqa: E402
+                                     committed_batch, should_skip)
+from spark_adapter.writer import write_dataframe  # noqa: E402
+from writemodel import hudi_rs_read  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_timeout(spark):
+    """Queries stopped mid-batch get time to finish it (the shared session of conftest.py)."""
+    spark.conf.set("spark.sql.streaming.stopTimeout", "60s")
+    yield
+
+
+OPTS = {"hoodie.table.name": "s", "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "part",
+        "hoodie.metadata.enable": "false"}
+ROWS_PER_BATCH = 30
+
+
+def rate(spark, keys: int | None = None):
+    """``rate-micro-batch``: batch ``n`` holds values ``[n*30, (n+1)*30)``, the same on a replay."""
+    df = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", ROWS_PER_BATCH)
+          .option("numPartitions", 2).load())
+    key = "value" if keys is None else f"value % {keys}"
+    return df.selectExpr(f"cast({key} as long) as id", "cast(value as long) as ts",
+                         f"cast(({key}) % 3 as string) as part")
+
+
+def run_until(query, batch_id: int, timeout: float = 120) -> None:
+    """Let ``query`` run until micro-batch ``batch_id`` completed, then stop it (possibly in
+    the middle of the next batch: a stop at any point must keep the table exactly-once)."""
+    deadline = time.monotonic() + timeout
+    while (query.lastProgress or {}).get("batchId", -1) < batch_id:
+        if query.exception() is not None:
+            raise query.exception()
+        assert time.monotonic() < deadline, "the stream did not progress"
+        time.sleep(0.1)
+    query.stop()
+
+
+def checkpoints(path: str) -> list[int]:
+    """The batch ids of the sink's commits, in commit order."""
+    table = hudi.open_table(path)
+    out = []
+    for instant in table.timeline.write_instants():
+        value = table.timeline.metadata(instant).extra_metadata.get(SINK_CHECKPOINT_KEY)
+        if value:
+            out.append(int(next(iter(__import__("json").loads(value).values()))))
+    return out
+
+
+def ids_of(path: str) -> list[int]:
+    ours = sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist())
+    theirs = sorted(hudi_rs_read(path).column("id").to_pylist())
+    assert ours == theirs
+    return ours
+
+
+def test_rate_stream_stopped_restarted_and_replayed_is_exactly_once(spark, tmp_path):
+    path, cp = str(tmp_path / "t"), str(tmp_path / "cp")
+    opts = {**OPTS, "hoodie.datasource.write.operation": "insert"}   # a replay would duplicate keys
+
+    def start():
+        return (rate(spark).writeStream.format("hudi_format").options(**opts)
+                .option("checkpointLocation", cp).trigger(processingTime="0 seconds").start(path))
+
+    run_until(start(), 1)
+    first = checkpoints(path)
+    assert first[:2] == [0, 1]
+    run_until(start(), first[-1] + 1)                   # restarted from the same checkpoint
+    # Spark's commit log loses its last entry: Spark runs that batch again, the sink skips it
+    commits = sorted(pathlib.Path(cp, "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    replayed = int(commits[-1].name)
+    commits[-1].unlink()
+    before = checkpoints(path)
+    assert replayed in before
+    q = start()
+    run_until(q, replayed + 1)
+    done = checkpoints(path)
+    assert done == list(range(len(done))) and done[:len(before)] == before   # each batch once, in order
+    n = (done[-1] + 1) * ROWS_PER_BATCH
+    assert ids_of(path) == list(range(n))               # every key exactly once, no gap
+    assert committed_batch(path, None, "default_single_writer")[0] == done[-1]
+
+
+def test_a_batch_id_already_committed_is_skipped(spark, tmp_path):
+    path = str(tmp_path / "t")
+    sink = MicroBatchSink(path, {**OPTS, "hoodie.datasource.write.operation": "insert",
+                                 "hoodie.datasource.write.streaming.checkpoint.identifier": "w1"})
+    df = spark.range(0, 20).selectExpr("id", "id as ts", "cast(id % 2 as string) as part")
+    sink(df, 0)
+    sink(df, 0)                                  # the same batch again: nothing written
+    assert checkpoints(path) == [0] and ids_of(path) == list(range(20))
+    more = spark.range(20, 30).selectExpr("id", "id as ts", "cast(id % 2 as string) as part")
+    sink(more, 1)
+    sink(df, 0)                                  # an older batch: skipped too
+    assert checkpoints(path) == [0, 1] and ids_of(path) == list(range(30))
+    # another writer of the table (own identifier) is not skipped by w1's checkpoint
+    other = MicroBatchSink(path, {**OPTS, "hoodie.datasource.write.operation": "upsert",
+                                  "hoodie.datasource.write.streaming.checkpoint.identifier": "w2"})
+    other(more.selectExpr("id", "ts + 1 as ts", "part"), 0)
+    assert checkpoints(path) == [0, 1, 0] and committed_batch(path, None, "w1")[0] == 1
+    assert committed_batch(path, None, "w2")[0] == 0
+
+
+def test_a_new_query_reusing_an_identifier_fails_instead_of_skipping(spark, tmp_path):
+    path = str(tmp_path / "t")
+    df = spark.range(0, 5).selectExpr("id", "id as ts", "'a' as part")
+    write_dataframe(df, path, options=OPTS, extra_metadata=checkpoint_metadata("w", 3, "query-1"))
+    assert should_skip(path, None, "w", 2, "query-1") and should_skip(path, None, "w", 3, None)
+    assert not should_skip(path, None, "w", 4, "query-2") and not should_skip(path, None, "v", 0, "query-2")
+    with pytest.raises(HudiError, match="hoodie.datasource.write.streaming.checkpoint.identifier"):
+        should_skip(path, None, "w", 0, "query-2")
+
+
+def _write_a(path: str, ids, ts: int, op: str = "upsert", **kw) -> None:
+    rows = pa.table({"id": pa.array(list(ids), pa.int64()), "ts": pa.array([ts] * len(ids), pa.int64()),
+                     "part": pa.array([str(i % 3) for i in ids]), "v": pa.array([f"v{ts}-{i}" for i in ids])})
+    hudi.write(path, rows, operation=op, options={**OPTS, "hoodie.table.name": "a"}, **kw)
+
+
+def _rows(path: str) -> list[tuple]:
+    t = hudi.open_table(path).read(columns=["id", "ts", "part", "v"])
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "ts", "part", "v"))))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_table_a_through_the_source_into_table_b_equals_a(spark, tmp_path, table_type):
+    a, b, cp = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "cp")
+    _write_a(a, range(40), 1, table_type=table_type)
+    _write_a(a, list(range(0, 40, 3)) + list(range(40, 50)), 2)      # updates and inserts
+    stream = spark.readStream.format("hudi_format").load(a)
+    q = (stream.writeStream.format("hudi_format").options(**{**OPTS, "hoodie.table.name": "b"})
+         .option("hoodie.datasource.write.table.type", "MERGE_ON_READ").option("checkpointLocation", cp).start(b))
+    try:
+        q.processAllAvailable()
+        assert _rows(b) == _rows(a)
+        for ts in (3, 4):                                               # more commits while it runs
+            _write_a(a, list(range(ts, 60, 5)), ts)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert _rows(b) == _rows(a) and len(_rows(b)) == 54
+    assert sorted(hudi_rs_read(b).column("id").to_pylist()) == [r[0] for r in _rows(a)]
+    # restarted later from its checkpoint: only the commits since
+    _write_a(a, [7, 70], 5)
+    q = (spark.readStream.format("hudi_format").load(a).writeStream.format("hudi_format")
+         .options(**{**OPTS, "hoodie.table.name": "b"}).option("checkpointLocation", cp).start(b))
+    try:
+        q.processAllAvailable()
+        assert q.lastProgress["numInputRows"] == 2
+    finally:
+        q.stop()
+    assert _rows(b) == _rows(a)
+
+
+def test_source_start_offsets(spark, tmp_path):
+    a = str(tmp_path / "a")
+    _write_a(a, range(10), 1)
+    _write_a(a, range(10, 15), 2)
+    table = hudi.open_table(a)
+    first = table.timeline.write_instants()[0]
+    bound = first.completion_time or first.timestamp
+
+    def collect(name: str, **options) -> list[int]:
+        q = (spark.readStream.format("hudi_format").options(**options).load(a).writeStream
+             .format("memory").queryName(name).start())
+        try:
+            q.processAllAvailable()
+            if name == "latest":
+                assert spark.table(name).count() == 0
+                _write_a(a, [99], 3)
+                q.processAllAvailable()
+        finally:
+            q.stop()
+        return sorted(r.id for r in spark.table(name).select("id").collect())
+
+    assert collect("earliest") == list(range(15))
+    assert collect("after_first", **{"hoodie.datasource.streaming.startOffset": bound}) == list(range(10, 15))
+    assert collect("latest", **{"hoodie.datasource.streaming.startOffset": "latest"}) == [99]
+
+
+def test_inline_compaction_and_clean_run_while_streaming(spark, tmp_path):
+    path, cp = str(tmp_path / "t"), str(tmp_path / "cp")
+    opts = {**OPTS, "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+            "hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2",
+            "hoodie.cleaner.commits.retained": "1"}
+    q = (rate(spark, keys=20).writeStream.format("hudi_format").options(**opts)
+         .option("checkpointLocation", cp).trigger(processingTime="0 seconds").start(path))
+    run_until(q, 4)
+    table = hudi.open_table(path)
+    actions = [i.action for i in table.timeline.completed]
+    assert "commit" in actions and "clean" in actions, actions          # compaction, then clean
+    done = checkpoints(path)
+    assert done == list(range(len(done)))
+    n = (done[-1] + 1) * ROWS_PER_BATCH
+    expected = {v % 20: v for v in range(n)}                            # latest ts per key
+    t = table.read(columns=["id", "ts"])
+    assert dict(zip(t.column("id").to_pylist(), t.column("ts").to_pylist())) == expected
+    rs = hudi_rs_read(path)
+    assert dict(zip(rs.column("id").to_pylist(), rs.column("ts").to_pylist())) == expected
+
+
+def test_bad_sink_options_fail_at_start(spark, tmp_path):
+    with pytest.raises(HudiError, match="hoodie.cleaner.commits.retained"):
+        (rate(spark).writeStream.format("hudi_format").options(**OPTS)
+         .option("hoodie.clean.commits.retained", "1").option("checkpointLocation", str(tmp_path / "cp"))
+         .start(str(tmp_path / "t")))
+    assert not (tmp_path / "t").exists()
+
+
+def test_stream_writer_api_without_the_hook_is_exactly_once(spark, tmp_path):
+    """A stream reaching the data source itself (no PySpark hook: SQL, other drivers) goes
+    through Spark's stream-writer API: staged rows, one commit per batch, the same checkpoint."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+    path, cp = str(tmp_path / "t"), str(tmp_path / "cp")
+    opts = {**OPTS, "hoodie.datasource.write.operation": "insert"}
+
+    def start():
+        w = (rate(spark).writeStream.format("hudi_format").options(**opts).option("checkpointLocation", cp)
+             .trigger(processingTime="0 seconds"))
+        return DataStreamWriter.start.__wrapped__(w, path)        # Spark's own start: the data source
+
+    run_until(start(), 1)
+    commits = sorted(pathlib.Path(cp, "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()                                          # Spark replays that batch
+    run_until(start(), int(commits[-1].name) + 1)
+    done = checkpoints(path)
+    assert done == list(range(len(done))) and len(done) >= 3
+    assert ids_of(path) == list(range((done[-1] + 1) * ROWS_PER_BATCH))
+    assert not list(pathlib.Path(path, ".hoodie", ".temp").glob("spark-stream-*/*.arrow"))   # staging removed
