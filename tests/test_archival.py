@@ -25,6 +25,7 @@ from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
 import hudi_format as hudi
 from canonical import canonical_rows
+from hudi_format.options import values
 from hudi_format.services import archival, cleaning
 from hudi_format.timeline import Timeline, TimelineWriter
 from hudi_format.timeline.history_writer import LSMTimelineWriter, ActiveAction
@@ -353,8 +354,7 @@ def test_min_max_follow_the_cleaner(tmp_path):
     _grow(path, "COPY_ON_WRITE", 8, 14, LOW, archive_each=False)
     st, cfg = storage_config(path)
     tl = Timeline.load(st, cfg)
-    opts = cleaning.read_options({"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5},
-                                 archival.SERVICE_OPTIONS)
+    opts = values({"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5}, archival.OPTION_KEYS)
     # the default cleaner keeps 10 commits: 9 after its earliest retained one, + 2
     assert archival.min_max_to_keep(tl, opts) == (11, 13)
     assert len(archival.archive(st, cfg, {"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5})) == 3
@@ -374,7 +374,7 @@ def test_nothing_to_archive_below_max(tmp_path):
 
 
 def test_service_options():
-    o = archival.SERVICE_OPTIONS
-    assert o["hoodie.keep.min.commits"] == ("int", 20) and o["hoodie.keep.max.commits"] == ("int", 30)
-    assert o["hoodie.timeline.compaction.batch.size"] == ("int", 10)
-    assert o["hoodie.archive.automatic"] == ("bool", True)
+    o = values({}, archival.OPTION_KEYS)
+    assert o["hoodie.keep.min.commits"] == 20 and o["hoodie.keep.max.commits"] == 30
+    assert o["hoodie.timeline.compaction.batch.size"] == 10
+    assert o["hoodie.archive.automatic"] is True

@@ -22,6 +22,7 @@ import hudi_format as hudi
 from canonical import canonical_rows
 from hudi_format.config import TableConfig
 from hudi_format.errors import HudiError, InvalidOptionError
+from hudi_format.options import values
 from hudi_format.services import cleaning
 from hudi_format.storage import Storage
 from hudi_format.timeline import State, Timeline, TimelineWriter
@@ -456,9 +457,10 @@ def test_trigger_max_commits(tmp_path):
 
 
 def test_service_options():
-    assert cleaning.SERVICE_OPTIONS["hoodie.cleaner.commits.retained"] == ("int", 10)
-    assert cleaning.SERVICE_OPTIONS["hoodie.cleaner.fileversions.retained"] == ("int", 3)
-    assert cleaning.SERVICE_OPTIONS["hoodie.cleaner.hours.retained"] == ("int", 24)
-    assert cleaning.SERVICE_OPTIONS["hoodie.cleaner.policy"][1] == "KEEP_LATEST_COMMITS"
+    defaults = values({}, cleaning.OPTION_KEYS)
+    assert defaults["hoodie.cleaner.commits.retained"] == 10
+    assert defaults["hoodie.cleaner.fileversions.retained"] == 3
+    assert defaults["hoodie.cleaner.hours.retained"] == 24
+    assert defaults["hoodie.cleaner.policy"] == "KEEP_LATEST_COMMITS"
     with pytest.raises(InvalidOptionError):
-        cleaning.read_options({"hoodie.cleaner.policy": "KEEP_EVERYTHING"}, cleaning.SERVICE_OPTIONS)
+        values({"hoodie.cleaner.policy": "KEEP_EVERYTHING"}, cleaning.OPTION_KEYS)

@@ -130,13 +130,17 @@ def test_a_key_is_declared_once():
         declare(OptionSpec("hoodie.test.choice", "choice", "c", "Doc.", "write", allowed=("a", "b")))
 
 
-def test_old_registries_are_views_of_the_one_registry():
-    from hudi_format.metadata.options import MDT_OPTIONS
+def test_services_read_the_one_registry():
+    """No second registry: services name the keys they read; values and defaults come from
+    hudi_format.options (the tuple views of the old registries are gone)."""
+    from hudi_format.options import values
     from hudi_format.services import SERVICE_OPTIONS, archival, cleaning
-    assert MDT_OPTIONS["hoodie.metadata.compact.max.delta.commits"] == ("int", default(
-        "hoodie.metadata.compact.max.delta.commits"))
-    assert archival.SERVICE_OPTIONS["hoodie.cleaner.commits.retained"] == \
-        cleaning.SERVICE_OPTIONS["hoodie.cleaner.commits.retained"] == ("int", 10)
+    import hudi_format.metadata.options as mdt_options
+    assert not hasattr(mdt_options, "MDT_OPTIONS")
+    assert not hasattr(cleaning, "SERVICE_OPTIONS") and not hasattr(archival, "SERVICE_OPTIONS")
+    assert values({}, archival.OPTION_KEYS)["hoodie.cleaner.commits.retained"] == \
+        values({}, cleaning.OPTION_KEYS)["hoodie.cleaner.commits.retained"] == 10
+    assert values({"hoodie.cleaner.commits.retained": "7"}, cleaning.OPTION_KEYS)["hoodie.cleaner.commits.retained"] == 7
     assert SERVICE_OPTIONS["hoodie.layout.optimize.strategy"] is spec("hoodie.layout.optimize.strategy")
 
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import HudiError
-from ..options import legacy_view, specs
 
 
 class MetadataTableError(HudiError):
     """The metadata table cannot be written (or bootstrapped) as asked."""
 
 
-# key -> (kind, default), from the option registry (hudi_format.options.metadata)
-MDT_OPTIONS: dict[str, tuple[str, Any]] = legacy_view(specs("metadata"))
 DEFAULT_METADATA_CLEANER_COMMITS_RETAINED = 20
 _RECORD_INDEX_SKIPPED_OPS = ("COMPACT", "LOG_COMPACT")
 _META_COLUMNS_INDEXED = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")

@@ -73,13 +73,13 @@ from .hfiles import hfile_data_block, write_base_hfile  # noqa: F401 - re-export
 from .compaction import MetadataCompaction
 from .rollback import MetadataRollback
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
-                      DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MDT_OPTIONS, MetadataTableError)
+                      DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, MetadataTableError)
 
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MDT_OPTIONS", "MetadataTableError", "MetadataWriter", "MetadataTableServices", "DataTableSnapshot", "Delta",
+    "MetadataTableError", "MetadataWriter", "MetadataTableServices", "DataTableSnapshot", "Delta",
     "is_metadata_table", "metadata_enabled",
 ]
 

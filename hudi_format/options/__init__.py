@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from . import lock, metadata, services, write  # noqa: F401  - declare every scope
 from .registry import (READ_SCOPES, SCOPES, SERVICE_SCOPES, TYPES, WRITE_SCOPES, OptionSpec, all_specs,
-                       default, legacy_view, lookup, option, parse_bool, spec, specs, validate)
+                       default, lookup, option, parse_bool, spec, specs, validate, values)
 from .write import OPERATIONS
 
 __all__ = ["OptionSpec", "validate", "option", "default", "spec", "specs", "lookup", "all_specs",
-           "parse_bool", "legacy_view", "SCOPES", "TYPES", "READ_SCOPES", "WRITE_SCOPES",
+           "parse_bool", "values", "SCOPES", "TYPES", "READ_SCOPES", "WRITE_SCOPES",
            "SERVICE_SCOPES", "OPERATIONS"]

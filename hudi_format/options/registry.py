@@ -250,13 +250,7 @@ def validate(options: Mapping[str, Any] | None, scopes: Iterable[str] = WRITE_SC
     return out
 
 
-def legacy_view(keys: Iterable[str]) -> dict[str, tuple[str, Any]]:
-    """``key -> (kind, default)`` for ``keys``, the tuple shape of the registries this one
-    replaced (kinds ``int``, ``bool``, ``str``, ``float``, ``choice:a|b``). Only for modules not
-    yet moved to :func:`option`; the values come from the registry, so nothing is repeated."""
-    out: dict[str, tuple[str, Any]] = {}
-    for key in keys:
-        item = spec(key)
-        kind = "choice:" + "|".join(item.allowed) if item.type == "choice" else item.type
-        out[key] = (kind, item.default)
-    return out
+def values(opts: Mapping[str, Any] | None, keys: Iterable[str]) -> dict[str, Any]:
+    """``key -> option(opts, key)`` for ``keys``: the parsed values a service reads at once
+    (other keys of ``opts`` are ignored: inline services receive the whole write option map)."""
+    return {key: option(opts, key) for key in keys}

@@ -48,23 +48,23 @@ from typing import Any, Mapping
 
 from ..config import TableConfig
 from ..errors import InvalidOptionError, TimelineError
-from ..options import legacy_view
+from ..options import values
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..timeline.history_writer import ActiveAction, LSMTimelineWriter, write_v6_archive
 from ..transaction.snapshot import TableSnapshot
-from .cleaning import completed_commits, earliest_commit_to_retain, read_options
+from .cleaning import completed_commits, earliest_commit_to_retain
 
 log = logging.getLogger(__name__)
 
-#: Hudi's option keys this module reads: key -> (kind, default)
-SERVICE_OPTIONS: dict[str, tuple[str, Any]] = legacy_view((
+#: Hudi's option keys this module reads (declared in hudi_format.options)
+OPTION_KEYS: tuple[str, ...] = (
     "hoodie.archive.automatic", "hoodie.keep.min.commits", "hoodie.keep.max.commits",
     "hoodie.archive.beyond.savepoint", "hoodie.timeline.compaction.batch.size",
     "hoodie.timeline.compaction.target.file.max.bytes", "hoodie.commits.archival.batch",
     "hoodie.compact.inline.max.delta.commits", "hoodie.compact.inline.trigger.strategy",
     # the cleaner's retention bounds archival too (ArchivalUtils.getMinAndMaxInstantsToKeep)
-    "hoodie.cleaner.policy", "hoodie.cleaner.commits.retained", "hoodie.cleaner.hours.retained"))
+    "hoodie.cleaner.policy", "hoodie.cleaner.commits.retained", "hoodie.cleaner.hours.retained")
 
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
 _WRITE_TIMELINE = WRITE_ACTIONS + ("compaction", "logcompaction", "clustering")
@@ -304,7 +304,7 @@ def instants_to_archive(timeline: Timeline, options: Mapping[str, Any] | None = 
 
     ``data_timeline``: when archiving a metadata table, the active timeline of its data table.
     """
-    opts = read_options(options, SERVICE_OPTIONS)
+    opts = values(options, OPTION_KEYS)
     lo, hi = min_max_to_keep(timeline, opts)
     completed = completed_commits(timeline)
     if len(completed) <= hi:
@@ -386,7 +386,7 @@ def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
     must decide on (listed under the lock the caller holds, or the metadata table's under its
     data table's lock); reused while this process changed nothing since it was listed.
     """
-    opts = read_options(options, SERVICE_OPTIONS)
+    opts = values(options, OPTION_KEYS)
     timeline = Timeline.current(storage, config, snapshot.timeline if snapshot is not None else None)
     chosen = instants_to_archive(timeline, options, data_timeline)
     if not chosen:
@@ -405,4 +405,4 @@ def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
     return chosen
 
 
-__all__ = ["SERVICE_OPTIONS", "archive", "instants_to_archive", "min_max_to_keep"]
+__all__ = ["OPTION_KEYS", "archive", "instants_to_archive", "min_max_to_keep"]

@@ -37,8 +37,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from ..config import TableConfig
-from ..options import legacy_view
-from ..writer.options import _coerce
+from ..options import values
 from ..errors import InvalidOptionError, TimelineError
 from ..read.snapshot import ReadState
 from ..storage import Storage
@@ -57,11 +56,11 @@ KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
 KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
 POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS)
 
-#: Hudi's option keys this module reads: key -> (kind, default), kinds as in writer.options
-SERVICE_OPTIONS: dict[str, tuple[str, Any]] = legacy_view((
+#: Hudi's option keys this module reads (declared in hudi_format.options)
+OPTION_KEYS: tuple[str, ...] = (
     "hoodie.clean.automatic", "hoodie.cleaner.policy", "hoodie.cleaner.commits.retained",
     "hoodie.cleaner.fileversions.retained", "hoodie.cleaner.hours.retained",
-    "hoodie.clean.trigger.strategy", "hoodie.clean.max.commits"))
+    "hoodie.clean.trigger.strategy", "hoodie.clean.max.commits")
 
 CLEAN_PLAN_VERSION = 2  # CleanPlanner.LATEST_CLEAN_PLAN_VERSION
 CLEAN_METADATA_VERSION = 2  # CleanMetadataV2MigrationHandler.VERSION
@@ -69,22 +68,6 @@ SAVEPOINTED_TIMESTAMPS = "savepointed_timestamps"  # CleanerUtils.SAVEPOINTED_TI
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
 # commits-and-compaction timeline: whose pending instants bound the earliest commit to retain
 _COMMITS_AND_COMPACTION = WRITE_ACTIONS + ("compaction", "logcompaction", "clustering")
-
-
-# -- options ---------------------------------------------------------------------------------
-def coerce_option(key: str, kind: str, value: Any) -> Any:
-    """Coerce one option value by kind, exactly as write options are coerced."""
-    return _coerce(key, kind, value)
-
-
-def read_options(options: Mapping[str, Any] | None, known: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
-    """The ``known`` keys with their defaults, overridden by ``options`` (other keys ignored:
-    inline services receive the whole write option map)."""
-    out = {k: default for k, (_, default) in known.items()}
-    for key, value in (options or {}).items():
-        if key in known and value is not None:
-            out[key] = coerce_option(key, known[key][0], value)
-    return out
 
 
 def _now_ms() -> int:
@@ -316,7 +299,7 @@ def _commits_since_last_clean(timeline: Timeline) -> int:
 def build_clean_plan(storage: Storage, config: TableConfig, timeline: Timeline | None = None,
                      options: Mapping[str, Any] | None = None) -> dict:
     """The ``HoodieCleanerPlan`` a clean scheduled now would write (possibly with no work)."""
-    opts = read_options(options, SERVICE_OPTIONS)
+    opts = values(options, OPTION_KEYS)
     timeline = timeline if timeline is not None else Timeline.load(storage, config)
     return _Planner(storage, config, timeline, opts).plan()
 
@@ -326,7 +309,7 @@ def nothing_to_clean(timeline: Timeline, options: Mapping[str, Any] | None = Non
     alone: fewer commits than ``hoodie.clean.max.commits`` since the last clean, or a policy
     retaining by commits (or hours) with no commit old enough to clean before. (A pending
     clean is the caller's to check.)"""
-    opts = read_options(options, SERVICE_OPTIONS)
+    opts = values(options, OPTION_KEYS)
     try:
         if _commits_since_last_clean(timeline) < opts["hoodie.clean.max.commits"]:
             return True
@@ -342,7 +325,7 @@ def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, 
     """Plan a clean: ``<ts>.clean.requested`` with its ``HoodieCleanerPlan``; ``None`` when the
     trigger (``hoodie.clean.max.commits`` commits since the last clean) is not met or nothing
     would be deleted. ``timeline``: the caller's listing, taken under the table lock."""
-    opts = read_options(options, SERVICE_OPTIONS)
+    opts = values(options, OPTION_KEYS)
     timeline = timeline if timeline is not None else Timeline.load(storage, config)
     if _commits_since_last_clean(timeline) < opts["hoodie.clean.max.commits"]:
         return None
@@ -470,6 +453,6 @@ def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | No
                                 schedule, "clean")
 
 
-__all__ = ["SERVICE_OPTIONS", "schedule_clean", "run_clean", "clean", "build_clean_plan",
+__all__ = ["OPTION_KEYS", "schedule_clean", "run_clean", "clean", "build_clean_plan",
            "earliest_commit_to_retain", "KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS",
            "KEEP_LATEST_BY_HOURS"]

@@ -9,17 +9,10 @@ from typing import Any, Mapping
 
 from ..config import TableConfig
 from ..errors import InvalidOptionError
-from ..options import OPERATIONS, lookup, option, parse_bool
+from ..options import OPERATIONS, option, parse_bool
 from .file_sizing import SizingConfig
 
 __all__ = ["OPERATIONS", "sizing_config", "check_against_table", "check_write_arguments"]
-
-
-def _coerce(key: str, kind: str, value: Any) -> Any:
-    """The registry's parse of ``key`` (``kind`` is ignored: the registry knows the type). Kept
-    for ``services.cleaning``, which has not moved to :func:`hudi_format.options.option` yet."""
-    spec = lookup(key)
-    return value if spec is None else spec.parse(value, key)
 
 
 def sizing_config(opts: Mapping[str, Any]) -> SizingConfig:
