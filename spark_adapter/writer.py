@@ -15,8 +15,12 @@ The driver does what only it can do: open the instant and plan it. Executors do 
    file groups, pending-clustering checks, as the core plans a batch it holds) turns the
    counts into *buckets*: an existing file group to merge into (COW) or append to (MOR), or a
    new file group; it opens the instant.
+   A write without an index (bulk_insert, insert) whose partition path is a plain rendering
+   of the values is counted by Spark per partition value instead (:mod:`.spread`): the rows
+   then cross into Python once, in the task writing them, which computes their keys.
 4. Route and shuffle: the rows, joined again with the index's answer (persisted), get their
-   bucket in a ``mapInArrow``: updates and deletes that of the file group the index found;
+   bucket by Spark expressions and a broadcast join with the plan (:mod:`.spread`; a
+   timestamp-based key generator in a ``mapInArrow``): updates and deletes that of the file group the index found;
    inserts of a partition are spread over its buckets by a hash of the key, in proportion to
    the plan, as Hudi's ``UpsertPartitioner`` does. ``repartition(n_buckets, slot)`` makes
    bucket ``i`` Spark partition ``i``, so each task owns exactly one file group.
