@@ -199,9 +199,10 @@ RESULT_SCHEMA = "bucket int, stat string, files string"
 
 
 def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema: pa.Schema,
-                  storage_options: dict | None) -> Iterator[pa.RecordBatch]:
+                  storage_options: dict | None, keyer: Keyer | None = None) -> Iterator[pa.RecordBatch]:
     """Write the buckets of this Spark partition (normally exactly one) through the engine
-    API; yield each one's result (its write stat and files)."""
+    API; yield each one's result (its write stat and files). Rows routed by Spark expressions
+    (``spark_adapter.spread``) come without their keys: ``keyer`` computes them here."""
     from hudi_format import engine
 
     batches = [b for b in batches if b.num_rows]
@@ -210,14 +211,27 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
     table = pa.Table.from_batches(batches)
     data_cols = [c for c in table.column_names if c not in _INTERNAL]
     token = _task_token()
+    if table.column(BUCKET).null_count:
+        raise HudiError("records of a partition were not planned: the DataFrame gave different rows "
+                        "when it was computed again for writing; persist() it before writing")
     ids = pc.unique(table.column(BUCKET)).to_pylist()
     for b in ids:
         # a task normally holds one bucket and only upserts: then no row is copied here
         rows = table if len(ids) == 1 else table.filter(pc.equal(table.column(BUCKET), b))
-        is_delete = rows.column(DELETE)
         data = to_hudi_arrow(rows.select(data_cols), in_schema)
-        keys = rows.column(KEY)
-        if pc.any(is_delete).as_py():
+        if KEY in rows.column_names:
+            keys, is_delete = rows.column(KEY), rows.column(DELETE)
+        else:
+            if keyer is None:
+                raise HudiError("rows without record keys need the write's key generator")
+            keys, parts = keyer.spec.keys(keyer.spec.conform_present(data.select(
+                [c for c in keyer.columns if c in data.column_names])))
+            if not pc.all(pc.equal(parts, buckets[b].partition)).as_py():
+                raise HudiError(f"records routed to partition {buckets[b].partition!r} have another "
+                                f"partition path: the DataFrame gave different rows when it was "
+                                f"computed again for writing; persist() it before writing")
+            keys, is_delete = pa.chunked_array([keys]), pa.chunked_array([], pa.bool_())
+        if len(is_delete) and pc.any(is_delete).as_py():
             upserting = pc.invert(is_delete)
             data, delete_keys = data.filter(upserting), pc.unique(keys.filter(is_delete).combine_chunks())
             keys = keys.filter(upserting)

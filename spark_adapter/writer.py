@@ -15,8 +15,12 @@ The driver does what only it can do: open the instant and plan it. Executors do 
    file groups, pending-clustering checks, as the core plans a batch it holds) turns the
    counts into *buckets*: an existing file group to merge into (COW) or append to (MOR), or a
    new file group; it opens the instant.
+   A write without an index (bulk_insert, insert) whose partition path is a plain rendering
+   of the values is counted by Spark per partition value instead (:mod:`.spread`): the rows
+   then cross into Python once, in the task writing them, which computes their keys.
 4. Route and shuffle: the rows, joined again with the index's answer (persisted), get their
-   bucket in a ``mapInArrow``: updates and deletes that of the file group the index found;
+   bucket by Spark expressions and a broadcast join with the plan (:mod:`.spread`; a
+   timestamp-based key generator in a ``mapInArrow``): updates and deletes that of the file group the index found;
    inserts of a partition are spread over its buckets by a hash of the key, in proportion to
    the plan, as Hudi's ``UpsertPartitioner`` does. ``repartition(n_buckets, slot)`` makes
    bucket ``i`` Spark partition ``i``, so each task owns exactly one file group.
@@ -52,12 +56,14 @@ from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import option
 from hudi_format.storage import Storage
 
-from . import tagging as tagging_tasks, tasks
+from . import spread, tagging as tagging_tasks, tasks
 from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
 
 log = logging.getLogger(__name__)
 
+# bulk_insert sizes its new files from the compressed size of this many of the first rows
+SAMPLE_ROWS = 20_000
 MODES = ("append", "overwrite", "errorifexists", "ignore")
 _MODE_ALIASES = {"error": "errorifexists", "default": "errorifexists", None: "errorifexists"}
 # Read-side keys users may leave in a shared option map; they do not concern a write.
@@ -134,9 +140,13 @@ class DistributedWrite:
             f"{tasks.KEY} string, {tasks.PARTITION} string")
         tagging = self.op in ("upsert", "delete") or (
             self.op == "insert" and bool(job.options and option(job.options, "hoodie.datasource.write.insert.drop.duplicates")))
-        lookup, locations = None, None
+        lookup, locations, values = None, None, None
         try:
-            if tagging:
+            if not tagging and spread.applies(keyer, self.df, job.dedupe):
+                # counted by Spark per partition value; the rows reach Python once, to be written
+                values = spread.count(self.df, keyer)
+                counts = engine.WriteCounts(inserts=values.inserts, partitions=frozenset(values.paths))
+            elif tagging:
                 if job.dedupe:      # one record per key: the task writing it merges its duplicates
                     keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
                 lookup, locations = self._lookup(job, keys_df)
@@ -154,12 +164,12 @@ class DistributedWrite:
                     partitions=frozenset(parts))
             sample = None
             if self.op == "bulk_insert" and counts.inserts:
-                sample = job.spec.conform(to_hudi_arrow(self.df.limit(50_000).toArrow(), in_hudi))
+                sample = job.spec.conform(to_hudi_arrow(self.df.limit(SAMPLE_ROWS).toArrow(), in_hudi))
             # 3-4. plan from counts (opens the instant), shuffle, write on the executors, commit once
             buckets = engine.plan_write(job, counts=counts, sample=sample)
             try:
                 assignment = _assignment(buckets, lookup)
-                results = self._run_tasks(buckets, keyer, assignment, locations)
+                results = self._run_tasks(buckets, keyer, assignment, locations, values)
                 return engine.commit(job, [
                     engine.BucketResult(index=b, partition=buckets[b].partition,
                                         stat=engine.WriteStat.from_dict(json.loads(stat)),
@@ -207,29 +217,32 @@ class DistributedWrite:
                 tagging_tasks.LOCATIONS_SCHEMA)
         return lookup, found.persist()
 
-    def _run_tasks(self, buckets: list, keyer, assignment, locations) -> pa.Table:
+    def _run_tasks(self, buckets: list, keyer, assignment, locations, values) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
         from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
         if not buckets:
             return pa.table({"bucket": pa.array([], pa.int32()), "stat": pa.array([], pa.string()),
                              "files": pa.array([], pa.string())})
-        rows = self.df
-        if locations is not None:      # the index's answer joined to every record
+        write = functools.partial(tasks.write_buckets, buckets=buckets, in_schema=keyer.in_schema,
+                                  storage_options=self.storage_options, keyer=keyer)
+        if values is not None:       # routed by Spark expressions; keys computed where written
+            routed = spread.route(self.df, values, assignment, list(keyer.spec.config.record_key_fields))
+            return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
+        if locations is not None:
+            # the index's answer joined to every record, the plan applied by Spark expressions
             rows = _join(self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer), StructType(
                 list(self.df.schema.fields) + [StructField(tasks.KEY, StringType()),
                                                StructField(tasks.PARTITION, StringType())])),
                          locations, assignment.lookup)
-        routed_schema = StructType(list(self.df.schema.fields) + [
-            StructField(tasks.KEY, StringType()), StructField(tasks.PARTITION, StringType()),
-            StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
-            StructField(tasks.SLOT, IntegerType())])
-        routed = rows.mapInArrow(functools.partial(tasks.route, keyer=keyer, assignment=assignment),
-                                 routed_schema)
-        out = routed.repartition(len(buckets), tasks.SLOT).mapInArrow(
-            functools.partial(tasks.write_buckets, buckets=buckets, in_schema=keyer.in_schema,
-                              storage_options=self.storage_options),
-            tasks.RESULT_SCHEMA)
-        return out.toArrow()
+            routed = spread.route_tagged(rows, assignment)
+        else:      # a key generator spread cannot render: keys and buckets in Python
+            routed = self.df.mapInArrow(
+                functools.partial(tasks.route, keyer=keyer, assignment=assignment),
+                StructType(list(self.df.schema.fields) + [
+                    StructField(tasks.KEY, StringType()), StructField(tasks.PARTITION, StringType()),
+                    StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
+                    StructField(tasks.SLOT, IntegerType())]))
+        return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
 
 
 def _root_cause(exc: BaseException) -> str:

@@ -1,0 +1,191 @@
+"""Counting and routing a write that needs no index (bulk_insert, insert, insert_overwrite)
+with Spark's own expressions: the rows cross into Python once, in the task writing them.
+
+A partition path is a function of the partition fields alone, so Spark counts the rows per
+*distinct value* of the partition fields (``groupBy``, in the JVM) and the driver turns each
+distinct value into its path with the core's key generator (one row per partition value, the
+same code the executors would run, so the paths and their checks are the core's). Routing
+is a broadcast join of the rows with one row per (partition value, bucket): each partition's
+inserts are spread over its buckets in proportion to the plan by ``pmod(xxhash64(record key
+fields), total)`` falling in the bucket's range. The hash is of the record-key *values*, so
+it is deterministic (a retried task gives every row the same bucket) and equal keys meet.
+
+Only key generators whose partition path is a plain rendering of the values (SIMPLE,
+COMPLEX, NON_PARTITION) and value types Spark and Arrow hand over exactly (strings,
+integers, booleans, dates) take this route; a timestamp-based path, whose distinct raw
+values may be as many as the rows, goes through :func:`.tasks.keys_of` instead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import attrs
+
+from hudi_format.errors import HudiError
+
+from . import tasks
+from .arrow import to_hudi_arrow
+
+_KEYGENS = ("SIMPLE", "COMPLEX", "NON_PARTITION")
+_PV = "__hoodie_pv_"            # the broadcast side's copy of partition field i
+_LO, _HI, _TOTAL = "__hoodie_lo", "__hoodie_hi", "__hoodie_total"
+
+
+def _exact_type(dtype) -> bool:
+    from pyspark.sql import types as T
+    return isinstance(dtype, (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
+                              T.BooleanType, T.DateType))
+
+
+def applies(keyer: "tasks.Keyer", df, dedupe: bool) -> bool:
+    """Whether this write can be counted and routed by Spark expressions. A write that
+    precombines needs equal keys to meet, which equal key *values* guarantee only for one
+    key field (a composite key's rendering may make different values equal)."""
+    spec = keyer.spec
+    if spec.config.keygen_type not in _KEYGENS or spec.operation == "delete_partition":
+        return False
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    key_fields = list(spec.config.record_key_fields)
+    if not key_fields or any(f not in fields for f in key_fields) or (dedupe and len(key_fields) > 1):
+        return False     # the keys stage names a missing field
+    return all(f in fields and _exact_type(fields[f]) for f in partition_fields(keyer))
+
+
+def partition_fields(keyer: "tasks.Keyer") -> list[str]:
+    config = keyer.spec.config
+    return [] if config.keygen_type == "NON_PARTITION" else list(config.partition_fields)
+
+
+@attrs.frozen
+class PartitionValues:
+    """The distinct values of the partition fields, each with its partition path and rows."""
+
+    fields: list               # partition field names (empty: one partition)
+    values: list               # per distinct value, the tuple of field values (Python)
+    paths: list                # its partition path
+    rows: list                 # its number of rows
+
+    @property
+    def inserts(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for p, n in zip(self.paths, self.rows):
+            out[p] += n
+        return dict(out)
+
+
+def count(df, keyer: "tasks.Keyer") -> PartitionValues:
+    """Rows per distinct partition value (a Spark aggregation), their paths by the core's key
+    generator on the driver; records without a key fail here, before the instant opens."""
+    from pyspark.sql import functions as F
+    fields = partition_fields(keyer)
+    key_fields = list(keyer.spec.config.record_key_fields)
+    types = {f.name: f.dataType for f in df.schema.fields}
+    from pyspark.sql.types import StringType
+
+    def missing(f):
+        c = F.col(f)
+        return c.isNull() | (c == "") if isinstance(types[f], StringType) else c.isNull()
+
+    no_key = missing(key_fields[0])
+    for f in key_fields[1:]:
+        no_key = no_key & missing(f)
+    grouped = df.groupBy(*fields).agg(F.count(F.lit(1)).alias("n"),
+                                      F.sum(F.when(no_key, 1).otherwise(0)).alias("no_key")).toArrow()
+    bad = sum(v or 0 for v in grouped.column("no_key").to_pylist())
+    if bad:
+        which = key_fields[0] if len(key_fields) == 1 else key_fields
+        raise HudiError(f"record key field(s) {which!r} are null or empty in {bad} record(s); "
+                        f"Hudi requires a key")
+    ns = grouped.column("n").to_pylist()
+    if not fields:
+        return PartitionValues([], [()] * len(ns), [""] * len(ns), ns)
+    raw = grouped.select(fields)
+    conformed = keyer.spec.conform_present(to_hudi_arrow(raw, keyer.restrict(fields).in_schema))
+    paths = keyer.spec.keygen.partition_paths(conformed)
+    values = list(zip(*(raw.column(f).to_pylist() for f in fields)))
+    return PartitionValues(fields, values, paths.to_pylist(), ns)
+
+
+def route(df, values: PartitionValues, assignment: "tasks.Assignment", key_fields: list[str]):
+    """``df`` with each row's bucket and shuffle slot (``tasks.BUCKET``, ``tasks.SLOT``; null:
+    a partition value the plan never saw, which the writing task rejects)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+    spark = df.sparkSession
+    types = {f.name: f.dataType for f in df.schema.fields}
+    fields = values.fields
+    rows: list[tuple[Any, ...]] = []
+    for value, path in zip(values.values, values.paths):
+        targets = assignment.spread.get(path) or []
+        total = sum(n for _, n in targets)
+        lo = 0
+        for bucket, n in targets:
+            rows.append(tuple(value) + (lo, lo + n, total, bucket, assignment.slots[bucket]))
+            lo += n
+    schema = StructType([StructField(f"{_PV}{i}", types[f]) for i, f in enumerate(fields)] + [
+        StructField(_LO, LongType()), StructField(_HI, LongType()), StructField(_TOTAL, LongType()),
+        StructField(tasks.BUCKET, IntegerType()), StructField(tasks.SLOT, IntegerType())])
+    ranges = F.broadcast(spark.createDataFrame(rows, schema))
+    h = F.pmod(F.xxhash64(*[df[f] for f in key_fields]), ranges[_TOTAL])
+    cond = (h >= ranges[_LO]) & (h < ranges[_HI])
+    for i, f in enumerate(fields):
+        cond = cond & df[f].eqNullSafe(ranges[f"{_PV}{i}"])
+    joined = df.join(ranges, on=cond, how="left")
+    return joined.select(*[df[c] for c in df.columns], ranges[tasks.BUCKET], ranges[tasks.SLOT])
+
+
+
+def route_tagged(rows, assignment: "tasks.Assignment"):
+    """Tagged rows (key, partition and the index's ``FOUND_IN``/``FILE_ID`` joined on) with
+    their bucket, delete flag and shuffle slot, by Spark expressions: the rule of the core's
+    ``IndexLookup.actions`` (update or delete where the index found the key, insert spread
+    over the partition's buckets, a moved key both, a dropped one neither), then one
+    broadcast join with the plan's targets: ``(partition, file id)`` of existing file groups,
+    ``(partition, hash range)`` of a partition's inserts."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+    lookup = assignment.lookup
+    op, moves = lookup.operation, lookup.global_index and lookup.moves
+    known = F.col(tasks.FILE_ID).isNotNull()
+    moved = (known & F.coalesce(F.col(tasks.FOUND_IN) != F.col(tasks.PARTITION), F.lit(False))) if moves \
+        else F.lit(False)
+
+    def kinds(*ks):
+        return F.array(*[F.lit(k) for k in ks])
+
+    if op == "delete":
+        kind = F.when(known, kinds("D")).otherwise(F.array().cast("array<string>"))
+    elif op in ("upsert", "insert"):
+        stay = kinds("U") if op == "upsert" else F.array().cast("array<string>")
+        kind = F.when(moved, kinds("D", "I")).when(known, stay).otherwise(kinds("I"))
+    else:
+        kind = kinds("I")
+    kind_col = "__hoodie_kind"
+    exploded = rows.withColumn(kind_col, F.explode(kind))
+    is_insert = F.col(kind_col) == "I"
+    exploded = exploded.withColumn("__hoodie_jp", F.when(is_insert, F.col(tasks.PARTITION))
+                                   .otherwise(F.col(tasks.FOUND_IN))) \
+        .withColumn("__hoodie_jf", F.when(is_insert, F.lit(None).cast("string")).otherwise(F.col(tasks.FILE_ID)))
+
+    targets: list[tuple[Any, ...]] = []
+    for name, bucket in zip(assignment.located, assignment.located_buckets):
+        part, fid = name.split("\0", 1)
+        targets.append((part, fid, 0, 1, 1, bucket, assignment.slots[bucket]))
+    for part, spread_over in assignment.spread.items():
+        total, lo = sum(n for _, n in spread_over), 0
+        for bucket, n in spread_over:
+            targets.append((part, None, lo, lo + n, total, bucket, assignment.slots[bucket]))
+            lo += n
+    schema = StructType([StructField("__hoodie_tp", StringType()), StructField("__hoodie_tf", StringType()),
+                         StructField(_LO, LongType()), StructField(_HI, LongType()), StructField(_TOTAL, LongType()),
+                         StructField(tasks.BUCKET, IntegerType()), StructField(tasks.SLOT, IntegerType())])
+    plan = F.broadcast(rows.sparkSession.createDataFrame(targets, schema))
+    h = F.pmod(F.xxhash64(exploded[tasks.KEY]), plan[_TOTAL])
+    cond = (exploded["__hoodie_jp"].eqNullSafe(plan["__hoodie_tp"])
+            & exploded["__hoodie_jf"].eqNullSafe(plan["__hoodie_tf"]) & (h >= plan[_LO]) & (h < plan[_HI]))
+    joined = exploded.join(plan, on=cond, how="left")
+    data = [c for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID)]
+    return joined.select(*[exploded[c] for c in data], plan[tasks.BUCKET], plan[tasks.SLOT],
+                         (F.col(kind_col) == "D").alias(tasks.DELETE))
