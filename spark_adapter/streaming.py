@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import hashlib
 import uuid
 from typing import Any, Iterator, Mapping
 
@@ -313,7 +314,10 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
         self.overwrite = overwrite
         self.in_schema = hudi_schema(spark_arrow_schema(schema))
         self.data_columns = [n for n in self.in_schema.names if n not in _META_COLUMNS]
-        self.staging = f"{STAGING}{uuid.uuid4().hex}"
+        # One staging folder per writer identifier (Hudi allows one writer per identifier).
+        # Batches never overlap, so once a batch is committed (or skipped) everything left in
+        # the folder is an orphan: attempts Spark discarded, or a batch a stop interrupted.
+        self.staging = STAGING + hashlib.sha1(self.identifier.encode("utf-8")).hexdigest()[:16]
 
     def _storage(self):
         from hudi_format.storage import Storage
@@ -346,6 +350,7 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
             self._write(storage, data, checkpoint_metadata(self.identifier, batchId, None))
         finally:
             self._remove(storage, messages)
+            self._clear(storage)    # attempts Spark discarded (retries, a stop mid-batch)
 
     def _write(self, storage, data: pa.Table, extra: dict[str, str]) -> None:
         """One commit through the engine API (plan, write every bucket here, commit with ``extra``)."""
@@ -367,6 +372,12 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list, batchId: int) -> None:
         self._remove(self._storage(), messages)
+
+    def _clear(self, storage) -> None:
+        try:
+            storage.delete_tree(self.staging)
+        except (FileNotFoundError, OSError, HudiError):
+            pass
 
     def _remove(self, storage, messages: list) -> None:
         for m in messages:
