@@ -5,7 +5,8 @@ One run, one data set: ``rows`` generated trip-like records in 10 partitions.
 - bulk_insert vs ``pyarrow.parquet.write_table`` of the same rows (what any Parquet writer costs)
 - insert vs ``deltalake.write_deltalake`` (a table format without key lookup)
 - upsert of 10% (half updates, half new keys) into COW and MOR vs deltalake's ``merge``
-- snapshot read of the upserted COW and MOR tables (best of 3) vs hudi-rs reading them into Arrow
+- snapshot read of the upserted COW and MOR tables (best of 3) vs hudi-rs reading them into Arrow,
+  and the COW read vs ``pyarrow.parquet.read_table`` of its latest base files
 """
 
 from __future__ import annotations
@@ -107,6 +108,10 @@ def run(rows: int) -> list[tuple[str, float, float]]:
             ours = _best(lambda: hudi.open_table(str(path)).read())
             peer = _best(lambda: _hudi_rs_read(str(path))) if _hudi_rs_read else float("nan")
             results.append((f"snapshot read ({table_type}) vs hudi-rs", ours, peer))
+            if table_type == "COPY_ON_WRITE":   # the limit: Arrow reading the latest base files
+                files = [str(path / s.base_file) for s in hudi.open_table(str(path)).file_slices()]
+                results.append(("snapshot read (COPY_ON_WRITE) vs pq.read_table", ours,
+                                _best(lambda: pq.read_table(files))))
         shutil.rmtree(root, ignore_errors=True)
 
     print(f"\nwrite benchmark, {rows:,} rows ({n_up:,} upserted)\n")

@@ -18,7 +18,7 @@ from .read.align import align_table
 from .read.filters import Filter
 from .read.merge import MergeSpec, record_keys
 from .engine.planner import ScanPlanner
-from .read.scan import ScanPlan, read_task_batches, read_task_table
+from .read.scan import ScanPlan, read_task_batches, read_task_table, read_task_tables
 from .read.snapshot import ReadState
 from .services import archival, cleaning, clustering, compaction, log_compaction
 from .services import rollback as rollbacks
@@ -133,13 +133,13 @@ class Table:
              read_optimized: bool = False) -> pa.Table:
         """Snapshot (or time-travel, or read-optimized) query as one Arrow table."""
         plan = self.plan_scan(columns, filters, as_of, read_optimized)
-        return _concat([read_task_table(self.storage, t) for t in plan], plan.schema)
+        return _concat(read_task_tables(self.storage, plan.tasks), plan.schema)
 
     def read_incremental(self, start: InstantLike = None, end: InstantLike = None,
                          columns: Sequence[str] | None = None, filters: Filters = None) -> pa.Table:
         """Records written by commits in ``(start, end]``, each at its latest state in range."""
         plan = self.plan_scan(columns, filters, incremental=(start, end))
-        return _concat([read_task_table(self.storage, t) for t in plan], plan.schema)
+        return _concat(read_task_tables(self.storage, plan.tasks), plan.schema)
 
     def lookup(self, keys: str | bytes | Iterable[Any] | pa.Array | pa.ChunkedArray,
                columns: Sequence[str] | None = None) -> pa.Table:

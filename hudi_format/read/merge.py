@@ -185,13 +185,20 @@ def _data_aux(piece: pa.Table, seq: int, first_row: int, spec: MergeSpec) -> dic
             _SEQ: pa.repeat(pa.scalar(seq, pa.int32()), n),
             _DEL: is_del,
             _HARD: pa.repeat(pa.scalar(False), n),
-            _ROW: pa.array(range(first_row, first_row + n), pa.int64())}
+            _ROW: row_numbers(n, first_row)}
     for i, f in enumerate(spec.ordering_fields if spec.event_time else ()):
         cols[f"__ord{i}"] = piece.column(f)
     return cols
 
 
 _PA_MAJOR = int(pa.__version__.split(".")[0])
+
+
+def row_numbers(n: int, start: int = 0) -> pa.Array:
+    """``start, start+1, ...`` (``n`` of them) as int64, built in Arrow: ``pa.array(range(n))``
+    converts one Python int at a time (~0.25 µs a row, the bulk of a merge's bookkeeping)."""
+    idx = pc.cast(pc.indices_nonzero(pa.repeat(pa.scalar(True), n)), pa.int64())
+    return pc.add(idx, pa.scalar(start, pa.int64())) if start else idx
 
 
 def _ordering_columns(aux: pa.Table) -> list[str]:
@@ -235,28 +242,100 @@ def _sort_indices_nulls_first(table: pa.Table, sort_keys: list[tuple[str, str]])
 
 def merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
                  spec: MergeSpec) -> pa.Table:
+    """Merge ``pieces`` (tables in write order; ``None`` where ``deletes`` puts a delete block).
+
+    Only keys written again after the first piece (the base file) can change: base rows of the
+    other keys are kept as they are (a hash lookup, no sort) when those keys are unique, and the
+    sort-based merge runs on the touched keys alone. The result is the full merge's, row order
+    included: base rows first, in file order, then the winning log rows in log order."""
     delete_at = dict(deletes)
     spec = attrs.evolve(spec, ordering_fields=tuple(
         f for f in spec.ordering_fields if schema.get_field_index(f) >= 0))
-    datas, auxes, rows = [], [], 0
+    base = pieces[0] if pieces else None
+    if base is not None and base.num_rows:
+        split = _merge_touched(base, pieces, delete_at, schema, spec)
+        if split is not None:
+            return split
+    return _merge_all(pieces, delete_at, schema, spec)
+
+
+def _live(piece: pa.Table) -> pa.Array | pa.ChunkedArray | None:
+    """Rows not flagged ``_hoodie_is_deleted`` (None: no row is flagged)."""
+    if "_hoodie_is_deleted" not in piece.column_names:
+        return None
+    return pc.invert(pc.fill_null(piece.column("_hoodie_is_deleted"), False))
+
+
+def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Schema,
+                   spec: MergeSpec) -> pa.Table | None:
+    """The merge, with the base rows of keys no later piece mentions passed through; None when
+    those rows repeat a key (the full merge then keeps one of them)."""
+    later_keys = []
+    for seq in range(1, len(pieces)):
+        piece = pieces[seq]
+        if piece is None:
+            later_keys.append(pc.cast(delete_at[seq].column("record_key"), pa.string()))
+        elif piece.num_rows:
+            later_keys.append(pc.cast(record_keys(piece, spec), pa.string()))
+    base_keys = pc.cast(record_keys(base, spec), pa.string())
+    if later_keys:
+        value_set = pa.chunked_array(later_keys, pa.string()).combine_chunks()
+        touched = pc.is_in(base_keys, value_set=value_set)
+        untouched = pc.invert(touched)
+        untouched_keys = base_keys.filter(untouched)
+    else:
+        touched, untouched, untouched_keys = None, None, base_keys
+    if len(pc.unique(untouched_keys)) != len(untouched_keys):
+        return None
+    live = _live(base)
+    keep = untouched if live is None else (live if untouched is None else pc.and_(untouched, live))
+    if touched is None:
+        return base if keep is None or pc.all(keep).as_py() else base.filter(keep)
+
+    # The touched base rows become the first piece of an ordinary merge.
+    touched_rows = base.filter(touched)
+    n_t = touched_rows.num_rows
+    merged_rows = _winner_rows([touched_rows] + pieces[1:], delete_at, schema, spec)
+    is_base = pc.less(merged_rows, pa.scalar(n_t, pa.int64()))
+    base_won = pc.is_in(row_numbers(n_t), value_set=merged_rows.filter(is_base))
+    keep = pc.replace_with_mask(_flat(keep), _flat(touched), base_won)   # scatter into touched rows
+    out = [base.filter(keep)]
+    logs = [p for p in pieces[1:] if p is not None and p.num_rows]
+    log_rows = merged_rows.filter(pc.invert(is_base))
+    if logs and len(log_rows):
+        out.append(pa.concat_tables(logs).take(pc.subtract(log_rows, pa.scalar(n_t, pa.int64()))))
+    return pa.concat_tables(out)
+
+
+def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _winner_rows(pieces: list, delete_at: dict, schema: pa.Schema, spec: MergeSpec) -> pa.Array:
+    """Row numbers (over the data pieces stacked in order) of each key's live winner, ascending."""
+    auxes, rows = [], 0
     for seq, piece in enumerate(pieces):
         if piece is None:
             if delete_at[seq].num_rows:
                 auxes.append(pa.table(_delete_aux(delete_at[seq], seq, schema, spec)))
         elif piece.num_rows:
             auxes.append(pa.table(_data_aux(piece, seq, rows, spec)))
-            datas.append(piece)
             rows += piece.num_rows
-    if not datas:
-        return schema.empty_table()
-    data = pa.concat_tables(datas)
+    if not rows:
+        return pa.array([], pa.int64())
     aux = pa.concat_tables(auxes, promote_options="permissive")
     aux = apply_hard_deletes(aux)
     winners = last_per_key(aux)
-    winners = winners.filter(pc.invert(winners.column(_DEL)))
+    rows_col = winners.filter(pc.invert(winners.column(_DEL))).column(_ROW).combine_chunks()
+    return pc.take(rows_col, pc.sort_indices(rows_col))
+
+
+def _merge_all(pieces: list, delete_at: dict, schema: pa.Schema, spec: MergeSpec) -> pa.Table:
+    datas = [p for p in pieces if p is not None and p.num_rows]
+    if not datas:
+        return schema.empty_table()
     # Back to storage order: base rows first, as a plain scan of the slice would list them.
-    rows = winners.column(_ROW)
-    return data.take(pc.take(rows, pc.sort_indices(rows)))
+    return pa.concat_tables(datas).take(_winner_rows(pieces, delete_at, schema, spec))
 
 
 def existing_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
