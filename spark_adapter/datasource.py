@@ -30,7 +30,7 @@ import decimal
 import heapq
 import json
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Filter, GreaterThan,
@@ -196,20 +196,26 @@ class HudiReader(DataSourceReader):
 
     # -- reading (on the executors) -----------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from hudi_format import engine
-        tasks = getattr(partition, "tasks", None)
-        if not tasks:
-            return iter(())
-        target = spark_arrow_schema(self.schema)
+        return read_slice_group(partition, self.schema, self.storage_options)
 
-        def batches():
-            # streamed: a slice without log files is read a batch at a time (bounded memory,
-            # and Spark consumes the first batch while the next is decoded)
-            for task in tasks:
-                for batch in engine.read_task(task, self.storage_options, _BATCH_ROWS):
-                    if batch.num_rows:
-                        yield from to_spark_arrow(batch, target).to_batches()
-        return batches()
+
+def read_slice_group(partition: InputPartition, schema: StructType,
+                     storage_options: Mapping[str, Any] | None) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned Spark partition (its scan tasks) as Spark's Arrow batches, for
+    batch and streaming reads alike. Streamed: a slice without log files is read a batch at a
+    time (bounded memory, and Spark consumes the first batch while the next is decoded)."""
+    from hudi_format import engine
+    tasks = getattr(partition, "tasks", None)
+    if not tasks:
+        return iter(())
+    target = spark_arrow_schema(schema)
+
+    def batches():
+        for task in tasks:
+            for batch in engine.read_task(task, storage_options, _BATCH_ROWS):
+                if batch.num_rows:
+                    yield from to_spark_arrow(batch, target).to_batches()
+    return batches()
 
 
 def _positive(options: dict, key: str, default: int) -> int:

@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from hudi_format.errors import HudiError
 from hudi_format.options import option
 
 from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow
@@ -32,6 +33,35 @@ class StagedFile(WriterCommitMessage):
     def __init__(self, path: str | None, rows: int):
         self.path = path
         self.rows = rows
+
+
+def stage_rows(storage, name: str, iterator: Iterator[pa.RecordBatch], schema: pa.Schema) -> StagedFile:
+    """A task's rows staged as one Arrow IPC file ``name`` (nothing written for no rows)."""
+    sink = pa.BufferOutputStream()
+    rows = 0
+    with pa.ipc.new_file(sink, schema) as out:
+        for batch in iterator:
+            if batch.num_rows:
+                out.write_table(to_hudi_arrow(batch, schema))
+                rows += batch.num_rows
+    if not rows:
+        return StagedFile(None, 0)
+    storage.write_bytes(name, sink.getvalue().to_pybytes())
+    return StagedFile(name, rows)
+
+
+def read_staged(storage, messages: list) -> list[pa.Table]:
+    """The tables the tasks' messages name, in message order."""
+    return [pa.ipc.open_file(pa.BufferReader(storage.read_bytes(m.path))).read_all()
+            for m in messages if isinstance(m, StagedFile) and m.path]
+
+
+def remove_staging(storage, folder: str) -> None:
+    """Drop a staging folder and whatever attempts left in it (absent: nothing to do)."""
+    try:
+        storage.delete_tree(folder)
+    except (FileNotFoundError, OSError, HudiError):
+        pass
 
 
 class StagedWriter(DataSourceArrowWriter):
@@ -53,26 +83,13 @@ class StagedWriter(DataSourceArrowWriter):
         from pyspark import TaskContext
         tc = TaskContext.get()
         name = f"{self.staging}/part-{tc.partitionId() if tc else 0}-{tc.taskAttemptId() if tc else 0}.arrow"
-        sink = pa.BufferOutputStream()
-        rows = 0
-        with pa.ipc.new_file(sink, self.in_schema) as out:
-            for batch in iterator:
-                if batch.num_rows:
-                    out.write_table(to_hudi_arrow(batch, self.in_schema))
-                    rows += batch.num_rows
-        if not rows:
-            return StagedFile(None, 0)
-        self._storage().write_bytes(name, sink.getvalue().to_pybytes())
-        return StagedFile(name, rows)
+        return stage_rows(self._storage(), name, iterator, self.in_schema)
 
     def commit(self, messages: list) -> None:
         import hudi_format as hudi
         storage = self._storage()
         try:
-            pieces = []
-            for m in messages:
-                if isinstance(m, StagedFile) and m.path:
-                    pieces.append(pa.ipc.open_file(pa.BufferReader(storage.read_bytes(m.path))).read_all())
+            pieces = read_staged(storage, messages)
             data = pa.concat_tables(pieces) if pieces else self.in_schema.empty_table()
             operation = option(self.options, "hoodie.datasource.write.operation")
             self.options.pop("hoodie.datasource.write.operation", None)

@@ -42,16 +42,16 @@ import uuid
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import WRITE_SCOPES, validate
 
-from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow, to_spark_arrow
-from .datasource import (BEGIN, DEFAULT_MAX_PARTITION_BYTES, MAX_PARTITION_BYTES, NAME, SliceGroup, _pack,
+from .arrow import hudi_schema, spark_arrow_schema
+from .datasource import (BEGIN, DEFAULT_MAX_PARTITION_BYTES, MAX_PARTITION_BYTES, NAME, SliceGroup, _pack, read_slice_group,
                          _path, _table_options, storage_options)
+from .staged import StagedFile, read_staged, remove_staging, stage_rows
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,6 @@ OPERATION = "hoodie.datasource.write.operation"
 STAGING = ".hoodie/.temp/spark-stream-"
 _META_COLUMNS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                  "_hoodie_partition_path", "_hoodie_file_name", "_hoodie_operation")
-_BATCH_ROWS = 65536
 
 
 # -- the checkpoint in the commit metadata ---------------------------------------------------------
@@ -293,12 +292,6 @@ def _to_str(value: Any) -> str:
 
 
 # -- the data source's own stream writer (no PySpark driver hook) -------------------------------------
-class StagedBatch(WriterCommitMessage):
-    def __init__(self, path: str | None, rows: int):
-        self.path = path
-        self.rows = rows
-
-
 class StagedStreamWriter(DataSourceStreamArrowWriter):
     """Spark's stream-writer API: each task stages its rows (Arrow IPC under ``.hoodie/.temp/``);
     ``commit(messages, batchId)`` on the driver writes them as one commit with the checkpoint."""
@@ -323,34 +316,23 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
         from hudi_format.storage import Storage
         return Storage(self.path, self.storage_options)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedBatch:
-        sink = pa.BufferOutputStream()
-        rows = 0
-        with pa.ipc.new_file(sink, self.in_schema) as out:
-            for batch in iterator:
-                if batch.num_rows:
-                    out.write_table(to_hudi_arrow(batch, self.in_schema))
-                    rows += batch.num_rows
-        if not rows:
-            return StagedBatch(None, 0)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         name = f"{self.staging}/{uuid.uuid4().hex}.arrow"    # unique per task attempt
-        self._storage().write_bytes(name, sink.getvalue().to_pybytes())
-        return StagedBatch(name, rows)
+        return stage_rows(self._storage(), name, iterator, self.in_schema)
 
     def commit(self, messages: list, batchId: int) -> None:
         storage = self._storage()
         try:
             if should_skip(self.path, self.storage_options, self.identifier, batchId, None):
                 return
-            pieces = [pa.ipc.open_file(pa.BufferReader(storage.read_bytes(m.path))).read_all()
-                      for m in messages if isinstance(m, StagedBatch) and m.path]
+            pieces = read_staged(storage, messages)
             if not pieces and not self.overwrite:
                 return
             data = (pa.concat_tables(pieces) if pieces else self.in_schema.empty_table()).select(self.data_columns)
             self._write(storage, data, checkpoint_metadata(self.identifier, batchId, None))
         finally:
-            self._remove(storage, messages)
-            self._clear(storage)    # attempts Spark discarded (retries, a stop mid-batch)
+            # the batch's files and any attempts Spark discarded (retries, a stop mid-batch)
+            remove_staging(storage, self.staging)
 
     def _write(self, storage, data: pa.Table, extra: dict[str, str]) -> None:
         """One commit through the engine API (plan, write every bucket here, commit with ``extra``)."""
@@ -371,21 +353,7 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
             raise
 
     def abort(self, messages: list, batchId: int) -> None:
-        self._remove(self._storage(), messages)
-
-    def _clear(self, storage) -> None:
-        try:
-            storage.delete_tree(self.staging)
-        except (FileNotFoundError, OSError, HudiError):
-            pass
-
-    def _remove(self, storage, messages: list) -> None:
-        for m in messages:
-            if isinstance(m, StagedBatch) and m.path:
-                try:
-                    storage.delete(m.path)
-                except (FileNotFoundError, OSError):
-                    pass
+        remove_staging(self._storage(), self.staging)
 
 
 # -- the source ---------------------------------------------------------------------------------------
@@ -435,18 +403,7 @@ class HudiStreamReader(DataSourceStreamReader):
         return [SliceGroup(group) for group in _pack(list(plan.tasks), self.max_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from hudi_format import engine
-        tasks = getattr(partition, "tasks", None)
-        if not tasks:
-            return iter(())
-        target = spark_arrow_schema(self.schema)
-
-        def batches():
-            for task in tasks:
-                t = engine.read_task_table(task, self.storage_options)
-                if t.num_rows:
-                    yield from to_spark_arrow(t, target).to_batches(_BATCH_ROWS)
-        return batches()
+        return read_slice_group(partition, self.schema, self.storage_options)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: offsets are timeline positions, the table keeps no reader state."""
