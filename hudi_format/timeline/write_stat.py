@@ -42,7 +42,6 @@ _DELTA_KEYS = (("log_version", "logVersion"), ("log_offset", "logOffset"),
 # set only by compaction (Avro HoodieWriteStat carries them; Jackson's 0.x POJO does not)
 _COMPACTION_KEYS = (("prev_base_file", "prevBaseFile"),
                     ("total_log_read_time_ms", "totalLogReadTimeMs"))
-_INTS = frozenset(a for a, k in _KEYS if k.startswith(("num", "total", "fileSize")))
 
 
 def _int(value: Any) -> int:

@@ -22,7 +22,7 @@ from ..errors import InvalidOptionError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    next_log_version, write_log_file)
 from ..read.align import align_table
-from ..read.merge import MergeSpec, merge_pieces, read_base_file, record_keys
+from ..read.merge import MergeSpec, merge_pieces, read_base_file, record_keys, row_numbers
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
 from ..transaction.markers import create_marker
@@ -72,7 +72,7 @@ def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str,
     if not ctx.meta_fields:
         return align_table(rows, ctx.schema)
     seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant}_{task}_"),
-                                      pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
+                                      pc.cast(row_numbers(n), pa.string()), "")
     meta = {"_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant), n),
             "_hoodie_commit_seqno": seq,
             "_hoodie_record_key": pc.cast(keys, pa.string()),

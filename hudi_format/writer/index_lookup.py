@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TableConfig
-from ..read.merge import MergeSpec, existing_keys
+from ..read.merge import MergeSpec, existing_keys, row_numbers
 from ..read.snapshot import Visibility
 from ..storage import Storage
 from ..view import FileSlice
@@ -93,9 +93,9 @@ class IndexLookup:
             task = pc.cast(pc.index_in(groups, pa.array(sorted(by_group), pa.int32())), pa.int32())
             order = [by_group[g] for g in sorted(by_group)]
             task = pc.take(pa.array(order, pa.int32()), task)
-            return pa.array(range(n), pa.int64()), task
+            return row_numbers(n), task
         rows, tasks = [], []
-        everything = pa.array(range(n), pa.int64())
+        everything = row_numbers(n)
         for i, t in enumerate(self.tasks):
             mask = None if self.global_index else pc.equal(partitions, t.partition)
             if t.key_range is not None:

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from ..config import META_FIELDS, TableConfig
 from ..errors import HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
-from ..read.merge import MergeSpec, merge_pieces
+from ..read.merge import MergeSpec, merge_pieces, row_numbers
 from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -127,7 +127,7 @@ class WriteSpec:
         keygen = self.keygen
         spec = attrs.evolve(spec, event_time=bool(spec.ordering_fields), has_meta_fields=False,
                             keygen=KeyGenerator(keygen.record_key_fields, (), keygen.keygen_type))
-        numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
+        numbered = rows.append_column("__row", row_numbers(rows.num_rows))
         merged = merge_pieces([numbered], [], numbered.schema, spec)
         return pc.take(merged.column("__row"), pc.sort_indices(merged.column("__row")))
 
