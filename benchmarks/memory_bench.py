@@ -26,13 +26,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .common import Result, print_table, versions
 
 MB = 1 << 20
 GB_TARGET_MB = 1024.0
-KEY = dict(record_key="id", ordering_field="ts", partition_by="city")
+KEY: dict[str, Any] = dict(record_key="id", ordering_field="ts", partition_by="city")
 
 
 def _status(field: str) -> int:
@@ -57,7 +57,7 @@ def _child(case: str, path: str, rows: int, codec: str, table_type: str = "COPY_
     out: dict[str, Any] = {}
 
     def stream() -> pa.RecordBatchReader:
-        def gen():
+        def gen() -> Iterator[pa.RecordBatch]:
             for b in batches(rows):
                 out["input_bytes"] = out.get("input_bytes", 0) + b.nbytes
                 yield b
@@ -70,7 +70,7 @@ def _child(case: str, path: str, rows: int, codec: str, table_type: str = "COPY_
                                        options=opts, **KEY)
     elif case in ("delta_stream", "delta_base"):
         import deltalake as dl
-        props = dl.WriterProperties(compression=codec.upper())
+        props = dl.WriterProperties(compression=codec.upper())  # type: ignore[arg-type]
         call = lambda: dl.write_deltalake(path, stream(), partition_by=["city"],  # noqa: E731
                                           writer_properties=props)
     elif case == "hudi_upsert":
@@ -80,7 +80,7 @@ def _child(case: str, path: str, rows: int, codec: str, table_type: str = "COPY_
     elif case == "delta_merge":
         import deltalake as dl
         batch = upsert_batch(rows, rows // 10)
-        props = dl.WriterProperties(compression=codec.upper())
+        props = dl.WriterProperties(compression=codec.upper())  # type: ignore[arg-type]
 
         def call() -> None:
             (dl.DeltaTable(path).merge(batch, predicate="t.id = s.id AND t.city = s.city", source_alias="s",
@@ -105,7 +105,8 @@ def measure(case: str, path: Path, rows: int, codec: str, table_type: str = "COP
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"memory case {case} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    got: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return got
 
 
 # -- the parent side ------------------------------------------------------------------------------
