@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 import hudi_format as hudi
 
 from . import index_bench
-from .common import Result, best_of, hudi_rs_read, make_data, print_table, upsert_batch, versions
+from .common import Result, Seconds, best_of, hudi_rs_read, make_data, print_table, upsert_batch, versions
 
 TARGETS = {"bulk_insert": 2.0, "insert": 2.5, "upsert": 1.5, "cow_read_limit": 1.1, "cow_read_rs": 0.8,
            "mor_read_rs": 1.0, "small_upsert": 2.0}
@@ -108,8 +108,8 @@ class _Run:
                   writer_properties=self._writer_properties())
          .when_matched_update_all().when_not_matched_insert_all().execute())
 
-    def _delta_best(self, fn: Callable[[], None], setup: Callable[[], None]) -> float:
-        return best_of(fn, self.repeat, setup) if self.dl else float("nan")
+    def _delta_best(self, fn: Callable[[], None], setup: Callable[[], None]) -> Seconds:
+        return best_of(fn, self.repeat, setup) if self.dl else Seconds(float("nan"))
 
     # -- cases ------------------------------------------------------------------------------------
     def bulk_insert(self, data: pa.Table) -> None:
@@ -153,7 +153,7 @@ class _Run:
             shutil.rmtree(base, ignore_errors=True)
             out[table_type] = work
         dbase, dwork = self.root / f"{name}_delta_base", self.root / f"{name}_delta"
-        peer = float("nan")
+        peer = Seconds(float("nan"))
         if self.dl:
             self._delta_write(dbase, data)
             peer = best_of(lambda: self._delta_merge(dwork, batch), self.repeat, _copy_of(dbase, dwork))
@@ -179,7 +179,7 @@ class _Run:
                 same = _same_rows(hudi.open_table(path).read(), hudi_rs_read(path))
                 peer = best_of(lambda: hudi_rs_read(path), self.repeat)
             except ImportError:
-                same, peer = True, float("nan")
+                same, peer = True, Seconds(float("nan"))
             what = "" if kind == "COW" else \
                 f" ({_log_rows(Path(path)):,} of {ours_cow.num_rows:,} rows in Avro log blocks)"
             self.add(f"{kind} snapshot read{what} vs hudi-rs{'' if same else ' ROWS DIFFER'}", ours, peer, target)
