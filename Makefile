@@ -14,8 +14,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Two pytest-xdist workers (what CI's 2 cores hold): many tests wait on child processes, locks
+# and the S3 server; the Spark tests stay together on one worker (one JVM, see conftest.py).
+XDIST ?= -n 2 --dist loadgroup
+
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(PYTEST_ARGS)
 
 # ruff (pyflakes + pycodestyle errors), mypy (strict on the public modules), then the layers of
 # ../shared/DESIGN.md and "no import cycle" (settings and contracts in pyproject.toml).

@@ -43,6 +43,7 @@ _KEYGEN_TYPE_BY_CLASS = {
 
 # -- Java properties format ------------------------------------------------------------------
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def _unescape(s: str) -> str:
@@ -51,8 +52,11 @@ def _unescape(s: str) -> str:
         c = s[i]
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
-            if n == "u" and i + 6 <= len(s):
-                out.append(chr(int(s[i + 2:i + 6], 16)))
+            if n == "u":   # Java's Properties.load refuses a malformed \uxxxx too
+                digits = s[i + 2:i + 6]
+                if len(digits) != 4 or any(d not in _HEX for d in digits):
+                    raise TableConfigError(f"malformed \\uxxxx escape {s[i:i + 6]!r}")
+                out.append(chr(int(digits, 16)))
                 i += 6
                 continue
             out.append(_ESCAPES.get(n, n))
@@ -215,7 +219,11 @@ class TableConfig(Mapping):
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             text = raw.decode("latin-1")
-        cfg = cls(parse_properties(text), source)
+        try:
+            props = parse_properties(text)
+        except TableConfigError as exc:
+            raise TableConfigError(f"{source}: {exc}") from None
+        cfg = cls(props, source)
         cfg.validate()
         return cfg
 

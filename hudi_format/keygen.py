@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from typing import Mapping
-from urllib.parse import quote
 
 import attrs
 import pyarrow as pa
@@ -63,10 +62,17 @@ def java_to_strftime(pattern: str) -> str:
     return "".join(out)
 
 
-def _java_url_encode(value: str) -> str:
-    """``java.net.URLEncoder.encode(value, UTF_8)``: space -> '+', keeps ``a-zA-Z0-9.-*_``."""
-    # quote() never escapes "~"; URLEncoder does.
-    return quote(value, safe="*-._ ").replace(" ", "+").replace("~", "%7E")
+# The characters Hudi's PartitionPathEncodeUtils.escapePathName (Hive's FileUtils) escapes:
+# ASCII controls, DEL and the path, glob and URL metacharacters below. Everything else,
+# non-ASCII included, is kept; an escaped character becomes '%' and two upper-case hex digits.
+_PATH_ESCAPES = frozenset([chr(c) for c in range(0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
+
+
+def escape_path_name(value: str) -> str:
+    """A partition value as Hudi writes it into the path with
+    ``hoodie.datasource.write.partitionpath.urlencode`` (``escapePathName``, Hudi 0.10 and later;
+    earlier releases used ``java.net.URLEncoder``, whose '+' for a space no current reader decodes)."""
+    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPES else c for c in value)
 
 
 def _to_string(col: pa.ChunkedArray | pa.Array, field: str, role: str) -> pa.ChunkedArray | pa.Array:
@@ -179,7 +185,7 @@ class KeyGenerator:
     @staticmethod
     def _url_encode(values):
         uniq = pc.unique(values)
-        encoded = pa.array([_java_url_encode(v) for v in uniq.to_pylist()], pa.string())
+        encoded = pa.array([escape_path_name(v) for v in uniq.to_pylist()], pa.string())
         return pc.take(encoded, pc.index_in(values, value_set=uniq))
 
     def _opt(self, name: str, default: str | None = None) -> str | None:

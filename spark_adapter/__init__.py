@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .connect import connect_class
 from .datasource import MIN_PARTITIONS, NAME, HudiDataSource
 from .streaming import install_stream_hooks
 from .writer import write_dataframe
@@ -99,11 +100,9 @@ def _install_writer_hook() -> None:
     other format goes to Spark unchanged."""
     from pyspark.sql.readwriter import DataFrameWriter
     classes = [DataFrameWriter]
-    try:  # Spark Connect has its own writer class with the same API
-        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
-        classes.append(ConnectWriter)
-    except Exception:  # noqa: BLE001 - connect dependencies (grpc) not installed
-        pass
+    connect = connect_class("pyspark.sql.connect.readwriter", "DataFrameWriter")
+    if connect is not None:  # Spark Connect has its own writer class with the same API
+        classes.append(connect)
     for cls in classes:
         if getattr(cls, "_hudi_format_hooked", False):
             continue

@@ -49,6 +49,7 @@ from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import WRITE_SCOPES, validate
 
 from .arrow import hudi_schema, spark_arrow_schema
+from .connect import connect_class
 from .datasource import (BEGIN, DEFAULT_MAX_PARTITION_BYTES, MAX_PARTITION_BYTES, NAME, SliceGroup, _pack, read_slice_group,
                          _path, _table_options, storage_options)
 from .staged import StagedFile, read_staged, remove_staging, stage_rows
@@ -209,11 +210,9 @@ def install_stream_hooks() -> None:
     """Make ``df.writeStream.format("hudi_format")...start(path)`` run :class:`MicroBatchSink`."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter
     classes = [DataStreamWriter]
-    try:  # Spark Connect's writer has the same API
-        from pyspark.sql.connect.streaming.readwriter import DataStreamWriter as ConnectWriter
-        classes.append(ConnectWriter)
-    except Exception:  # noqa: BLE001 - connect dependencies (grpc) not installed
-        pass
+    connect = connect_class("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter")
+    if connect is not None:  # Spark Connect's writer has the same API
+        classes.append(connect)
     for cls in classes:
         if not getattr(cls, "_hudi_format_stream_hooked", False):
             _wrap(cls)

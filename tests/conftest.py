@@ -21,6 +21,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "moto_s3" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.s3)
+        if item.get_closest_marker("spark") is not None:
+            # one JVM for all Spark tests: under pytest-xdist (``-n 2 --dist loadgroup``) they
+            # share one worker and its session-scoped SparkSession
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(scope="session")

@@ -114,3 +114,17 @@ def test_replace_properties_is_whole_or_nothing(tmp_path):
     storage.write_bytes(PROPS_PATH + ".backup", storage.read_bytes(PROPS_PATH))
     (hoodie / "hoodie.properties").write_text("hoodie.table.name=trips\nhoodie.table.ty")
     assert TableConfig.load(storage)["hoodie.table.cdc.enabled"] == "true"
+
+
+@pytest.mark.parametrize("escape", ["\\u12", "\\uzzzz", "\\u", "\\u00G1"])
+def test_malformed_unicode_escape_is_a_table_config_error(tmp_path, escape):
+    """Java's Properties.load refuses a malformed \\uxxxx escape; so do we, naming the file
+    (found by the fuzzer: it was a bare ValueError from int())."""
+    from hudi_format.config import TableConfig
+    from hudi_format.errors import TableConfigError
+    from hudi_format.storage import Storage
+    hoodie = tmp_path / ".hoodie"
+    hoodie.mkdir()
+    (hoodie / "hoodie.properties").write_text(f"hoodie.table.name=t{escape}x\nhoodie.table.type=COPY_ON_WRITE\n")
+    with pytest.raises(TableConfigError, match=r"hoodie\.properties.*malformed"):
+        TableConfig.load(Storage(str(tmp_path)))

@@ -39,10 +39,16 @@ def test_complex_key_marks_null_and_empty_parts():
         kg.record_keys(pa.table({"a": [None], "b": [""], "p": ["x"], "q": [1]}))
 
 
-def test_url_encoded_partition_paths_match_java_url_encoder():
+def test_url_encoded_partition_paths_match_hudi_escape_path_name():
+    """Hudi 0.10+ escapes partition values with PartitionPathEncodeUtils.escapePathName: only
+    controls, DEL and ``"#%'*/:=?\\{[]^``, as '%' + two upper-case hex digits; a space, '~',
+    '+' and non-ASCII stay as they are (expected paths worked out from Hudi's character set)."""
     kg = KeyGenerator(("id",), ("p",), url_encode=True)
-    t = pa.table({"id": ["1", "2", "3"], "p": ["a b/c", "2024-01-01 10:00:00", "x*y~z"]})
-    assert kg.partition_paths(t).to_pylist() == ["a+b%2Fc", "2024-01-01+10%3A00%3A00", "x*y%7Ez"]
+    t = pa.table({"id": ["1", "2", "3", "4", "5"],
+                  "p": ["a b/c", "2024-01-01 10:00:00", "x*y~z", "50%=half?", "ü\\t\x01[x]{y}^'\"#+"]})
+    assert kg.partition_paths(t).to_pylist() == [
+        "a b%2Fc", "2024-01-01 10%3A00%3A00", "x%2Ay~z", "50%25%3Dhalf%3F",
+        "ü%5Ct%01%5Bx%5D%7By}%5E%27%22%23+"]
 
 
 def test_timestamp_partition_formats():

@@ -19,7 +19,6 @@ between the two shapes.
 from __future__ import annotations
 
 import io
-import struct
 from functools import lru_cache
 import fastavro
 import pyarrow as pa
@@ -27,9 +26,8 @@ import pyarrow as pa
 from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
 from ..avro_values import AvroArrowConverter, restore_logical
 from ..schema import fullname, null_split, parse_avro_schema
-from .avro_columns import decode_columns, plan_for
+from .avro_columns import decode_columns, frame_records, plan_for
 
-_INT = struct.Struct(">i")
 
 
 @lru_cache(maxsize=64)
@@ -41,36 +39,21 @@ def _compiled(schema_json: str):
 
 
 def _decode_avro_rows(content: bytes, parsed, where: str) -> list[dict]:
-    n = len(content)
-    if n < 4:
-        raise LogFormatError(f"{where}: content too short for an Avro data block")
-    (version,) = _INT.unpack_from(content, 0)
-    pos, count = 4, None
-    if version >= 2:  # HoodieAvroDataBlockVersion: record count from version 2 on
-        if n < 8:
-            raise LogFormatError(f"{where}: content too short for its record count")
-        (count,) = _INT.unpack_from(content, 4)
-        pos = 8
-        if count < 0:
-            raise LogFormatError(f"{where}: negative record count {count}")
+    """Records with general unions or nesting, which the columnar decoder does not plan: framed
+    by :func:`.avro_columns.frame_records` (the one reader of the block layout), then decoded
+    one by one with fastavro."""
+    starts, ends = frame_records(content, where)
     fo = io.BytesIO(content)
     rows: list[dict] = []
     read = fastavro.schemaless_reader
-    while (len(rows) < count) if count is not None else (pos < n):
-        if pos + 4 > n:
-            raise LogFormatError(f"{where}: content ends after {len(rows)} of {count} records")
-        (length,) = _INT.unpack_from(content, pos)
-        pos += 4
-        if length < 0 or pos + length > n:
-            raise LogFormatError(f"{where}: record {len(rows)} has impossible length {length}")
+    for i, (pos, end) in enumerate(zip(starts.to_pylist(), ends.to_pylist())):
         fo.seek(pos)
         try:
             rows.append(read(fo, parsed, None))
         except Exception as exc:  # fastavro raises many kinds on damaged bytes
-            raise LogFormatError(f"{where}: record {len(rows)} cannot be decoded: {exc}") from exc
-        if fo.tell() != pos + length:
-            raise LogFormatError(f"{where}: record {len(rows) - 1} does not match its length")
-        pos += length
+            raise LogFormatError(f"{where}: record {i} cannot be decoded: {exc}") from exc
+        if fo.tell() != end:
+            raise LogFormatError(f"{where}: record {i} does not match its length")
     return rows
 
 

@@ -217,6 +217,22 @@ def run_services(storage: Storage, opts: Mapping[str, Any], snapshot: TableSnaps
     return done, snapshot
 
 
+def run_mor_service(snapshot: TableSnapshot, options: Mapping[str, Any], action: str,
+                    run: Callable[[TableSnapshot, Instant, dict[str, Any]], "tuple[Instant, TableSnapshot]"],
+                    schedule: Callable[..., "tuple[Instant | None, TableSnapshot | None]"],
+                    what: str) -> tuple[Instant | None, TableSnapshot]:
+    """The shape of compaction and log compaction on an operation's snapshot: options checked,
+    nothing to do on a Copy-on-Write table, else :func:`run_services` with the service's own
+    ``run(snapshot, instant, opts)`` and ``schedule(storage, config, opts, None, None)``."""
+    opts = validate_service_options(options)
+    storage, config = snapshot.storage, snapshot.config
+    snapshot = snapshot_of(storage, config, snapshot)
+    if not config.is_mor:
+        return None, snapshot
+    return run_services(storage, opts, snapshot, action, lambda i, ts: run(ts, i, opts),
+                        lambda: schedule(storage, config, opts, None, None), what)
+
+
 def service_files(storage: Storage, partition: str, file_ids: Iterable[str], instant_time: str) -> list[str]:
     """Files of ``file_ids`` in ``partition`` named with ``instant_time`` (an earlier attempt's)."""
     ids = set(file_ids)

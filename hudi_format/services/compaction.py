@@ -44,8 +44,7 @@ from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_log_file_name
 from ..transaction import Transaction
-from .common import (ServiceConflictError, TableState, committed, run_services, snapshot_of,
-                     compaction_strategy, new_instant_time,
+from .common import (run_mor_service, ServiceConflictError, TableState, committed, compaction_strategy, new_instant_time,
                      parse_instant_seconds, pending_instants, pending_service_file_groups,
                      pick_pending, rel_in_partition, runtime, schema_extra, service_files,
                      slice_metrics, validate_service_options)
@@ -396,13 +395,7 @@ def compact(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
 def compact_on(snapshot: TableState, options: Mapping[str, Any]) -> tuple[Instant | None, TableState]:
     """:func:`compact` on the operation's snapshot (an inline compaction gets its write's);
     returns the last compaction completed and the table after it."""
-    opts = validate_service_options(options)
-    storage, config = snapshot.storage, snapshot.config
-    snapshot = snapshot_of(storage, config, snapshot)
-    if not config.is_mor:
-        return None, snapshot
-    return run_services(storage, opts, snapshot, COMPACTION, lambda i, ts: _run(ts, i, opts),
-                        lambda: _schedule(storage, config, opts, None, None), "compaction")
+    return run_mor_service(snapshot, options, COMPACTION, _run, _schedule, "compaction")
 
 
 def pending_compaction_base_instants(storage: Storage, config: TableConfig,

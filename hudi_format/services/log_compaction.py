@@ -43,8 +43,8 @@ from ..timeline.plans import compaction_plan_schema, encode_with_schema
 from ..transaction import Transaction
 from ..transaction.markers import create_marker
 from ..view.file_names import LogFileName
-from .common import (TableState, attempt_log_files, new_instant_time, pick_pending,
-                     rel_in_partition, run_services, schema_extra, committed, snapshot_of, service_files,
+from .common import (run_mor_service, TableState, attempt_log_files, new_instant_time, pick_pending,
+                     rel_in_partition, schema_extra, committed, service_files,
                      validate_service_options)
 from .compaction import (COMPACTION_PLAN_VERSION, _log_order, build_compaction_operations,
                          compaction_due)
@@ -296,10 +296,4 @@ def log_compact(storage: Storage, config: TableConfig, options: Mapping[str, Any
 
 def log_compact_on(snapshot: TableState, options: Mapping[str, Any]) -> tuple[Instant | None, TableState]:
     """:func:`log_compact` on the operation's snapshot; also returns the table after it."""
-    opts = validate_service_options(options)
-    storage, config = snapshot.storage, snapshot.config
-    snapshot = snapshot_of(storage, config, snapshot)
-    if not config.is_mor:
-        return None, snapshot
-    return run_services(storage, opts, snapshot, LOG_COMPACTION, lambda i, ts: _run(ts, i, opts),
-                        lambda: _schedule(storage, config, opts, None, None), "log compaction")
+    return run_mor_service(snapshot, options, LOG_COMPACTION, _run, _schedule, "log compaction")
