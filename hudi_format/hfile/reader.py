@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
 from .blocks import BlockType, decode_block, key_row
-from .cells import decode_cells, decode_many
+from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cells
 from .index import IndexBlock, parse_non_root_index, parse_root_index
 from .trailer import TRAILER_SIZE, Trailer, decode_file_info
 
@@ -41,27 +41,29 @@ def _key(key) -> bytes:
 
 
 class _DataBlock:
-    """Rows and values of one decoded data block, in file order: Arrow arrays, with Python
-    lists built on first use by the point-lookup and scan paths."""
+    """Rows and values of one decoded data block, in file order: Python lists (what the
+    point-lookup and scan paths bisect and yield), built from Arrow arrays on first use when
+    the block was decoded column-wise."""
 
-    __slots__ = ("row_array", "value_array", "_rows", "_values")
+    __slots__ = ("_row_array", "_value_array", "_rows", "_values")
 
-    def __init__(self, row_array: pa.Array, value_array: pa.Array):
-        self.row_array = row_array
-        self.value_array = value_array
-        self._rows: list[bytes] | None = None
-        self._values: list[bytes] | None = None
+    def __init__(self, rows: pa.Array | list[bytes], values: pa.Array | list[bytes]):
+        lists = isinstance(rows, list)
+        self._row_array = None if lists else rows
+        self._value_array = None if lists else values
+        self._rows: list[bytes] | None = rows if lists else None  # type: ignore[assignment]
+        self._values: list[bytes] | None = values if lists else None  # type: ignore[assignment]
 
     @property
     def rows(self) -> list[bytes]:
         if self._rows is None:
-            self._rows = self.row_array.to_pylist()
+            self._rows = self._row_array.to_pylist()
         return self._rows
 
     @property
     def values(self) -> list[bytes]:
         if self._values is None:
-            self._values = self.value_array.to_pylist()
+            self._values = self._value_array.to_pylist()
         return self._values
 
 
@@ -257,8 +259,11 @@ class HFileReader:
             self._blocks.move_to_end(offset)
             return cached
         payload = self._block_payload(offset, size)
-        block = _DataBlock(*decode_cells(payload, self._mvcc, self._tags,
-                                         f"{self._where}: data block at offset {offset}"))
+        where = f"{self._where}: data block at offset {offset}"
+        if len(payload) < SMALL_BLOCK:  # a few cells: parse them straight into lists
+            block = _DataBlock(*decode_cells_sequential(payload, self._mvcc, self._tags, where))
+        else:
+            block = _DataBlock(*decode_cells(payload, self._mvcc, self._tags, where))
         self._blocks[offset] = block
         if len(self._blocks) > self._block_cache_size:
             self._blocks.popitem(last=False)
@@ -398,12 +403,9 @@ class HFileReader:
             lo = hi
         if not wanted:
             return empty, empty
-        row_array, value_array = decode_many(
+        rows, values = find_cells(
             [self._block_payload(offset, size) for offset, size in wanted], self._mvcc, self._tags,
-            [f"{self._where}: data block at offset {offset}" for offset, _ in wanted])
-        hit = pc.is_in(row_array, value_set=keys)  # hash the few keys, probe the many rows
-        rows = pc.filter(row_array, hit)
-        values = pc.filter(value_array, hit)
+            [f"{self._where}: data block at offset {offset}" for offset, _ in wanted], keys)
         if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
             first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
             if not pc.all(first).as_py():
