@@ -59,8 +59,13 @@ _U64 = pa.uint64()
 _I32 = pa.int32()
 
 
+_SMALL_I32 = {v: pa.scalar(v, _I32) for v in (0, 1, 8, 10, 11)}
+_SMALL_U64 = {v: pa.scalar(v, pa.uint64()) for v in (8, 16, 24, 32, 0xFF)}
+
+
 def _i32(v: int) -> pa.Scalar:
-    return pa.scalar(v, _I32)
+    got = _SMALL_I32.get(v)
+    return got if got is not None else pa.scalar(v, _I32)
 
 
 def _packed(data: pa.Buffer, starts: pa.Array, lo: int, hi: int, type_: pa.DataType) -> pa.Array | None:
@@ -78,7 +83,8 @@ def _packed(data: pa.Buffer, starts: pa.Array, lo: int, hi: int, type_: pa.DataT
 
 
 def _u64(v: int) -> pa.Scalar:
-    return pa.scalar(v, _U64)
+    got = _SMALL_U64.get(v)
+    return got if got is not None else pa.scalar(v, _U64)
 
 
 def _be16(u8: pa.Array, pos: pa.Array) -> pa.Array:

@@ -244,8 +244,11 @@ class HFileReader:
             self._index_blocks.popitem(last=False)
         return block
 
-    def _block_payload(self, offset: int, size: int) -> bytes:
-        h, payload = decode_block(self._read(offset, size), 0, self.compression, self._where,
+    def _block_payload(self, offset: int, size: int, buf: bytes | None = None, start: int = 0) -> bytes:
+        """A data block's payload, read alone or cut from ``buf`` (bytes from file offset ``start``)."""
+        if buf is None:
+            buf, start = self._read(offset, size), offset
+        h, payload = decode_block(buf, offset - start, self.compression, self._where,
                                   expect=(BlockType.DATA, BlockType.ENCODED_DATA),
                                   file_offset=offset, verify=self._verify)
         if h.magic == BlockType.ENCODED_DATA:
@@ -404,7 +407,7 @@ class HFileReader:
         if not wanted:
             return empty, empty
         rows, values = find_cells(
-            [self._block_payload(offset, size) for offset, size in wanted], self._mvcc, self._tags,
+            self._payloads(wanted), self._mvcc, self._tags,
             [f"{self._where}: data block at offset {offset}" for offset, _ in wanted], keys)
         if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
             first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
@@ -412,6 +415,17 @@ class HFileReader:
                 keep = pa.concat_arrays([pa.array([True]), first])
                 rows, values = pc.filter(rows, keep), pc.filter(values, keep)
         return rows, values
+
+    def _payloads(self, wanted: list[tuple[int, int]]) -> list[bytes]:
+        """Payloads of the data blocks ``(offset, size)`` (in file order): one ranged read
+        spanning them when they fill at least half of that span (most blocks of a file are
+        wanted: one request instead of one per block), else a read per block."""
+        if len(wanted) > 1:
+            start, end = wanted[0][0], wanted[-1][0] + wanted[-1][1]
+            if 2 * sum(size for _, size in wanted) >= end - start:
+                buf = self._read(start, end - start)
+                return [self._block_payload(offset, size, buf, start) for offset, size in wanted]
+        return [self._block_payload(offset, size) for offset, size in wanted]
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())
