@@ -59,7 +59,7 @@ _U64 = pa.uint64()
 _I32 = pa.int32()
 
 
-_SMALL_I32 = {v: pa.scalar(v, _I32) for v in (0, 1, 8, 10, 11)}
+_SMALL_I32 = {v: pa.scalar(v, _I32) for v in (0, 1, 2, 8, 10, 11, 12)}
 _SMALL_U64 = {v: pa.scalar(v, pa.uint64()) for v in (8, 16, 24, 32, 0xFF)}
 
 
@@ -179,8 +179,13 @@ def cell_spans(payload, mvcc: bool) -> CellSpans | None:
         if guess < 0:
             continue
         cand = pc.add(base, _i32(guess))
-        rlen = _be16(u8, pc.add(pc.min_element_wise(cand, empty_row), _i32(8)))
-        new = pc.and_kleene(pc.is_null(header), pc.equal(rlen, pc.subtract(empty_row, cand)))
+        safe = pc.min_element_wise(cand, empty_row)
+        rlen = _be16(u8, pc.add(safe, _i32(8)))
+        # the row length must reach the marker and the key length (its low half) agree with it:
+        # a wrong guess passes both by chance about once in 2**32 cells
+        fits = pc.and_(pc.equal(rlen, pc.subtract(empty_row, cand)),
+                       pc.equal(_be16(u8, pc.add(safe, _i32(2))), pc.add(rlen, _i32(12))))
+        new = pc.and_kleene(pc.is_null(header), fits)
         found = pc.filter(cand, new)
         if not len(found):
             continue
