@@ -186,10 +186,14 @@ def cell_spans(payload, mvcc: bool) -> CellSpans | None:
         fits = pc.and_(pc.equal(rlen, pc.subtract(empty_row, cand)),
                        pc.equal(_be16(u8, pc.add(safe, _i32(2))), pc.add(rlen, _i32(12))))
         new = pc.and_kleene(pc.is_null(header), fits)
-        found = pc.filter(cand, new)
-        if not len(found):
+        if not pc.any(new).as_py():
             continue
         header = pc.if_else(new, cand, header)
+        if not header.null_count:
+            break
+        # the value lengths of the cells found just before a cell still unresolved guess its header
+        before = pc.and_(new.slice(0, n - 1), pc.is_null(header.slice(1)))
+        found = pc.filter(cand.slice(0, n - 1), before)
         for raw in pc.unique(_packed(data, found, 4, 8, pa.uint32()) or pa.array([], pa.uint32())).to_pylist():
             value_len = int.from_bytes(raw.to_bytes(4, "little"), "big", signed=True)
             if value_len not in tried:
