@@ -277,7 +277,7 @@ def decode_cells(payload, mvcc: bool, tags: bool, where: str) -> tuple[pa.Array,
         got = _decode_columnwise(payload, mvcc)
         if got is not None:
             return got
-    rows, values = decode_cells_sequential(payload, mvcc, tags, where)
+    rows, values = decode_cells_sequential(bytes(payload), mvcc, tags, where)
     return pa.array(rows, pa.binary()), pa.array(values, pa.binary())
 
 

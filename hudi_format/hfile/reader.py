@@ -244,13 +244,15 @@ class HFileReader:
             self._index_blocks.popitem(last=False)
         return block
 
-    def _block_payload(self, offset: int, size: int, buf: bytes | None = None, start: int = 0) -> bytes:
-        """A data block's payload, read alone or cut from ``buf`` (bytes from file offset ``start``)."""
+    def _block_payload(self, offset: int, size: int, buf: bytes | None = None, start: int = 0,
+                       buffer_ok: bool = False) -> bytes:
+        """A data block's payload, read alone or cut from ``buf`` (bytes from file offset
+        ``start``); ``buffer_ok``: it may come as a ``pyarrow.Buffer`` (see ``decode_block``)."""
         if buf is None:
             buf, start = self._read(offset, size), offset
         h, payload = decode_block(buf, offset - start, self.compression, self._where,
                                   expect=(BlockType.DATA, BlockType.ENCODED_DATA),
-                                  file_offset=offset, verify=self._verify)
+                                  file_offset=offset, verify=self._verify, buffer_ok=buffer_ok)
         if h.magic == BlockType.ENCODED_DATA:
             raise UnsupportedFeatureError(f"{self._where}: data blocks use an HBase data block "
                                           "encoding (DATABLKE), which Hudi never writes")
@@ -424,8 +426,8 @@ class HFileReader:
             start, end = wanted[0][0], wanted[-1][0] + wanted[-1][1]
             if 2 * sum(size for _, size in wanted) >= end - start:
                 buf = self._read(start, end - start)
-                return [self._block_payload(offset, size, buf, start) for offset, size in wanted]
-        return [self._block_payload(offset, size) for offset, size in wanted]
+                return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
+        return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())
