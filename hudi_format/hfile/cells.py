@@ -6,15 +6,20 @@ A cell's start depends on every length before it, so a plain parser walks the bl
 cell -- in Python, ~1 µs a cell, which made the record index slower than reading every key.
 
 Hudi writes every cell with an empty family and qualifier, the latest timestamp and the Put
-type, so each key ends with the same 9 bytes (``7fff..ff 04``). :func:`decode_cells` splits
+type, so each key ends with the same 9 bytes (``7fff..ff 04``). :func:`cell_spans` splits
 the block at that marker with Arrow (C++), which gives every key's end, then finds each cell's
 header inside its piece column-wise: a header lies ``vlen + mvcc`` bytes after the previous
-key's end, and its ``rlen`` field must match the distance to the key's end; the few distinct
-value lengths are tried in rounds. The result is then *verified* against the cell format
-column-wise (every ``klen``, ``vlen``, ``rlen``, family length and MVCC byte, and each cell
-starting exactly where the previous one ends), which is precisely what the sequential parser
-would have read. Anything else -- other cell layouts, tags, a marker inside a value, damage --
-falls back to the sequential parser, which names the damage.
+key's end, and its ``rlen`` field must reach exactly to the marker (and its ``klen`` agree);
+the few distinct value lengths are tried in rounds. The result is then *verified* against the
+cell format column-wise (every ``klen``, ``vlen``, ``rlen``, family length and MVCC byte, and
+each cell starting exactly where the previous one ends), which is precisely what the
+sequential parser would have read. Anything else -- other cell layouts, tags, a marker inside
+a value, damage -- falls back to the sequential parser, which names the damage; so do blocks
+under :data:`SMALL_BLOCK`, where the column-wise pass's ~50 kernel calls cost more than the
+few cells.
+
+The located cells are kept as spans (:class:`CellSpans`): a lookup (:func:`find_cells`)
+copies out every row to match the wanted keys, but only the matching cells' values.
 """
 
 from __future__ import annotations
