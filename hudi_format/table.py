@@ -16,7 +16,7 @@ from .errors import HudiError, InvalidOptionError
 from .options import READ_SCOPES, validate
 from .read.align import align_table
 from .read.filters import Filter
-from .read.merge import MergeSpec, record_keys
+from .read.point import read_keys
 from .engine.planner import ScanPlanner
 from .read.scan import ScanPlan, read_task_batches, read_task_table, read_task_tables
 from .read.snapshot import ReadState
@@ -145,54 +145,32 @@ class Table:
                columns: Sequence[str] | None = None) -> pa.Table:
         """The current rows of the given record keys (missing keys give no row), read from the
         file groups the record index (or, without one, the bloom filters) points at."""
-        if isinstance(keys, (str, bytes)):
-            keys = [keys]
-        elif isinstance(keys, (pa.Array, pa.ChunkedArray)):
-            keys = keys.to_pylist()
-        elif not hasattr(keys, "__iter__"):
-            raise InvalidOptionError(f"keys must be a record key or a list of them, got {keys!r}")
-        wanted = list(dict.fromkeys(k.decode() if isinstance(k, bytes) else str(k)
-                                    for k in keys if k is not None))
+        wanted = _lookup_keys(keys)
         cols, _ = self._planner.prepare(columns, None)
         target = pa.schema([self.schema().field(c) for c in cols])
-        if not wanted:
+        if not len(wanted):
             return _concat([], target)
-        state = ReadState(self.config, self.timeline)
-        spec = MergeSpec.from_config(self.config)
+        state = self._planner.state()
+        spec = self._planner.merge_spec
         key_cols = ["_hoodie_record_key"] if self.config.populate_meta_fields else list(spec.record_key_fields)
         read_cols = list(dict.fromkeys(cols + key_cols))
-        pieces = []
-        for s, slice_keys in self._lookup_slices(state, wanted):
-            t = self._read_slice(s, state, read_cols, [])
-            if t.num_rows:
-                value_set = pa.array(slice_keys, pa.string())
-                t = t.filter(pc.is_in(pc.cast(record_keys(t, spec), pa.string()), value_set=value_set))
-            pieces.append(t.select(cols))
-        return _concat(pieces, target)
+        found = self._lookup_slices(state, wanted)
+        tasks = [self._planner.task(s, state, read_cols, []) for s, _ in found]
+        tables = read_keys(self.storage, tasks, [k for _, k in found], spec)
+        return _concat([t.select(cols) for t in tables], target)
 
-    def _lookup_slices(self, state: ReadState, keys: list[str]) -> list[tuple[FileSlice, list[str]]]:
-        """Slices to read for ``keys``, each with the keys to keep from it."""
+    def _lookup_slices(self, state: ReadState, keys: pa.Array) -> list[tuple[FileSlice, pa.Array]]:
+        """Slices to read for ``keys`` (distinct strings), each with the keys to keep from it."""
         from .metadata.keys import BLOOM_FILTERS, RECORD_INDEX
         mdt = self._usable_metadata(RECORD_INDEX)
         if mdt is not None:
             try:
-                locations = mdt.record_locations(keys)
+                located = mdt.record_index(keys)
             except HudiError as exc:
                 log.warning("record index of %s unusable (%s)", self.storage.url, exc)
             else:
-                # The record index is global: each key is read from the one group it names.
-                groups: dict[tuple[str, str], list[str]] = {}
-                for key, loc in locations.items():
-                    part = "" if loc.partition == "." else loc.partition
-                    groups.setdefault((part, loc.file_id), []).append(key)
-                if not groups:
-                    return []
-                partitions = {p for p, _ in groups}
-                return [(s, groups[(s.partition_path, s.file_id)])
-                        for s in state.file_slices(self._view, partitions.__contains__)
-                        if (s.partition_path, s.file_id) in groups]
+                return self._located_slices(state, located)
         slices = state.file_slices(self._view)
-        values = pa.array(keys, pa.string())
         mdt = self._usable_metadata(BLOOM_FILTERS)
         blooms = None
         if mdt is not None:
@@ -205,15 +183,33 @@ class Table:
             out = []
             for s in slices:
                 bloom = blooms.get((s.partition_path, s.base_file_name or "")) if s.base_file else None
-                if s.log_files or bloom is None or pc.any(bloom.might_contain_all(values)).as_py():
+                if s.log_files or bloom is None or pc.any(bloom.might_contain_all(keys)).as_py():
                     out.append((s, keys))
             return out
         from .base_file import read_footer
         from .writer.index import candidate_slices_by_bloom
         try:
-            return [(s, keys) for s in candidate_slices_by_bloom(self.storage, slices, values, read_footer)]
+            return [(s, keys) for s in candidate_slices_by_bloom(self.storage, slices, keys, read_footer)]
         except HudiError:
             return [(s, keys) for s in slices]
+
+    def _located_slices(self, state: ReadState, located: pa.Table) -> list[tuple[FileSlice, pa.Array]]:
+        """The live slices the record index names (it is global: each key is read from the one
+        file group it names), each with its keys; only the partitions named are listed."""
+        if not located.num_rows:
+            return []
+        partition = located.column("partition").combine_chunks()
+        partition = pc.if_else(pc.equal(partition, "."), "", partition)  # the non-partitioned table
+        located = pa.table({"key": located.column("key"), "partition": partition,
+                            "file_id": located.column("file_id")})
+        groups = located.group_by(["partition", "file_id"], use_threads=False).aggregate([("key", "list")])
+        lists = groups.column("key_list").combine_chunks()
+        by_group = {(p, f): lists[i].values for i, (p, f) in enumerate(
+            zip(groups.column("partition").to_pylist(), groups.column("file_id").to_pylist()))}
+        partitions = {p for p, _ in by_group}
+        return [(s, by_group[(s.partition_path, s.file_id)])
+                for s in state.file_slices(self._view, partitions.__contains__)
+                if (s.partition_path, s.file_id) in by_group]
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, data: Any, operation: str = "upsert",
@@ -285,6 +281,22 @@ class Table:
     def _refreshed(self, result: _T) -> _T:
         self.refresh()
         return result
+
+
+def _lookup_keys(keys: Any) -> pa.Array:
+    """The distinct non-null record keys of ``Table.lookup``'s argument, as strings."""
+    if isinstance(keys, (str, bytes)):
+        keys = [keys]
+    elif isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    elif not isinstance(keys, pa.Array):
+        if not hasattr(keys, "__iter__"):
+            raise InvalidOptionError(f"keys must be a record key or a list of them, got {keys!r}")
+        keys = pa.array([k.decode() if isinstance(k, bytes) else None if k is None else str(k)
+                         for k in keys], pa.string())
+    if not pa.types.is_string(keys.type) and not pa.types.is_large_string(keys.type):
+        keys = keys.cast(pa.string())
+    return pc.unique(pc.drop_null(keys.cast(pa.string())))
 
 
 def _concat(pieces: list[pa.Table], target: pa.Schema) -> pa.Table:

@@ -137,3 +137,41 @@ def test_lookup_ignores_disabled_metadata(fixture_tables, name, monkeypatch):
     table = hudi.open_table(fixture_tables(name), options={"hoodie.metadata.enable": False})
     picked = _pick(rows, 2)
     assert canonical_rows(table.lookup([r["_hoodie_record_key"] for r in picked])) == sort_expected(picked)
+
+
+def test_lookup_reads_only_row_groups_that_may_hold_the_keys(tmp_path, monkeypatch):
+    """A base file of sorted keys in several row groups: only the row groups whose key
+    statistics cover a wanted key are decoded; keys of any Arrow string-like input work."""
+    import pyarrow.parquet as pq
+    from hudi_format import base_file
+    real_init = base_file.BaseFileWriter.__init__
+
+    def small_row_groups(self, *args, **kwargs):  # table writes keep the 120 MiB default
+        real_init(self, *args, **{**kwargs, "block_size": 16 * 1024})
+    monkeypatch.setattr(base_file.BaseFileWriter, "__init__", small_row_groups)
+    path = str(tmp_path / "t")
+    n = 20000
+    data = pa.table({"id": [f"k{i:06d}" for i in range(n)], "ts": [1] * n, "v": list(range(n))})
+    hudi.write(path, data, operation="bulk_insert", record_key="id", ordering_field="ts",
+               options={"hoodie.metadata.record.index.enable": "true"})
+    table = hudi.open_table(path)
+    (s,) = table.file_slices()
+    meta = pq.ParquetFile(os.path.join(path, s.base_file)).metadata
+    assert meta.num_row_groups > 4
+    key_col = [meta.schema.column(i).path for i in range(meta.num_columns)].index("_hoodie_record_key")
+    bounds = [(meta.row_group(i).column(key_col).statistics.min, meta.row_group(i).column(key_col).statistics.max)
+              for i in range(meta.num_row_groups)]
+    read = []
+    real = pq.ParquetFile.read_row_groups
+
+    def spy(self, row_groups, *args, **kwargs):
+        read.append(list(row_groups))
+        return real(self, row_groups, *args, **kwargs)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", spy)
+    keys = ["k000005", "k019990", "k000007", "nope"]
+    got = table.lookup(pa.chunked_array([pa.array(keys, pa.large_string())]), columns=["id", "v"])
+    assert sorted(got.column("id").to_pylist()) == ["k000005", "k000007", "k019990"]
+    assert sorted(got.column("v").to_pylist()) == [5, 7, 19990]
+    holding = [i for i, (lo, hi) in enumerate(bounds) if any(lo <= k <= hi for k in keys)]
+    assert read == [holding] and holding[0] == 0 and len(holding) == 2
+    assert table.lookup([b"k000009", None, "k000009"]).column("v").to_pylist() == [9]

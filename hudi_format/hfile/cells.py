@@ -6,15 +6,20 @@ A cell's start depends on every length before it, so a plain parser walks the bl
 cell -- in Python, ~1 µs a cell, which made the record index slower than reading every key.
 
 Hudi writes every cell with an empty family and qualifier, the latest timestamp and the Put
-type, so each key ends with the same 9 bytes (``7fff..ff 04``). :func:`decode_cells` splits
+type, so each key ends with the same 9 bytes (``7fff..ff 04``). :func:`cell_spans` splits
 the block at that marker with Arrow (C++), which gives every key's end, then finds each cell's
 header inside its piece column-wise: a header lies ``vlen + mvcc`` bytes after the previous
-key's end, and its ``rlen`` field must match the distance to the key's end; the few distinct
-value lengths are tried in rounds. The result is then *verified* against the cell format
-column-wise (every ``klen``, ``vlen``, ``rlen``, family length and MVCC byte, and each cell
-starting exactly where the previous one ends), which is precisely what the sequential parser
-would have read. Anything else -- other cell layouts, tags, a marker inside a value, damage --
-falls back to the sequential parser, which names the damage.
+key's end, and its ``rlen`` field must reach exactly to the marker (and its ``klen`` agree);
+the few distinct value lengths are tried in rounds. The result is then *verified* against the
+cell format column-wise (every ``klen``, ``vlen``, ``rlen``, family length and MVCC byte, and
+each cell starting exactly where the previous one ends), which is precisely what the
+sequential parser would have read. Anything else -- other cell layouts, tags, a marker inside
+a value, damage -- falls back to the sequential parser, which names the damage; so do blocks
+under :data:`SMALL_BLOCK`, where the column-wise pass's ~50 kernel calls cost more than the
+few cells.
+
+The located cells are kept as spans (:class:`CellSpans`): a lookup (:func:`find_cells`)
+copies out every row to match the wanted keys, but only the matching cells' values.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import pyarrow.compute as pc
 from ..errors import CorruptFileError
 from .blocks import LATEST_TIMESTAMP, TYPE_PUT, decode_vint
 
-__all__ = ["decode_cells", "decode_many", "decode_cells_sequential", "KEY_SUFFIX"]
+__all__ = ["decode_cells", "decode_many", "find_cells", "decode_cells_sequential", "cell_spans", "CellSpans",
+           "KEY_SUFFIX", "SMALL_BLOCK"]
 
 KEY_SUFFIX = struct.pack(">qB", LATEST_TIMESTAMP, TYPE_PUT)  # ts + type closing Hudi's keys
 _KV = struct.Struct(">ii")
 JOIN_BYTES = 8 << 20  # blocks decoded together in one pass (HFile blocks are ~1 MiB)
+SMALL_BLOCK = 8 << 10  # below this, parsing cell by cell is cheaper than the column-wise pass
 _MAX_ROUNDS = 64  # distinct value lengths tried before giving up on the column-wise path
 _I64 = pa.int64()
 
@@ -54,12 +61,16 @@ def _binary(payload) -> pa.Array:
 
 
 _U64 = pa.uint64()
+_I32 = pa.int32()
 
 
-def _byte_at(u8: pa.Array, pos: pa.Array) -> pa.Array:
-    """Bytes at ``pos`` (clamped into the buffer: callers verify what they read)."""
-    pos = pc.min_element_wise(pc.max_element_wise(pos, 0), max(len(u8) - 1, 0))
-    return pc.take(u8, pos)
+_SMALL_I32 = {v: pa.scalar(v, _I32) for v in (0, 1, 2, 8, 10, 11, 12)}
+_SMALL_U64 = {v: pa.scalar(v, pa.uint64()) for v in (8, 16, 24, 32, 0xFF)}
+
+
+def _i32(v: int) -> pa.Scalar:
+    got = _SMALL_I32.get(v)
+    return got if got is not None else pa.scalar(v, _I32)
 
 
 def _packed(data: pa.Buffer, starts: pa.Array, lo: int, hi: int, type_: pa.DataType) -> pa.Array | None:
@@ -67,7 +78,7 @@ def _packed(data: pa.Buffer, starts: pa.Array, lo: int, hi: int, type_: pa.DataT
     ``starts`` (each running to the next start, the last to the end of ``data``), viewed as
     one fixed-width little-endian integer each; ``None`` when a span is too short."""
     n = len(starts)
-    offsets = pa.concat_arrays([starts.cast(pa.int32()), pa.array([data.size], pa.int32())])
+    offsets = pa.concat_arrays([starts.cast(_I32), pa.array([data.size], _I32)])
     spans = pa.Array.from_buffers(pa.binary(), n, [None, offsets.buffers()[1], data])
     cut = pc.binary_slice(spans, lo, hi)
     if cut.offset or cut.buffers()[2] is None or cut.buffers()[2].size < n * (hi - lo) \
@@ -77,13 +88,14 @@ def _packed(data: pa.Buffer, starts: pa.Array, lo: int, hi: int, type_: pa.DataT
 
 
 def _u64(v: int) -> pa.Scalar:
-    return pa.scalar(v, _U64)
+    got = _SMALL_U64.get(v)
+    return got if got is not None else pa.scalar(v, _U64)
 
 
-def _swap16(v: pa.Array) -> pa.Array:
-    """Big-endian 2-byte values read little-endian, as int64."""
-    v = v.cast(_I64)
-    return pc.bit_wise_or(pc.shift_left(pc.bit_wise_and(v, 0xFF), 8), pc.shift_right(v, 8))
+def _be16(u8: pa.Array, pos: pa.Array) -> pa.Array:
+    """Big-endian 2-byte values at ``pos`` (int32; callers keep ``pos + 1`` inside ``u8``)."""
+    return pc.add(pc.shift_left(pc.take(u8, pos).cast(_I32), _i32(8)),
+                  pc.take(u8, pc.add(pos, _i32(1))).cast(_I32))
 
 
 def _be32_as_le(x: pa.Array) -> pa.Array:
@@ -93,80 +105,133 @@ def _be32_as_le(x: pa.Array) -> pa.Array:
                           pc.shift_left(pc.shift_right(x, _u64(8)), _u64(16)))
 
 
-def _spans(data: pa.Buffer, starts: pa.Array, ends: pa.Array, starts2: pa.Array,
-           ends2: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """Two binary arrays sliced out of ``data``: ``[starts, ends)`` and ``[starts2, ends2)``.
+def _gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array) -> pa.Array:
+    """Binary array of the spans ``[starts, ends)`` of ``data`` (non-overlapping, in order).
 
-    The four bounds interleave into one increasing offsets buffer (row, gap, value, gap, ...)
-    whose even elements are then gathered: no per-cell Python."""
+    The bounds interleave into one increasing offsets buffer (span, gap, span, ...) whose even
+    elements are then gathered: no per-cell Python."""
     n = len(starts)
-    stacked = pa.concat_arrays([starts.cast(_I64), ends.cast(_I64), starts2.cast(_I64), ends2.cast(_I64)])
-    k = _arange(4 * n)
-    perm = pc.add(pc.multiply(pc.bit_wise_and(k, 3), n), pc.shift_right(k, 2))
-    offsets = pc.take(stacked, perm).cast(pa.int32())
-    spans = pa.Array.from_buffers(pa.binary(), 4 * n - 1, [None, offsets.buffers()[1], data])
-    four = pc.multiply(_arange(n), 4)
-    return pc.take(spans, four), pc.take(spans, pc.add(four, 2))
+    if not n:
+        return pa.array([], pa.binary())
+    k = _arange(2 * n)
+    perm = pc.add(pc.multiply(pc.bit_wise_and(k, 1), n), pc.shift_right(k, 1))
+    offsets = pc.take(pa.concat_arrays([starts.cast(_I32), ends.cast(_I32)]), perm)
+    spans = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, offsets.buffers()[1], data])
+    return pc.take(spans, pc.multiply(_arange(n), 2))
 
 
-def _decode_columnwise(payload, mvcc: bool) -> tuple[pa.Array, pa.Array] | None:
-    """Rows and values, or ``None`` when the block is not in Hudi's cell layout."""
+class CellSpans:
+    """Where the rows and values of a run of cells lie in ``data`` (int32 bounds): the cells
+    are located and checked, but only the rows or values asked for are copied out."""
+
+    __slots__ = ("data", "row_start", "row_end", "value_start", "value_end")
+
+    def __init__(self, data: pa.Buffer, row_start: pa.Array, row_end: pa.Array,
+                 value_start: pa.Array, value_end: pa.Array):
+        self.data, self.row_start, self.row_end = data, row_start, row_end
+        self.value_start, self.value_end = value_start, value_end
+
+    def __len__(self) -> int:
+        return len(self.row_start)
+
+    def rows(self, idx: pa.Array | None = None) -> pa.Array:
+        """The rows (of the cells at the increasing positions ``idx``)."""
+        if idx is None:
+            return _gather(self.data, self.row_start, self.row_end)
+        return _gather(self.data, pc.take(self.row_start, idx), pc.take(self.row_end, idx))
+
+    def values(self, idx: pa.Array | None = None) -> pa.Array:
+        """The values (of the cells at the increasing positions ``idx``)."""
+        if idx is None:
+            return _gather(self.data, self.value_start, self.value_end)
+        return _gather(self.data, pc.take(self.value_start, idx), pc.take(self.value_end, idx))
+
+
+def cell_spans(payload, mvcc: bool) -> CellSpans | None:
+    """The cells of a data block in Hudi's layout, located column-wise (see the module
+    docstring); ``None`` when the block is not in that layout."""
     m = 1 if mvcc else 0
     pieces = pc.split_pattern(_binary(payload), KEY_SUFFIX).flatten()
     n = len(pieces) - 1  # cells: each key ends at one marker
     if n < 1 or pieces.offset:
         return None
-    data = pieces.buffers()[2]
+    data = pieces.buffers()[2]  # the block without its markers: positions below are in it
     size = data.size
-    offs = pa.Array.from_buffers(pa.int32(), n + 2, [None, pieces.buffers()[1]]).cast(_I64)
+    offs = pa.Array.from_buffers(_I32, n + 2, [None, pieces.buffers()[1]])
     if offs[0].as_py() != 0 or offs[n + 1].as_py() != size:
         return None
     lo, hi = offs.slice(0, n), offs.slice(1, n)  # piece j: [lo_j, hi_j); key j ends at hi_j
-    # The header of cell j sits ``w_j + m`` into piece j, w_j being the previous value's length
-    # (w_0 = -m: the first header opens the block); try the value lengths met so far in rounds.
-    w = pa.concat_arrays([pa.array([-m], _I64), pa.nulls(n - 1, _I64)])
-    first_vlen = struct.unpack_from(">i", payload, 4)[0] if len(payload) >= 8 else -1
+    # piece j: (MVCC byte and value of cell j-1,) header (8), rlen (2), row, family length (1)
+    room = pc.subtract(hi, lo)
+    if pc.min(room).as_py() < 11 or (n > 1 and pc.min(room.slice(1)).as_py() < 11 + m):
+        return None
+    u8 = pa.Array.from_buffers(pa.uint8(), size, [None, data])
+    empty_row = pc.subtract(hi, _i32(11))  # where a header with an empty row would sit
+    if int.from_bytes(bytes(payload[8:10]), "big") != empty_row[0].as_py():
+        return None  # the first header opens the block; its row must end at the first marker
+    # The header of cell j >= 1 sits ``w + m`` into piece j, w being the previous value's
+    # length: try the value lengths met so far in rounds; a header is found where the row
+    # length it holds reaches exactly to the marker.
+    base = pc.add(lo, _i32(m))
+    header = pa.concat_arrays([pa.array([0], _I32), pa.nulls(n - 1, _I32)])
+    first_vlen = struct.unpack_from(">i", payload, 4)[0]
     todo, tried = {first_vlen}, set()
-    while todo and w.null_count:
+    while todo and header.null_count:
         if len(tried) >= _MAX_ROUNDS:
             return None
         guess = todo.pop()
         tried.add(guess)
-        cand = pc.min_element_wise(pc.max_element_wise(pc.add(lo, guess + m), 0), size)
-        rlen = _packed(data, cand, 8, 10, pa.uint16())
-        vlen = _packed(data, cand, 4, 8, pa.uint32())
-        if rlen is None or vlen is None:
-            return None
-        new = pc.and_(pc.is_null(w), pc.equal(_swap16(rlen), pc.subtract(hi, pc.add(cand, 11))))
-        w = pc.if_else(new, pa.scalar(guess, _I64), w)
-        for raw in pc.unique(pc.filter(vlen, new)).to_pylist():
+        if guess < 0:
+            continue
+        cand = pc.add(base, _i32(guess))
+        safe = pc.min_element_wise(cand, empty_row)
+        rlen = _be16(u8, pc.add(safe, _i32(8)))
+        # the row length must reach the marker and the key length (its low half) agree with it:
+        # a wrong guess passes both by chance about once in 2**32 cells
+        fits = pc.and_(pc.equal(rlen, pc.subtract(empty_row, cand)),
+                       pc.equal(_be16(u8, pc.add(safe, _i32(2))), pc.add(rlen, _i32(12))))
+        new = pc.and_kleene(pc.is_null(header), fits)
+        if not pc.any(new).as_py():
+            continue
+        header = pc.if_else(new, cand, header)
+        if not header.null_count:
+            break
+        # the value lengths of the cells found just before a cell still unresolved guess its header
+        before = pc.and_(new.slice(0, n - 1), pc.is_null(header.slice(1)))
+        found = pc.filter(cand.slice(0, n - 1), before)
+        for raw in pc.unique(_packed(data, found, 4, 8, pa.uint32()) or pa.array([], pa.uint32())).to_pylist():
             value_len = int.from_bytes(raw.to_bytes(4, "little"), "big", signed=True)
             if value_len not in tried:
                 todo.add(value_len)
-    if w.null_count or (n > 1 and pc.min(w.slice(1)).as_py() < 0):
+    if header.null_count:
         return None
-    header = pc.add(lo, pc.add(w, m))
-    # verify every header against what a sequential parser reads there
-    klen = pc.add(pc.subtract(hi, header), 1)  # the key ends at the marker
-    vlen = pa.concat_arrays([w.slice(1), pa.array([size - hi[n - 1].as_py() - m], _I64)])
-    if pc.min(vlen).as_py() < 0 or pc.max(vlen).as_py() >= 1 << 16 or pc.max(klen).as_py() >= 1 << 16 \
-            or pc.min(klen).as_py() < 12:
+    # verify every header against what a sequential parser reads there: the key and value
+    # lengths (each value reaching to the next header, the last to the block's end), the
+    # family length and the MVCC byte (the row length was matched when the header was found)
+    vlen = pa.concat_arrays([pc.subtract(header.slice(1), base.slice(1)),
+                             pa.array([size - hi[n - 1].as_py() - m], _I32)])
+    klen = pc.add(pc.subtract(hi, header), _i32(1))  # the key ends at the marker
+    if pc.min(vlen).as_py() < 0 or pc.max(vlen).as_py() >= 1 << 16 or pc.max(klen).as_py() >= 1 << 16:
         return None
-    # (each rlen was checked against its key's length -- empty family and qualifier -- when
-    # its header was found)
     lens = _packed(data, header, 0, 8, _U64)
     if lens is None:
         return None
     expect = pc.bit_wise_or(_be32_as_le(klen), pc.shift_left(_be32_as_le(vlen), _u64(32)))
-    u8 = pa.Array.from_buffers(pa.uint8(), size, [None, data])
-    checks = [pc.equal(lens, expect),  # klen, vlen
-              pc.equal(_byte_at(u8, pc.subtract(hi, 1)), 0)]  # family length
+    value_end = pc.add(hi, vlen)
+    checks = [lambda: pc.equal(lens, expect),  # klen, vlen
+              lambda: pc.equal(pc.take(u8, pc.subtract(hi, _i32(1))), 0)]  # family length
     if m:
-        checks.append(pc.equal(_byte_at(u8, pc.add(hi, vlen)), 0))  # MVCC version 0, one byte
+        checks.append(lambda: pc.equal(pc.take(u8, value_end), 0))  # MVCC version 0, one byte
     for check in checks:
-        if not pc.all(check).as_py():
+        if not pc.all(check()).as_py():
             return None
-    return _spans(data, pc.add(header, 10), pc.subtract(hi, 1), hi, pc.add(hi, vlen))
+    return CellSpans(data, pc.add(header, _i32(10)), pc.subtract(hi, _i32(1)), hi, value_end)
+
+
+def _decode_columnwise(payload, mvcc: bool) -> tuple[pa.Array, pa.Array] | None:
+    """Rows and values, or ``None`` when the block is not in Hudi's cell layout."""
+    spans = cell_spans(payload, mvcc)
+    return None if spans is None else (spans.rows(), spans.values())
 
 
 def decode_cells_sequential(payload, mvcc: bool, tags: bool, where: str) -> tuple[list[bytes], list[bytes]]:
@@ -202,38 +267,77 @@ def decode_cells_sequential(payload, mvcc: bool, tags: bool, where: str) -> tupl
     return rows, values
 
 
+def _columnwise_pays(payload, tags: bool) -> bool:
+    """Is the column-wise path worth trying? Not for tags (not Hudi's layout), nor for small
+    blocks, where its ~40 kernel calls cost more than parsing the few cells one by one."""
+    return not tags and SMALL_BLOCK <= len(payload) < (1 << 31) - 1
+
+
 def decode_cells(payload, mvcc: bool, tags: bool, where: str) -> tuple[pa.Array, pa.Array]:
     """``(rows, values)`` of a data block as binary arrays, in file order."""
     if not payload:
         empty = pa.array([], pa.binary())
         return empty, empty
-    if not tags and len(payload) < (1 << 31) - 1:
+    if _columnwise_pays(payload, tags):
         got = _decode_columnwise(payload, mvcc)
         if got is not None:
             return got
-    rows, values = decode_cells_sequential(payload, mvcc, tags, where)
+    rows, values = decode_cells_sequential(bytes(payload), mvcc, tags, where)
     return pa.array(rows, pa.binary()), pa.array(values, pa.binary())
 
 
-def decode_many(payloads: list, mvcc: bool, tags: bool, wheres: list[str]) -> tuple[pa.Array, pa.Array]:
-    """``(rows, values)`` of several data blocks, in order. Cells never straddle blocks, so
-    runs of blocks are decoded joined (up to :data:`JOIN_BYTES`: bigger arrays fall out of the
-    CPU caches between kernels), in one column-wise pass each; block by block when a run does
-    not take the fast path (so that damage is reported in the right block)."""
-    rows: list[pa.Array] = []
-    values: list[pa.Array] = []
-    i = 0
+def _runs(payloads: list) -> list[tuple[int, int]]:
+    """Runs of consecutive blocks of up to :data:`JOIN_BYTES` together (cells never straddle
+    blocks, so a run decodes as one; bigger arrays fall out of the CPU caches between kernels)."""
+    out, i = [], 0
     while i < len(payloads):
         j, size = i, 0
         while j < len(payloads) and (j == i or size + len(payloads[j]) <= JOIN_BYTES):
             size += len(payloads[j])
             j += 1
-        got = _decode_columnwise(b"".join(payloads[i:j]), mvcc) if j - i > 1 and not tags else None
-        parts = [got] if got is not None else [decode_cells(p, mvcc, tags, w)
-                                               for p, w in zip(payloads[i:j], wheres[i:j])]
-        rows += [r for r, _ in parts]
-        values += [v for _, v in parts]
+        out.append((i, j))
         i = j
+    return out
+
+
+def _run_spans(payloads: list, mvcc: bool, tags: bool) -> CellSpans | None:
+    joined = payloads[0] if len(payloads) == 1 else b"".join(payloads)
+    return cell_spans(joined, mvcc) if _columnwise_pays(joined, tags) else None
+
+
+def decode_many(payloads: list, mvcc: bool, tags: bool, wheres: list[str]) -> tuple[pa.Array, pa.Array]:
+    """``(rows, values)`` of several data blocks, in order: runs of blocks in one column-wise
+    pass each; block by block when a run does not take the fast path (so that damage is
+    reported in the right block)."""
+    return find_cells(payloads, mvcc, tags, wheres, None)
+
+
+def find_cells(payloads: list, mvcc: bool, tags: bool, wheres: list[str],
+               keys: pa.Array | None) -> tuple[pa.Array, pa.Array]:
+    """``(rows, values)`` of the cells of several data blocks whose row is one of ``keys``
+    (binary; ``None``: every cell), in order. Rows are matched column-wise and only the
+    matching cells' values are copied out."""
+    rows: list[pa.Array] = []
+    values: list[pa.Array] = []
+    for i, j in _runs(payloads):
+        spans = _run_spans(payloads[i:j], mvcc, tags)
+        if spans is not None:
+            got = spans.rows()
+            if keys is None:
+                rows.append(got)
+                values.append(spans.values())
+            else:
+                idx = pc.indices_nonzero(pc.is_in(got, value_set=keys))
+                rows.append(pc.take(got, idx))
+                values.append(spans.values(idx))
+            continue
+        for p, w in zip(payloads[i:j], wheres[i:j]):
+            r, v = decode_cells(p, mvcc, tags, w)
+            if keys is not None:
+                hit = pc.is_in(r, value_set=keys)
+                r, v = pc.filter(r, hit), pc.filter(v, hit)
+            rows.append(r)
+            values.append(v)
     if not rows:
         empty = pa.array([], pa.binary())
         return empty, empty

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
 from .blocks import BlockType, decode_block, key_row
-from .cells import decode_cells, decode_many
+from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cells
 from .index import IndexBlock, parse_non_root_index, parse_root_index
 from .trailer import TRAILER_SIZE, Trailer, decode_file_info
 
@@ -41,27 +41,29 @@ def _key(key) -> bytes:
 
 
 class _DataBlock:
-    """Rows and values of one decoded data block, in file order: Arrow arrays, with Python
-    lists built on first use by the point-lookup and scan paths."""
+    """Rows and values of one decoded data block, in file order: Python lists (what the
+    point-lookup and scan paths bisect and yield), built from Arrow arrays on first use when
+    the block was decoded column-wise."""
 
-    __slots__ = ("row_array", "value_array", "_rows", "_values")
+    __slots__ = ("_row_array", "_value_array", "_rows", "_values")
 
-    def __init__(self, row_array: pa.Array, value_array: pa.Array):
-        self.row_array = row_array
-        self.value_array = value_array
-        self._rows: list[bytes] | None = None
-        self._values: list[bytes] | None = None
+    def __init__(self, rows: pa.Array | list[bytes], values: pa.Array | list[bytes]):
+        lists = isinstance(rows, list)
+        self._row_array = None if lists else rows
+        self._value_array = None if lists else values
+        self._rows: list[bytes] | None = rows if lists else None  # type: ignore[assignment]
+        self._values: list[bytes] | None = values if lists else None  # type: ignore[assignment]
 
     @property
     def rows(self) -> list[bytes]:
         if self._rows is None:
-            self._rows = self.row_array.to_pylist()
+            self._rows = self._row_array.to_pylist()
         return self._rows
 
     @property
     def values(self) -> list[bytes]:
         if self._values is None:
-            self._values = self.value_array.to_pylist()
+            self._values = self._value_array.to_pylist()
         return self._values
 
 
@@ -242,10 +244,15 @@ class HFileReader:
             self._index_blocks.popitem(last=False)
         return block
 
-    def _block_payload(self, offset: int, size: int) -> bytes:
-        h, payload = decode_block(self._read(offset, size), 0, self.compression, self._where,
+    def _block_payload(self, offset: int, size: int, buf: bytes | None = None, start: int = 0,
+                       buffer_ok: bool = False) -> bytes:
+        """A data block's payload, read alone or cut from ``buf`` (bytes from file offset
+        ``start``); ``buffer_ok``: it may come as a ``pyarrow.Buffer`` (see ``decode_block``)."""
+        if buf is None:
+            buf, start = self._read(offset, size), offset
+        h, payload = decode_block(buf, offset - start, self.compression, self._where,
                                   expect=(BlockType.DATA, BlockType.ENCODED_DATA),
-                                  file_offset=offset, verify=self._verify)
+                                  file_offset=offset, verify=self._verify, buffer_ok=buffer_ok)
         if h.magic == BlockType.ENCODED_DATA:
             raise UnsupportedFeatureError(f"{self._where}: data blocks use an HBase data block "
                                           "encoding (DATABLKE), which Hudi never writes")
@@ -257,8 +264,11 @@ class HFileReader:
             self._blocks.move_to_end(offset)
             return cached
         payload = self._block_payload(offset, size)
-        block = _DataBlock(*decode_cells(payload, self._mvcc, self._tags,
-                                         f"{self._where}: data block at offset {offset}"))
+        where = f"{self._where}: data block at offset {offset}"
+        if len(payload) < SMALL_BLOCK:  # a few cells: parse them straight into lists
+            block = _DataBlock(*decode_cells_sequential(payload, self._mvcc, self._tags, where))
+        else:
+            block = _DataBlock(*decode_cells(payload, self._mvcc, self._tags, where))
         self._blocks[offset] = block
         if len(self._blocks) > self._block_cache_size:
             self._blocks.popitem(last=False)
@@ -398,18 +408,26 @@ class HFileReader:
             lo = hi
         if not wanted:
             return empty, empty
-        row_array, value_array = decode_many(
-            [self._block_payload(offset, size) for offset, size in wanted], self._mvcc, self._tags,
-            [f"{self._where}: data block at offset {offset}" for offset, _ in wanted])
-        hit = pc.is_in(row_array, value_set=keys)  # hash the few keys, probe the many rows
-        rows = pc.filter(row_array, hit)
-        values = pc.filter(value_array, hit)
+        rows, values = find_cells(
+            self._payloads(wanted), self._mvcc, self._tags,
+            [f"{self._where}: data block at offset {offset}" for offset, _ in wanted], keys)
         if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
             first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
             if not pc.all(first).as_py():
                 keep = pa.concat_arrays([pa.array([True]), first])
                 rows, values = pc.filter(rows, keep), pc.filter(values, keep)
         return rows, values
+
+    def _payloads(self, wanted: list[tuple[int, int]]) -> list[bytes]:
+        """Payloads of the data blocks ``(offset, size)`` (in file order): one ranged read
+        spanning them when they fill at least half of that span (most blocks of a file are
+        wanted: one request instead of one per block), else a read per block."""
+        if len(wanted) > 1:
+            start, end = wanted[0][0], wanted[-1][0] + wanted[-1][1]
+            if 2 * sum(size for _, size in wanted) >= end - start:
+                buf = self._read(start, end - start)
+                return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
+        return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())

@@ -136,10 +136,10 @@ def moves_partitions(options: Mapping[str, Any]) -> bool:
 
 
 def file_group_indexes(keys: pa.Array, num_file_groups: int) -> pa.Array:
-    """``mapRecordKeyToFileGroupIndex`` of each key (the metadata writer's and reader's hash)."""
-    from ..metadata.keys import file_group_index
-    return pa.array([file_group_index(k, num_file_groups) if k is not None else 0 for k in keys.to_pylist()],
-                    pa.int32())
+    """``mapRecordKeyToFileGroupIndex`` of each key (the metadata writer's and reader's hash,
+    column-wise); a null key goes to group 0."""
+    from ..metadata.keys import file_group_indexes as hashed
+    return pc.fill_null(hashed(keys, num_file_groups), 0)
 
 
 def plan_lookup(storage: Storage, config: TableConfig, options: Mapping[str, Any], operation: str, state,
