@@ -74,15 +74,15 @@ def streams(operation: str, options: Mapping[str, Any]) -> bool:
 
 def write_stream(storage: Storage, config: TableConfig, operation: str, options: Mapping[str, Any],
                  stream: BatchStream, *, create: bool = False, timeline: Timeline | None = None,
-                 snapshot: TableSnapshot | None = None, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> WriteJob:
+                 snapshot: TableSnapshot | None = None, buffer_bytes: int | None = None) -> WriteJob:
     """Write ``stream`` as one commit of ``operation`` (one of :data:`STREAMED_OPERATIONS`;
     see the module doc); returns the committed job. ``buffer_bytes``: the memory budget of rows
-    waiting in open files."""
+    held by open files (default :data:`DEFAULT_BUFFER_BYTES`)."""
     check_names(stream.schema)
     job = prepare_write(storage, config, operation, options, stream.schema, create=create,
                         timeline=timeline, snapshot=snapshot)
     batches = stream.checked()
-    writer = _StreamWriter(job, buffer_bytes)
+    writer = _StreamWriter(job, DEFAULT_BUFFER_BYTES if buffer_bytes is None else buffer_bytes)
     head = writer.read_head(batches)        # checked and keyed: nothing is written yet
     writer.size(head)
     open_streamed(job)
