@@ -120,6 +120,21 @@ def test_a_reader_writes_what_the_table_writes(tmp_path, op, ttype, version):
     assert t.version == version and t.table_type == ttype
 
 
+@pytest.mark.parametrize("case", ["non-partitioned", "no meta fields"])
+def test_other_table_layouts(tmp_path, case):
+    kw: dict = dict(record_key="id", ordering_field="ts")
+    if case == "no meta fields":
+        kw.update(partition_by="city", options={"hoodie.populate.meta.fields": "false",
+                                                "hoodie.parquet.max.file.size": 100_000})
+    data = make_rows(12_000)
+    hudi.write(str(tmp_path / "table"), data, operation="bulk_insert", **kw)
+    hudi.write(str(tmp_path / "stream"), reader(data, 999), operation="bulk_insert", **kw)
+    assert rows(tmp_path / "stream") == rows(tmp_path / "table")
+    assert len(rows(tmp_path / "stream")) == 12_000
+    assert layout(tmp_path / "stream") == layout(tmp_path / "table")
+    assert rs_rows(tmp_path / "stream") == rs_rows(tmp_path / "table")
+
+
 def test_files_roll_over_at_the_max_file_size(tmp_path):
     data = make_rows(30_000)
     small = dict(SMALL_BLOOM, **{"hoodie.parquet.max.file.size": 30_000})
@@ -351,3 +366,25 @@ def test_the_input_is_pulled_lazily_and_not_held(tmp_path, monkeypatch):
     # row groups were cut to fit the budget
     s = hudi.open_table(str(path)).file_slices()[0]
     assert pq.read_metadata(str(path / s.base_file)).num_row_groups > 1
+
+
+@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_scan_holds_one_file_slice_at_a_time(tmp_path, ttype):
+    """``Table.scan`` reads slice by slice: the Arrow memory it holds while its batches are
+    consumed stays near one slice (MOR slices with logs merged whole), far from the table."""
+    path = str(tmp_path / "t")
+    opts = dict(SMALL_BLOOM, **{"hoodie.parquet.max.file.size": 400_000})
+    hudi.write(path, reader(make_rows(120_000), 5_000), operation="bulk_insert", table_type=ttype, options=opts,
+               **KW)
+    hudi.write(path, make_rows(30_000, ts=2), operation="upsert")
+    t = hudi.open_table(path)
+    slices = t.file_slices()
+    assert len(slices) >= 16 and (ttype == "COPY_ON_WRITE" or any(s.log_files for s in slices))
+    whole = t.read().nbytes
+    base = pa.total_allocated_bytes()
+    held, n = 0, 0
+    for b in t.scan(batch_size=4_096):
+        held = max(held, pa.total_allocated_bytes() - base)
+        n += b.num_rows
+    assert n == 120_000
+    assert held < whole / 4, (held, whole)
