@@ -266,6 +266,18 @@ class BaseFileWriter:
         self._pending = rest.to_batches()
         self._pending_bytes = rest.nbytes if rest.num_rows else 0
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Arrow bytes of rows written but not yet flushed as a row group."""
+        return self._pending_bytes
+
+    def flush(self) -> None:
+        """Write the buffered rows out now, as a smaller row group than ``block_size`` (a
+        caller holding many open writers keeps their buffers within a memory budget)."""
+        if self._closed:
+            raise HudiError(f"{self._where}: writer is closed")
+        self._flush(final=True)
+
     def footer_metadata(self) -> dict[str, str]:
         """The key-value pairs added to the footer on close."""
         meta = dict(self._extra)

@@ -214,7 +214,10 @@ class Table:
     # -- writing -----------------------------------------------------------------------------
     def write(self, data: Any, operation: str = "upsert",
               options: Mapping[str, Any] | None = None) -> WriteResult:
-        """Write ``data`` (anything ``pyarrow.table()`` accepts) to this table as one commit.
+        """Write ``data`` (anything ``pyarrow.table()`` accepts, or batches as they come: a
+        RecordBatchReader, a ``pyarrow.dataset`` Dataset or Scanner, an iterator of batches)
+        to this table as one commit. insert and bulk_insert stream such input in bounded
+        memory; the other operations read it whole first.
 
         ``operation``: insert, upsert, bulk_insert, delete, insert_overwrite,
         insert_overwrite_table or delete_partition. The same path as ``hudi_format.write``:

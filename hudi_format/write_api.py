@@ -40,6 +40,13 @@ def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
     (``table_type`` defaults to COPY_ON_WRITE). On an existing table every argument must agree
     with the table's properties: a differing one is refused, not ignored.
 
+    ``data``: anything ``pyarrow.table()`` accepts, or batches as they come (a
+    RecordBatchReader, a ``pyarrow.dataset`` Dataset or Scanner, an iterator of RecordBatches).
+    insert and bulk_insert stream those batch by batch in bounded memory (unless they
+    precombine or drop duplicates, which needs every key first); the other operations read
+    the input whole. A bad batch late in a stream fails the write and leaves the table as it
+    was.
+
     Returns the completed instant; its ``service_errors`` lists inline table services that
     failed after the commit was durable (logged, never raised)."""
     storage = Storage(path, storage_options)

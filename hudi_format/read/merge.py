@@ -339,21 +339,33 @@ def _merge_all(pieces: list, delete_at: dict, schema: pa.Schema, spec: MergeSpec
 
 
 def existing_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
-                  visible: Callable[[str], bool]) -> pa.Table:
+                  visible: Callable[[str], bool], only: pa.Array | None = None) -> pa.Table:
     """``(key, partition, file_id)`` of every live record in ``slices``: what an index without
     stored locations (simple, bloom) joins incoming keys with, and what the metadata table's
-    record index is bootstrapped from. Reads only the key (and merge) columns."""
+    record index is bootstrapped from. Reads only the key (and merge) columns.
+
+    ``only``: keep just these keys (a write's incoming keys). The keys of all slices are then
+    matched against them at once, and partition and file id are filled in for the matches
+    alone: a table of every stored key with its location spelled out is several times the
+    size of the keys (and a join that hashes it, more again)."""
     key_schema = pa.schema([f for f in schema if f.name in set(spec.needed_columns())])
-    parts = []
+    keys_of, slice_of, kept = [], [], []
     for s in slices:
         rows = merge_file_slice(storage, s, key_schema, spec, visible)
         if rows.num_rows == 0:
             continue
         keys = pc.cast(record_keys(rows, spec), pa.string())
-        n = rows.num_rows
-        parts.append(pa.table({"key": keys, "partition": pa.repeat(pa.scalar(s.partition_path), n),
-                               "file_id": pa.repeat(pa.scalar(s.file_id), n)}))
-    if not parts:
+        keys_of.append(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
+        slice_of.append(pa.repeat(pa.scalar(len(kept), pa.int32()), rows.num_rows))
+        kept.append(s)
+    if not kept:
         return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),
                          "file_id": pa.array([], pa.string())})
-    return pa.concat_tables(parts)
+    all_keys = pa.chunked_array(keys_of, pa.string())
+    which = pa.chunked_array(slice_of, pa.int32())
+    if only is not None:
+        mask = pc.is_in(all_keys, value_set=pc.cast(only, pa.string()))
+        all_keys, which = pc.filter(all_keys, mask), pc.filter(which, mask)
+    partitions = pa.array([s.partition_path for s in kept], pa.string())
+    file_ids = pa.array([s.file_id for s in kept], pa.string())
+    return pa.table({"key": all_keys, "partition": pc.take(partitions, which), "file_id": pc.take(file_ids, which)})

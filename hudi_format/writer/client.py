@@ -20,10 +20,11 @@ from ..errors import InvalidOptionError
 from ..storage import Storage
 from ..timeline import Instant, Timeline
 from ..transaction.snapshot import TableSnapshot
-from .input import read_input
+from .input import as_stream, read_input
 from .job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                   plan_write, prepare_write, write_bucket)
 from ..options import WRITE_SCOPES, validate
+from .stream import streams, write_stream
 
 
 class WriteClient:
@@ -40,9 +41,19 @@ class WriteClient:
         self.create = create
 
     def write(self, data: Any, operation: str = "upsert") -> Instant:
-        """Write ``data`` as one commit (``create``: the table's first write creates it)."""
+        """Write ``data`` as one commit (``create``: the table's first write creates it).
+
+        Input that comes batch by batch (a RecordBatchReader, a Dataset, an iterator of
+        batches) is streamed by insert and bulk_insert (:mod:`.stream`: memory bounded by a few
+        batches and the open files' buffers); the other operations, and inserts that
+        precombine or drop duplicates, read it whole first."""
         op = check_operation(operation)
-        table = read_input(data, op, self.config) if data is not None else None
+        stream = as_stream(data) if data is not None else None
+        if stream is not None and streams(op, self.options):
+            job = write_stream(self.storage, self.config, op, self.options, stream, create=self.create,
+                               timeline=self.timeline, snapshot=self.snapshot)
+            return self._committed(job)
+        table = read_input(stream if stream is not None else data, op, self.config) if data is not None else None
         if table is None and op != "delete_partition":
             raise InvalidOptionError(f"operation {op!r} needs data")
         job = prepare_write(self.storage, self.config, op, self.options,
@@ -50,14 +61,19 @@ class WriteClient:
                             timeline=self.timeline, snapshot=self.snapshot)
         buckets = plan_write(job, table)
         try:
-            done = self._commit(job, self._write_buckets(job, buckets))
+            self._commit(job, self._write_buckets(job, buckets))
         except BaseException:
             abort_write(job)
             raise
+        return self._committed(job)
+
+    def _committed(self, job: WriteJob) -> Instant:
+        """The committed instant of ``job``; the client moves on to the table it left."""
+        assert job.done is not None
         self.config = job.config
         self.snapshot = job.committed   # the table after the commit: what runs next starts from it
         self.timeline = self.snapshot.timeline if self.snapshot is not None else None
-        return done
+        return job.done
 
     def _write_buckets(self, job: WriteJob, buckets: list[WriteBucket]) -> list[BucketResult]:
         """Every bucket, from the rows planned; file groups are independent, so in threads."""

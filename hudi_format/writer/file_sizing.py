@@ -77,6 +77,19 @@ def small_files(sizes: Sequence[tuple[str, int]], cfg: SizingConfig) -> list[Sma
     return sorted(out, key=lambda f: (f.size, f.file_id))
 
 
+def small_file_capacity(f: SmallFile, avg_record_size: int, cfg: SizingConfig) -> int:
+    """Records small file ``f`` takes before it reaches the max file size."""
+    return max((cfg.max_file_size - f.size) // max(1, avg_record_size), 0)
+
+
+def new_file_records(avg_record_size: int, cfg: SizingConfig) -> int:
+    """Records per new file group: sized to the max file size (auto-split, Hudi's default),
+    else the configured number of records per new file group."""
+    if cfg.auto_split:
+        return max(1, cfg.max_file_size // max(1, avg_record_size))
+    return max(1, cfg.insert_split_size)
+
+
 def assign_inserts(num_inserts: int, small: Sequence[SmallFile], avg_record_size: int,
                    cfg: SizingConfig, bin_pack: bool = True) -> list[InsertBucket]:
     """Split ``num_inserts`` records of one partition into buckets, small files first."""
@@ -87,15 +100,12 @@ def assign_inserts(num_inserts: int, small: Sequence[SmallFile], avg_record_size
         for f in small:
             if remaining <= 0:
                 break
-            capacity = (cfg.max_file_size - f.size) // avg
-            take = min(max(capacity, 0), remaining)
+            take = min(small_file_capacity(f, avg, cfg), remaining)
             if take > 0:
                 buckets.append(InsertBucket(take, f.file_id))
                 remaining -= take
     if remaining > 0:
-        # Auto-split (Hudi's default) sizes new files to the max file size; otherwise the
-        # configured number of records per new file group.
-        per_bucket = max(1, cfg.max_file_size // avg) if cfg.auto_split else max(1, cfg.insert_split_size)
+        per_bucket = new_file_records(avg, cfg)
         full, rest = divmod(remaining, per_bucket)
         buckets += [InsertBucket(per_bucket) for _ in range(full)]
         if rest:

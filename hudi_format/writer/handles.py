@@ -66,13 +66,14 @@ class WriteContext:
 
 
 def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str, file_name: str,
-              task: int) -> pa.Table:
-    """Fill the five meta fields for freshly written records."""
+              task: int, start: int = 0) -> pa.Table:
+    """Fill the five meta fields for freshly written records; ``start``: how many records the
+    file already holds (sequence numbers count on across the batches of a streamed file)."""
     n = rows.num_rows
     if not ctx.meta_fields:
         return align_table(rows, ctx.schema)
     seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant}_{task}_"),
-                                      pc.cast(row_numbers(n), pa.string()), "")
+                                      pc.cast(row_numbers(n, start), pa.string()), "")
     meta = {"_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant), n),
             "_hoodie_commit_seqno": seq,
             "_hoodie_record_key": pc.cast(keys, pa.string()),

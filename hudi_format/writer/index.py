@@ -137,4 +137,4 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
             candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
         else:
             candidates = candidate_slices_by_bloom(storage, slices, str_keys, read_footer)
-    return existing_keys(storage, candidates, spec, schema, visible)
+    return existing_keys(storage, candidates, spec, schema, visible, only=str_keys)

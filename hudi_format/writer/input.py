@@ -1,4 +1,5 @@
-"""A write's input data: turned into one Arrow table and checked before anything is planned.
+"""A write's input data: turned into one Arrow table (or, for the operations that stream, a
+:class:`BatchStream`) and checked before anything is planned.
 
 Bad input must fail here, naming the column, and not half way through a commit: data Arrow
 cannot hold, duplicate column names (which column would be written?), and batches that lack
@@ -9,9 +10,11 @@ duplicate of the stored key) and a missing ordering column would silently lose t
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 
+import attrs
 import pyarrow as pa
 
 from ..config import TableConfig
@@ -23,15 +26,76 @@ from ..errors import InvalidOptionError, SchemaError
 _RECORD_OPERATIONS = ("insert", "upsert", "bulk_insert", "insert_overwrite", "insert_overwrite_table")
 
 
+@attrs.define
+class BatchStream:
+    """A write's input that arrives batch by batch: a ``RecordBatchReader``, a
+    ``pyarrow.dataset`` Dataset or Scanner, or an iterator of RecordBatches (or Tables).
+    ``batches`` yields RecordBatches; each is checked against ``schema`` as it is pulled, since
+    only a reader promises that its batches agree."""
+
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+
+    def checked(self) -> Iterator[pa.RecordBatch]:
+        """The batches, ``SchemaError`` naming the first whose columns differ from ``schema``."""
+        for n, batch in enumerate(self.batches, 1):
+            if isinstance(batch, pa.Table):
+                for b in batch.to_batches():
+                    yield self._check(b, n)
+            else:
+                yield self._check(batch, n)
+
+    def _check(self, batch: Any, n: int) -> pa.RecordBatch:
+        if not isinstance(batch, pa.RecordBatch):
+            raise SchemaError(f"item {n} of the input is a {type(batch).__name__}, not a pyarrow RecordBatch")
+        if not batch.schema.equals(self.schema, check_metadata=False):
+            raise SchemaError(f"batch {n} of the input has columns "
+                              f"{', '.join(f'{f.name}: {f.type}' for f in batch.schema)}; the input's schema is "
+                              f"{', '.join(f'{f.name}: {f.type}' for f in self.schema)}")
+        return batch
+
+    def read_all(self) -> pa.Table:
+        """Every batch in one table (for the operations that need the whole input)."""
+        return pa.Table.from_batches(list(self.checked()), schema=self.schema)
+
+
+def as_stream(data: Any) -> BatchStream | None:
+    """``data`` as a :class:`BatchStream` when it comes batch by batch (see there), else None.
+    An iterator's first item is pulled to learn its schema (and pushed back)."""
+    if isinstance(data, pa.RecordBatchReader):
+        return BatchStream(data.schema, iter(data))
+    module = type(data).__module__ or ""
+    if module.startswith("pyarrow._dataset"):
+        if hasattr(data, "to_reader"):          # a Scanner
+            reader = data.to_reader()
+            return BatchStream(reader.schema, iter(reader))
+        if hasattr(data, "to_batches") and isinstance(getattr(data, "schema", None), pa.Schema):
+            return BatchStream(data.schema, iter(data.to_batches()))
+    if isinstance(data, Iterator):
+        try:
+            first = next(data)
+        except StopIteration:
+            raise InvalidOptionError("the input iterator yielded no record batch: nothing to learn "
+                                     "its schema from") from None
+        if not isinstance(first, (pa.RecordBatch, pa.Table)):
+            raise InvalidOptionError(f"an iterator passed as data must yield pyarrow RecordBatches, "
+                                     f"got a {type(first).__name__}")
+        return BatchStream(first.schema, itertools.chain([first], data))
+    return None
+
+
 def to_arrow(data: Any) -> pa.Table:
-    """Accept anything ``pyarrow.table()`` does, record batches and their readers, and a list of
-    row dicts (as ``pa.Table.from_pylist``)."""
+    """Accept anything ``pyarrow.table()`` does, record batches, their readers and iterators,
+    ``pyarrow.dataset`` Datasets, and a list of row dicts (as ``pa.Table.from_pylist``)."""
+    stream = data if isinstance(data, BatchStream) else as_stream(data)
     if isinstance(data, pa.Table):
         table = data
     elif isinstance(data, pa.RecordBatch):
         table = pa.Table.from_batches([data])
-    elif isinstance(data, pa.RecordBatchReader):
-        table = data.read_all()
+    elif stream is not None:
+        table = stream.read_all()
+    elif isinstance(data, (list, tuple)) and data and all(isinstance(r, pa.RecordBatch) for r in data):
+        table = BatchStream(data[0].schema, iter(data)).read_all()
     elif isinstance(data, (list, tuple)) and data and all(isinstance(r, dict) for r in data):
         try:
             table = pa.Table.from_pylist(list(data))
@@ -44,10 +108,15 @@ def to_arrow(data: Any) -> pa.Table:
             raise InvalidOptionError(f"cannot turn {type(data).__name__} into an Arrow table "
                                      f"(pass a pyarrow Table, RecordBatch, pandas/polars frame, "
                                      f"dict of columns or list of row dicts): {exc}") from None
-    dups = sorted(n for n, c in Counter(table.column_names).items() if c > 1)
+    check_names(table.schema)
+    return table
+
+
+def check_names(schema: pa.Schema) -> None:
+    """``SchemaError`` for duplicate column names: which column would be written?"""
+    dups = sorted(n for n, c in Counter(schema.names).items() if c > 1)
     if dups:
         raise SchemaError(f"the data has duplicate column name(s) {dups}; each column must be named once")
-    return table
 
 
 def required_fields(config: TableConfig, operation: str) -> list[tuple[str, str]]:

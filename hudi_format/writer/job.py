@@ -311,6 +311,15 @@ def _open_planned(job: WriteJob, plan: Plan, dedupe: bool) -> list[WriteBucket]:
     return list(job.buckets)
 
 
+def open_streamed(job: WriteJob) -> None:
+    """Open the instant of a write whose buckets are made while its input streams in
+    (:mod:`.stream`): new file groups and small-file top-ups, reported to :func:`commit_write`
+    as they are written. A failure aborts the instant."""
+    if job.plan is not None:
+        raise HudiError("this write is already planned")
+    _open_planned(job, Plan(), False)
+
+
 def _open(job: WriteJob) -> None:
     """Create the table (first write) and open the instant: requested, inflight, heartbeat."""
     config = job.config
@@ -391,18 +400,7 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
     if delete_keys is None and deletes is not None and deletes.num_rows:
         delete_keys = spec.keys(spec.conform(deletes))[0] if spec.operation != "delete_partition" else None
     dels = _delete_records(delete_keys, bucket.partition)
-    task = bucket.index + 1
-    token = (int(write_token.split("-", 1)[0]), write_token) if write_token else (task, f"{task}-1-{task}")
-    opts = spec.options
-    ctx = handles.WriteContext(
-        storage=storage, instant=bucket.instant_time, schema=spec.full_schema, avro_schema=spec.avro,
-        spec=MergeSpec.from_config(spec.config), meta_fields=spec.config.populate_meta_fields,
-        table_version=spec.config.version,
-        log_block_format=option(opts, "hoodie.logfile.data.block.format"),
-        compression=option(opts, "hoodie.parquet.compression.codec"),
-        max_log_file_size=option(opts, "hoodie.logfile.max.size"),
-        bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
-        file_id=bucket.file_id, token=token)
+    ctx = write_context(storage, bucket, write_token)
     try:
         if bucket.kind == "create":
             stat = handles.create(ctx, bucket.partition, ups, up_keys)
@@ -420,6 +418,24 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
                 log.warning("could not remove %s of a failed bucket: %s", path, exc)
         raise
     return BucketResult(bucket.index, bucket.partition, stat, tuple(ctx.written))
+
+
+def write_context(storage: Storage, bucket: WriteBucket, write_token: str | None = None) -> handles.WriteContext:
+    """The write handles' context for ``bucket``: its instant, schema, file id, write token
+    (``write_token``, else from the bucket index) and the file format options."""
+    spec = bucket.spec
+    task = bucket.index + 1
+    token = (int(write_token.split("-", 1)[0]), write_token) if write_token else (task, f"{task}-1-{task}")
+    opts = spec.options
+    return handles.WriteContext(
+        storage=storage, instant=bucket.instant_time, schema=spec.full_schema, avro_schema=spec.avro,
+        spec=MergeSpec.from_config(spec.config), meta_fields=spec.config.populate_meta_fields,
+        table_version=spec.config.version,
+        log_block_format=option(opts, "hoodie.logfile.data.block.format"),
+        compression=option(opts, "hoodie.parquet.compression.codec"),
+        max_log_file_size=option(opts, "hoodie.logfile.max.size"),
+        bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
+        file_id=bucket.file_id, token=token)
 
 
 def _delete_records(keys: pa.Array | None, partition: str) -> pa.Table | None:

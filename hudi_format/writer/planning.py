@@ -20,13 +20,14 @@ from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
 from ..read.merge import MergeSpec
 from ..storage import Storage
-from .file_sizing import assign_inserts, average_record_size, small_files
+from .file_sizing import SmallFile, assign_inserts, average_record_size, small_files
 from .index import is_global, known_locations, tag
 from .index_lookup import INSERT, MOVE, UPDATE, actions_of, moves_partitions
 from ..options import option
 from .options import sizing_config
 
 REPLACE_OPS = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
+SAMPLE_ROWS = 50_000   # bulk_insert sizes its files from the compressed size of this many rows
 
 
 @attrs.define
@@ -191,23 +192,31 @@ class WritePlanner:
         """Per partition, how its ``counts`` inserts are split: small files first (their
         ``InsertBucket`` names the file id), the rest into new file groups."""
         cfg = sizing_config(self.options)
-        avg = average_record_size(self.commit_sizes(state), cfg.small_file_limit, cfg.record_size_estimate)
+        avg = self.insert_record_size(state)
         by_partition = defaultdict(list)
         for s in slices:
             by_partition[s.partition_path].append(s)
-        out = {}
-        for part, n in counts.items():
-            candidates = [(s.file_id, s.base_file_size) for s in by_partition.get(part, ())
-                          if s.base_file and (not self.config.is_mor or not s.log_files)
-                          and (part, s.file_id) not in clustering]
-            small = small_files(candidates, cfg)
-            if self.config.is_mor:
-                # As Hudi: slices with log files cannot be padded without compacting them first
-                # (the index cannot see log-only inserts), so only the smallest few base files
-                # take inserts, as new log blocks.
-                small = small[:option(self.options, "hoodie.merge.small.file.group.candidates.limit")]
-            out[part] = assign_inserts(n, small, avg, cfg)
-        return out
+        return {part: assign_inserts(n, self.small_files_of(part, by_partition.get(part, ()), clustering), avg, cfg)
+                for part, n in counts.items()}
+
+    def insert_record_size(self, state) -> int:
+        """Bytes per record that insert sizing assumes: from earlier commits, else the estimate."""
+        cfg = sizing_config(self.options)
+        return average_record_size(self.commit_sizes(state), cfg.small_file_limit, cfg.record_size_estimate)
+
+    def small_files_of(self, part: str, slices, clustering: set) -> list[SmallFile]:
+        """The file groups of partition ``part`` (its latest ``slices``) that take inserts
+        first, in the order they fill."""
+        candidates = [(s.file_id, s.base_file_size) for s in slices
+                      if s.base_file and (not self.config.is_mor or not s.log_files)
+                      and (part, s.file_id) not in clustering]
+        small = small_files(candidates, sizing_config(self.options))
+        if self.config.is_mor:
+            # As Hudi: slices with log files cannot be padded without compacting them first
+            # (the index cannot see log-only inserts), so only the smallest few base files
+            # take inserts, as new log blocks.
+            small = small[:option(self.options, "hoodie.merge.small.file.group.candidates.limit")]
+        return small
 
     def plan_counts(self, op: str, counts: "WriteCounts", state, view) -> Plan:
         """The plan of a write known only by counts (an engine tagged its records on its
@@ -284,7 +293,7 @@ class WritePlanner:
         import io
 
         import pyarrow.parquet as pq
-        sample = table.slice(0, min(table.num_rows, 50_000))
+        sample = table.slice(0, min(table.num_rows, SAMPLE_ROWS))
         if sample.num_rows == 0:
             return sizing_config(self.options).record_size_estimate
         buf = io.BytesIO()
