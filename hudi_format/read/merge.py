@@ -15,15 +15,14 @@ from typing import Any, Callable, Iterable
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..config import TableConfig
 from ..keygen import KeyGenerator
-from ..errors import CorruptFileError, StorageError
 from ..log import BlockType, CommandType, read_log_file
 from ..storage import Storage
 from ..view import FileSlice
 from .align import align_table
+from .parquet import read_base_file
 
 log = logging.getLogger(__name__)
 
@@ -63,29 +62,6 @@ def record_keys(table: pa.Table, spec: MergeSpec) -> pa.ChunkedArray:
         return table.column("_hoodie_record_key")
     keygen = spec.keygen or KeyGenerator(spec.record_key_fields, ())
     return keygen.record_keys(table)
-
-
-def read_base_file(storage: Storage, path: str, columns: list[str] | None = None,
-                   size: int | None = None) -> pa.Table:
-    """A base file's ``columns``. ``size``: as listed (spares asking for it; a small file on an
-    object store is read whole in one request, shared with the other readers of it)."""
-    try:
-        whole = storage.read_immutable(path, size) if size else None
-        if whole is not None:
-            sink = pa.BufferOutputStream()   # Arrow-owned memory (see base_file.read_parquet_bytes)
-            sink.write(whole)
-            pf = pq.ParquetFile(pa.BufferReader(sink.getvalue()))
-            available = set(pf.schema_arrow.names)
-            return pf.read(columns=None if columns is None else [c for c in columns if c in available])
-        with storage.open(path, size=size or None) as f:
-            pf = pq.ParquetFile(f)
-            available = set(pf.schema_arrow.names)
-            cols = None if columns is None else [c for c in columns if c in available]
-            return pf.read(columns=cols)
-    except StorageError:
-        raise
-    except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled footer string
-        raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
 
 
 def _skip_corrupt(path: str, block: Any) -> None:

@@ -16,14 +16,14 @@ from typing import Iterator, Sequence
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import CorruptFileError
 from ..storage import Storage
 from ..view import FileSlice
 from .align import align_table
 from .filters import Filter, apply_filters
-from .merge import MergeSpec, merge_file_slice, read_base_file
+from .merge import MergeSpec, merge_file_slice
+from .parquet import open_base_file, read_base_file
 from .snapshot import Visibility
 
 COMMIT_TIME = "_hoodie_commit_time"
@@ -85,8 +85,8 @@ def read_task_table(storage: Storage, task: ScanTask) -> pa.Table:
     if s.log_files:
         table = merge_file_slice(storage, s, task.read_schema, task.merge, task.visibility)
     elif s.base_file:
-        table = align_table(read_base_file(storage, s.base_file, task.read_schema.names), task.read_schema,
-                            storage.uri(s.base_file))
+        table = align_table(read_base_file(storage, s.base_file, task.read_schema.names, s.base_file_size),
+                            task.read_schema, storage.uri(s.base_file))
     else:
         return task.schema.empty_table()
     return _finish(task, table)
@@ -112,19 +112,14 @@ def read_task_batches(storage: Storage, task: ScanTask, batch_size: int | None =
         return
     schema = task.read_schema
     where = storage.uri(s.base_file)
-    with storage.open(s.base_file) as f:
-        try:
-            pf = pq.ParquetFile(f)
-            present = [c for c in schema.names if c in pf.schema_arrow.names]
-            batches = pf.iter_batches(batch_size=batch_size or 65536, columns=present)
-        except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled name
-            raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+    with open_base_file(storage, s.base_file, s.base_file_size) as reader:
+        batches = reader.iter_batches(batch_size or 65536, schema.names)
         while True:
             try:
                 batch = next(batches)
             except StopIteration:
                 return
-            except (pa.ArrowException, OSError, ValueError) as exc:
+            except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled name
                 raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
             t = _finish(task, align_table(pa.Table.from_batches([batch]), schema, where))
             yield from t.to_batches()
