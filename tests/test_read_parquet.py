@@ -74,3 +74,81 @@ def test_missing_and_corrupt_files(table_dir):
     (table_dir / "cut.parquet").write_bytes(whole[: len(whole) // 2] + whole[-8:])
     with pytest.raises(CorruptFileError, match="cut.parquet"):
         read_base_file(storage, "cut.parquet")
+
+
+# -- base pieces holding dictionaries through the merge ---------------------------------------------
+MERGE_SCHEMA = pa.schema([("_hoodie_record_key", pa.string()), ("ts", pa.int64()), ("s", pa.string()),
+                          ("_hoodie_is_deleted", pa.bool_())])
+
+
+def _rows(rng, n: int, keys: int, dup_ok: bool) -> pa.Table:
+    ks = [f"k{rng.randrange(keys)}" for _ in range(n)] if dup_ok else [f"k{i}" for i in rng.sample(range(keys), n)]
+    return pa.table({"_hoodie_record_key": ks, "ts": [rng.choice([None, 0, 1, 2]) for _ in ks],
+                     "s": [rng.choice([None, "x", "y", "zz"]) for _ in ks],
+                     "_hoodie_is_deleted": [rng.random() < 0.1 or None for _ in ks]}, schema=MERGE_SCHEMA)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_merge_of_a_dictionary_base_equals_the_plain_merge(seed):
+    """The carried string column of the base piece stays a dictionary through the merge (as
+    merge_file_slice hands it over) and comes out decoded: same schema, rows and order."""
+    import random
+
+    from hudi_format.read.merge import MergeSpec, merge_pieces
+    rng = random.Random(seed)
+    keys = rng.choice([5, 40, 300])
+    base = _rows(rng, rng.randrange(0, min(keys, 80) + 1), keys, dup_ok=seed % 3 == 0)   # dups: the full merge
+    pieces: list = [base]
+    deletes = []
+    for _ in range(rng.randrange(0, 4)):
+        if rng.random() < 0.3:
+            n = rng.randrange(0, 6)
+            deletes.append((len(pieces), pa.table({
+                "record_key": pa.array([f"k{rng.randrange(keys)}" for _ in range(n)], pa.string()),
+                "partition_path": [""] * n, "ordering_value": pa.array([rng.choice([None, 0, 3]) for _ in range(n)],
+                                                                         pa.int64())})))
+            pieces.append(None)
+        else:
+            pieces.append(_rows(rng, rng.randrange(0, 20), keys, True))
+    encoded = base.set_column(2, pa.field("s", pa.dictionary(pa.int32(), pa.string())),
+                              base.column("s").dictionary_encode())
+    for event_time in (True, False):
+        spec = MergeSpec(("id",), ("ts",), event_time=event_time, has_meta_fields=True)
+        want = merge_pieces(pieces, deletes, MERGE_SCHEMA, spec)
+        got = merge_pieces([encoded] + pieces[1:], deletes, MERGE_SCHEMA, spec)
+        assert got.schema.equals(want.schema) and got.equals(want)
+
+
+def test_mor_table_reads_the_same_with_and_without_dictionary_reads(tmp_path, monkeypatch):
+    """A MOR table whose base files hold dictionary-only strings (partition path, commit time,
+    a low-cardinality column) reads the same rows through the dictionary road as without it."""
+    import hudi_format as hudi
+    import hudi_format.read.parquet as rp
+
+    n = 6000
+    data = pa.table({"id": [f"id-{i}" for i in range(n)], "ts": pa.array([1] * n, pa.int64()),
+                     "color": [("red", "green", "blue")[i % 3] for i in range(n)],
+                     "part": [("p1", "p2")[i % 2] for i in range(n)]})
+    path = str(tmp_path / "t")
+    hudi.write(path, data, operation="insert", table_type="MERGE_ON_READ", record_key="id", ordering_field="ts",
+               partition_by="part")
+    upd = data.slice(0, 300).set_column(1, "ts", pa.array([2] * 300, pa.int64())) \
+        .set_column(2, "color", pa.array(["violet"] * 300))
+    hudi.write(path, upd, operation="upsert")
+    hudi.write(path, data.slice(300, 50), operation="delete")
+    table = hudi.open_table(path)
+    assert any(s.log_files for s in table.file_slices())
+    taken = []
+    real = rp.dictionary_columns
+    monkeypatch.setattr(rp, "dictionary_columns", lambda pf, cols: taken.append(real(pf, cols)) or taken[-1])
+    fast = {c: table.read(columns=None if c is None else list(c)) for c in (None, ("id", "color"))}
+    assert any("color" in t for t in taken)
+    monkeypatch.setattr(rp, "dictionary_columns", lambda pf, cols: [])
+    for cols, got in fast.items():
+        want = table.read(columns=None if cols is None else list(cols))
+        assert got.schema.equals(want.schema) and got.equals(want)
+    assert fast[None].num_rows == n - 50
+    assert fast[None].filter(pa.compute.equal(fast[None].column("ts"), 2)).column("color").unique().to_pylist() \
+        == ["violet"]
+    batches = list(table.scan(batch_size=1000))
+    assert pa.Table.from_batches(batches).sort_by("id").equals(fast[None].sort_by("id"))

@@ -22,7 +22,7 @@ from ..log import BlockType, CommandType, read_log_file
 from ..storage import Storage
 from ..view import FileSlice
 from .align import align_table
-from .parquet import read_base_file
+from .parquet import decode_dictionaries, dictionary_schema, read_base_file
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,11 @@ class MergeSpec:
         else:
             cols.extend(self.record_key_fields)
         return cols
+
+
+def _merge_columns(spec: MergeSpec) -> list[str]:
+    """The columns a merge reads values of (the rest it only carries)."""
+    return spec.needed_columns() + list(spec.record_key_fields) + list(spec.ordering_fields) + ["_hoodie_is_deleted"]
 
 
 def record_keys(table: pa.Table, spec: MergeSpec) -> pa.ChunkedArray:
@@ -100,11 +105,15 @@ def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema,
     read_cols = schema.names
     pieces: list[pa.Table] = []
     if file_slice.base_file:
-        base = read_base_file(storage, file_slice.base_file, read_cols, file_slice.base_file_size)
-        pieces.append(align_table(base, schema, storage.uri(file_slice.base_file)))
+        # The columns the merge does not look at stay dictionaries until the merge has dropped
+        # the base rows it drops (see read.parquet): fewer rows to decode, cheaper filters.
+        base = read_base_file(storage, file_slice.base_file, read_cols, file_slice.base_file_size, decode=False)
+        base = decode_dictionaries(base, schema, [c for c in _merge_columns(spec) if c in read_cols])
+        base = decode_dictionaries(base, dictionary_schema(base, schema))   # any a cast would change
+        pieces.append(align_table(base, dictionary_schema(base, schema), storage.uri(file_slice.base_file)))
     blocks = collect_log_blocks(storage, file_slice.log_files, visible) if file_slice.log_files else []
     if not blocks:
-        return pieces[0] if pieces else schema.empty_table()
+        return decode_dictionaries(pieces[0], schema) if pieces else schema.empty_table()
 
     deletes: list[tuple[int, pa.Table]] = []
     if not pieces:
@@ -218,7 +227,9 @@ def _sort_indices_nulls_first(table: pa.Table, sort_keys: list[tuple[str, str]])
 
 def merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
                  spec: MergeSpec) -> pa.Table:
-    """Merge ``pieces`` (tables in write order; ``None`` where ``deletes`` puts a delete block).
+    """Merge ``pieces`` (tables in write order; ``None`` where ``deletes`` puts a delete block;
+    the first, the base file's, may hold dictionaries of ``schema``'s types for the columns the
+    merge only carries: they are decoded after the merge dropped what it drops).
 
     Only keys written again after the first piece (the base file) can change: base rows of the
     other keys are kept as they are (a hash lookup, no sort) when those keys are unique, and the
@@ -232,6 +243,8 @@ def merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.S
         split = _merge_touched(base, pieces, delete_at, schema, spec)
         if split is not None:
             return split
+    if base is not None:   # the data pieces are stacked: one type per column
+        pieces = [decode_dictionaries(base, schema)] + pieces[1:]
     return _merge_all(pieces, delete_at, schema, spec)
 
 
@@ -266,7 +279,7 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
     live = _live(base)
     keep = untouched if live is None else (live if untouched is None else pc.and_(untouched, live))
     if touched is None:
-        return base if keep is None or pc.all(keep).as_py() else base.filter(keep)
+        return decode_dictionaries(base if keep is None or pc.all(keep).as_py() else base.filter(keep), schema)
 
     # The touched base rows become the first piece of an ordinary merge.
     touched_rows = base.filter(touched)
@@ -275,7 +288,7 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
     is_base = pc.less(merged_rows, pa.scalar(n_t, pa.int64()))
     base_won = pc.is_in(row_numbers(n_t), value_set=merged_rows.filter(is_base))
     keep = pc.replace_with_mask(_flat(keep), _flat(touched), base_won)   # scatter into touched rows
-    out = [base.filter(keep)]
+    out = [decode_dictionaries(base.filter(keep), schema)]
     logs = [p for p in pieces[1:] if p is not None and p.num_rows]
     log_rows = merged_rows.filter(pc.invert(is_base))
     if logs and len(log_rows):

@@ -55,8 +55,12 @@ def _dictionary_only(chunk: Any) -> bool:
         chunk.total_uncompressed_size <= _MAX_DICT_BYTES_PER_VALUE * max(chunk.num_values, 1)
 
 
-def decode_dictionaries(data: _T, schema: pa.Schema, columns: list[str]) -> _T:
-    """``data`` with its dictionary ``columns`` decoded to their type in ``schema``."""
+def decode_dictionaries(data: _T, schema: pa.Schema, columns: list[str] | None = None) -> _T:
+    """``data`` with its dictionary ``columns`` (``None``: every dictionary column that
+    ``schema`` does not type as one) decoded to their type in ``schema``."""
+    if columns is None:
+        columns = [f.name for f in data.schema if pa.types.is_dictionary(f.type)
+                   and schema.get_field_index(f.name) >= 0 and not pa.types.is_dictionary(schema.field(f.name).type)]
     for name in columns:
         i = data.schema.get_field_index(name)
         if i < 0 or not pa.types.is_dictionary(data.schema.field(i).type):
@@ -105,11 +109,14 @@ class BaseFileReader:
         # the same source and the footer already parsed: only the read options differ
         return pq.ParquetFile(self.source, metadata=self.pf.metadata, read_dictionary=dict_cols), dict_cols
 
-    def read(self, columns: list[str] | None = None) -> pa.Table:
-        """The file's ``columns`` (all that it has when ``None``)."""
+    def read(self, columns: list[str] | None = None, use_threads: bool = True, decode: bool = True) -> pa.Table:
+        """The file's ``columns`` (all that it has when ``None``); ``use_threads``: decode its
+        columns on Arrow's thread pool; ``decode=False`` leaves the dictionary-only string
+        columns as dictionaries (a caller that drops rows first decodes fewer of them)."""
         cols = self.present(columns)
         pf, dict_cols = self._dictionary_file(cols)
-        return decode_dictionaries(pf.read(columns=cols), self.pf.schema_arrow, dict_cols)
+        table = pf.read(columns=cols, use_threads=use_threads)
+        return decode_dictionaries(table, self.pf.schema_arrow, dict_cols) if decode else table
 
     def iter_batches(self, batch_size: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         cols = self.present(columns)
@@ -146,10 +153,24 @@ def open_base_file(storage: Storage, path: str, size: int | None = None) -> Base
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None,
-                   size: int | None = None) -> pa.Table:
-    """A base file's ``columns`` (those it has; all when ``None``)."""
+                   size: int | None = None, decode: bool = True) -> pa.Table:
+    """A base file's ``columns`` (those it has; all when ``None``); ``decode``: see
+    :meth:`BaseFileReader.read`."""
     with open_base_file(storage, path, size) as reader:
         try:
-            return reader.read(columns)
+            return reader.read(columns, decode=decode)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
+
+
+def dictionary_schema(table: pa.Table, schema: pa.Schema) -> pa.Schema:
+    """``schema``, typing as a dictionary each column ``table`` holds as a dictionary of the
+    very type ``schema`` gives it (what aligning ``table`` to ``schema`` may leave encoded)."""
+    fields = []
+    for f in schema:
+        i = table.schema.get_field_index(f.name)
+        typ = table.schema.field(i).type if i >= 0 else None
+        if typ is not None and pa.types.is_dictionary(typ) and typ.value_type.equals(f.type):
+            f = f.with_type(typ)
+        fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
