@@ -268,7 +268,8 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
             later_keys.append(pc.cast(record_keys(piece, spec), pa.string()))
     base_keys = pc.cast(record_keys(base, spec), pa.string())
     if later_keys:
-        value_set = pa.chunked_array(later_keys, pa.string()).combine_chunks()
+        # chunks, not ChunkedArrays: pa.chunked_array converts those through Python objects
+        value_set = pa.chunked_array([c for k in later_keys for c in _chunks(k)], pa.string()).combine_chunks()
         touched = pc.is_in(base_keys, value_set=value_set)
         untouched = pc.invert(touched)
         untouched_keys = base_keys.filter(untouched)
@@ -294,6 +295,10 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
     if logs and len(log_rows):
         out.append(pa.concat_tables(logs).take(pc.subtract(log_rows, pa.scalar(n_t, pa.int64()))))
     return pa.concat_tables(out)
+
+
+def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return a.chunks if isinstance(a, pa.ChunkedArray) else [a]
 
 
 def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
