@@ -268,14 +268,12 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
             later_keys.append(pc.cast(record_keys(piece, spec), pa.string()))
     base_keys = pc.cast(record_keys(base, spec), pa.string())
     if later_keys:
-        # chunks, not ChunkedArrays: pa.chunked_array converts those through Python objects
-        value_set = pa.chunked_array([c for k in later_keys for c in _chunks(k)], pa.string()).combine_chunks()
-        touched = pc.is_in(base_keys, value_set=value_set)
+        touched, unique = _touched(later_keys, base_keys)
         untouched = pc.invert(touched)
-        untouched_keys = base_keys.filter(untouched)
     else:
-        touched, untouched, untouched_keys = None, None, base_keys
-    if len(pc.unique(untouched_keys)) != len(untouched_keys):
+        touched, untouched = None, None
+        unique = len(pc.unique(base_keys)) == len(base_keys)
+    if not unique:
         return None
     live = _live(base)
     keep = untouched if live is None else (live if untouched is None else pc.and_(untouched, live))
@@ -295,6 +293,25 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
     if logs and len(log_rows):
         out.append(pa.concat_tables(logs).take(pc.subtract(log_rows, pa.scalar(n_t, pa.int64()))))
     return pa.concat_tables(out)
+
+
+def _touched(later_keys: list, base_keys: pa.ChunkedArray | pa.Array) -> tuple[pa.ChunkedArray, bool]:
+    """(which base rows have a key that a later piece writes, are the other base keys unique).
+
+    One hash pass over the later keys and then the base keys: codes are handed out in order of
+    first sight, so a base key is touched iff its code is below the later keys' count of
+    distinct codes, and the untouched base keys are unique iff each brought a code of its own.
+    """
+    # chunks, not ChunkedArrays: pa.chunked_array converts those through Python objects
+    later = [c for k in later_keys for c in _chunks(k)]
+    encoded = pc.dictionary_encode(pa.chunked_array(later + _chunks(base_keys), pa.string()), null_encoding="encode")
+    codes = [c.indices for c in encoded.chunks]
+    tops = [pc.max(c).as_py() for c in codes]
+    n_later = max((m + 1 for m in tops[:len(later)] if m is not None), default=0)
+    n_distinct = max((m + 1 for m in tops if m is not None), default=0)
+    touched = pc.less(pa.chunked_array(codes[len(later):], pa.int32()), pa.scalar(n_later, pa.int32()))
+    n_untouched = len(base_keys) - (pc.sum(touched).as_py() or 0)
+    return touched, n_distinct - n_later == n_untouched
 
 
 def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
