@@ -100,14 +100,16 @@ def collect_log_blocks(storage: Storage, log_files: Iterable[str], visible: Call
 
 
 def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema, spec: MergeSpec,
-                     visible: Callable[[str], bool]) -> pa.Table:
-    """Read ``file_slice`` as of the instants ``visible`` accepts, in ``schema``."""
+                     visible: Callable[[str], bool], *, use_threads: bool = True) -> pa.Table:
+    """Read ``file_slice`` as of the instants ``visible`` accepts, in ``schema``
+    (``use_threads``: decode the base file's columns on Arrow's thread pool)."""
     read_cols = schema.names
     pieces: list[pa.Table] = []
     if file_slice.base_file:
         # The columns the merge does not look at stay dictionaries until the merge has dropped
         # the base rows it drops (see read.parquet): fewer rows to decode, cheaper filters.
-        base = read_base_file(storage, file_slice.base_file, read_cols, file_slice.base_file_size, decode=False)
+        base = read_base_file(storage, file_slice.base_file, read_cols, file_slice.base_file_size,
+                              decode=False, use_threads=use_threads)
         base = decode_dictionaries(base, schema, [c for c in _merge_columns(spec) if c in read_cols])
         base = decode_dictionaries(base, dictionary_schema(base, schema))   # any a cast would change
         pieces.append(align_table(base, dictionary_schema(base, schema), storage.uri(file_slice.base_file)))

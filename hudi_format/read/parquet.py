@@ -16,6 +16,7 @@ What a reader returns is the plain read's result, schema included.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Iterator, TypeVar
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ from ..storage import Storage
 _MAX_DICT_BYTES_PER_VALUE = 4
 _STRINGS = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
 _T = TypeVar("_T", pa.Table, pa.RecordBatch)
+_BINARY_TYPE = "binary_type" in inspect.signature(pq.ParquetFile).parameters   # pyarrow >= 18
 
 
 def dictionary_columns(pf: pq.ParquetFile, columns: list[str]) -> list[str]:
@@ -48,6 +50,18 @@ def dictionary_columns(pf: pq.ParquetFile, columns: list[str]) -> list[str]:
         if i is not None and all(_dictionary_only(rg.column(i)) for rg in groups):
             out.append(name)
     return out
+
+
+def wide_columns(pf: pq.ParquetFile, columns: list[str]) -> list[str]:
+    """The top-level string/binary ``columns`` of ``pf``, when this pyarrow can read them with
+    64-bit offsets (``binary_type``). Arrow decodes a string column into a 64-bit-offset array
+    faster than into a 32-bit one (whose builder watches for the 2 GiB limit value by value);
+    turning the offsets back to 32 bits afterwards is one pass over them, the bytes are kept."""
+    if not _BINARY_TYPE:
+        return []
+    schema = pf.schema_arrow
+    return [c for c in columns if schema.get_field_index(c) >= 0
+            and (pa.types.is_string(schema.field(c).type) or pa.types.is_binary(schema.field(c).type))]
 
 
 def _dictionary_only(chunk: Any) -> bool:
@@ -106,17 +120,49 @@ class BaseFileReader:
         dict_cols = dictionary_columns(self.pf, cols)
         if not dict_cols:
             return self.pf, []
-        # the same source and the footer already parsed: only the read options differ
-        return pq.ParquetFile(self.source, metadata=self.pf.metadata, read_dictionary=dict_cols), dict_cols
+        return self._reopen(read_dictionary=dict_cols), dict_cols
 
     def read(self, columns: list[str] | None = None, use_threads: bool = True, decode: bool = True) -> pa.Table:
         """The file's ``columns`` (all that it has when ``None``); ``use_threads``: decode its
         columns on Arrow's thread pool; ``decode=False`` leaves the dictionary-only string
         columns as dictionaries (a caller that drops rows first decodes fewer of them)."""
         cols = self.present(columns)
-        pf, dict_cols = self._dictionary_file(cols)
-        table = pf.read(columns=cols, use_threads=use_threads)
-        return decode_dictionaries(table, self.pf.schema_arrow, dict_cols) if decode else table
+        names = self.pf.schema_arrow.names if cols is None else cols
+        dict_cols = dictionary_columns(self.pf, names)
+        wide = [c for c in wide_columns(self.pf, names) if c not in dict_cols] if len(set(names)) == len(names) else []
+        if not wide:
+            pf = self.pf if not dict_cols else self._reopen(read_dictionary=dict_cols)
+            table = pf.read(columns=cols, use_threads=use_threads)
+            return decode_dictionaries(table, self.pf.schema_arrow, dict_cols) if decode else table
+        # two reads of disjoint columns: the other strings with 64-bit offsets, the rest as above
+        rest = [c for c in names if c not in wide]
+        pf = self.pf if not dict_cols else self._reopen(read_dictionary=dict_cols)
+        parts = pf.read(columns=rest, use_threads=use_threads) if rest else None
+        wides = self._reopen(binary_type=pa.large_binary()).read(columns=wide, use_threads=use_threads)
+        schema = self.pf.schema_arrow
+        arrays, fields = [], []
+        for name in names:
+            field = schema.field(name)
+            if name in wide:
+                col = wides.column(name)
+                try:
+                    col = col.cast(field.type)
+                except (pa.ArrowInvalid, pa.ArrowCapacityError, pa.ArrowNotImplementedError):  # over 2 GiB
+                    col = self.pf.read(columns=[name], use_threads=use_threads).column(0)
+            else:
+                col = parts.column(name)   # type: ignore[union-attr]
+                if name in dict_cols and pa.types.is_dictionary(col.type):
+                    if decode:
+                        col = decode_dictionaries(pa.table([col], names=[name]), schema, [name]).column(0)
+                    else:
+                        field = field.with_type(col.type)
+            arrays.append(col)
+            fields.append(field)
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=schema.metadata))
+
+    def _reopen(self, **options: Any) -> pq.ParquetFile:
+        # the same source and the footer already parsed: only the read options differ
+        return pq.ParquetFile(self.source, metadata=self.pf.metadata, **options)
 
     def iter_batches(self, batch_size: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         cols = self.present(columns)
@@ -153,12 +199,12 @@ def open_base_file(storage: Storage, path: str, size: int | None = None) -> Base
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None,
-                   size: int | None = None, decode: bool = True) -> pa.Table:
-    """A base file's ``columns`` (those it has; all when ``None``); ``decode``: see
-    :meth:`BaseFileReader.read`."""
+                   size: int | None = None, decode: bool = True, use_threads: bool = True) -> pa.Table:
+    """A base file's ``columns`` (those it has; all when ``None``); ``decode``, ``use_threads``:
+    see :meth:`BaseFileReader.read`."""
     with open_base_file(storage, path, size) as reader:
         try:
-            return reader.read(columns, decode=decode)
+            return reader.read(columns, use_threads=use_threads, decode=decode)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
 
