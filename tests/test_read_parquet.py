@@ -47,9 +47,21 @@ def test_dictionary_columns_are_the_dictionary_only_strings(table_dir):
     assert dictionary_columns(pq.ParquetFile(table_dir / "plain.parquet"), pf.schema_arrow.names) == []
 
 
+@pytest.fixture(params=["small", "wide"])
+def wide_reads(request, monkeypatch):
+    """Both roads for the other strings: read as they are (a small file), or with 64-bit
+    offsets and turned back (what a file of a megabyte or more of strings takes)."""
+    import hudi_format.read.parquet as rp
+    if request.param == "wide":
+        if not rp._BINARY_TYPE:
+            pytest.skip("this pyarrow reads no binary_type")
+        monkeypatch.setattr(rp, "_WIDE_MIN_BYTES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("name", ["f.parquet", "plain.parquet"])
-@pytest.mark.parametrize("columns", [None, ["few", "n", "missing"], ["unique", "const"], []])
-def test_read_equals_plain_read(table_dir, name, columns):
+@pytest.mark.parametrize("columns", [None, ["few", "n", "missing"], ["unique", "const"], [], ["n", "few", "n"]])
+def test_read_equals_plain_read(table_dir, name, columns, wide_reads):
     storage = Storage(str(table_dir))
     want_cols = None if columns is None else [c for c in columns if c != "missing"]
     want = pq.ParquetFile(table_dir / name).read(columns=want_cols)
@@ -119,7 +131,17 @@ def test_merge_of_a_dictionary_base_equals_the_plain_merge(seed):
         assert got.schema.equals(want.schema) and got.equals(want)
 
 
-def test_mor_table_reads_the_same_with_and_without_dictionary_reads(tmp_path, monkeypatch):
+def test_wide_columns_and_threshold(table_dir, monkeypatch):
+    import hudi_format.read.parquet as rp
+    if not rp._BINARY_TYPE:
+        pytest.skip("this pyarrow reads no binary_type")
+    pf = pq.ParquetFile(table_dir / "f.parquet")
+    assert rp.wide_columns(pf, pf.schema_arrow.names) == []   # under a megabyte of strings
+    monkeypatch.setattr(rp, "_WIDE_MIN_BYTES", 0)
+    assert rp.wide_columns(pf, pf.schema_arrow.names) == ["const", "few", "few_nulls", "unique", "blob", "all_null"]
+
+
+def test_mor_table_reads_the_same_with_and_without_dictionary_reads(tmp_path, monkeypatch, wide_reads):
     """A MOR table whose base files hold dictionary-only strings (partition path, commit time,
     a low-cardinality column) reads the same rows through the dictionary road as without it."""
     import hudi_format as hudi
@@ -144,6 +166,7 @@ def test_mor_table_reads_the_same_with_and_without_dictionary_reads(tmp_path, mo
     fast = {c: table.read(columns=None if c is None else list(c)) for c in (None, ("id", "color"))}
     assert any("color" in t for t in taken)
     monkeypatch.setattr(rp, "dictionary_columns", lambda pf, cols: [])
+    monkeypatch.setattr(rp, "wide_columns", lambda pf, cols: [])
     for cols, got in fast.items():
         want = table.read(columns=None if cols is None else list(cols))
         assert got.schema.equals(want.schema) and got.equals(want)

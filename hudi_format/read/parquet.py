@@ -30,6 +30,7 @@ from ..storage import Storage
 _MAX_DICT_BYTES_PER_VALUE = 4
 _STRINGS = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
 _T = TypeVar("_T", pa.Table, pa.RecordBatch)
+_WIDE_MIN_BYTES = 1 << 20
 _BINARY_TYPE = "binary_type" in inspect.signature(pq.ParquetFile).parameters   # pyarrow >= 18
 
 
@@ -60,8 +61,13 @@ def wide_columns(pf: pq.ParquetFile, columns: list[str]) -> list[str]:
     if not _BINARY_TYPE:
         return []
     schema = pf.schema_arrow
-    return [c for c in columns if schema.get_field_index(c) >= 0
+    wide = [c for c in columns if schema.get_field_index(c) >= 0
             and (pa.types.is_string(schema.field(c).type) or pa.types.is_binary(schema.field(c).type))]
+    md = pf.metadata
+    leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    size = sum(md.row_group(r).column(leaf[c]).total_uncompressed_size
+               for r in range(md.num_row_groups) for c in wide if c in leaf)
+    return wide if size >= _WIDE_MIN_BYTES else []   # a small file is not worth a second read
 
 
 def _dictionary_only(chunk: Any) -> bool:
