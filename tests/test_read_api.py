@@ -23,13 +23,15 @@ COW_COMPLEX = "sample_table__cow__v8_complexkeygen_hivestyle"
 def _opened(monkeypatch, table) -> list[str]:
     """Record every data file the table opens."""
     opened: list[str] = []
-    real_open = table.storage.open
 
-    def spy(rel, *args, **kwargs):
-        opened.append(rel)
-        return real_open(rel, *args, **kwargs)
+    def spy(real):
+        def call(rel, *args, **kwargs):
+            opened.append(rel)
+            return real(rel, *args, **kwargs)
+        return call
 
-    monkeypatch.setattr(table.storage, "open", spy)
+    for name in ("open", "open_input"):   # open_input: base files, natively where it can
+        monkeypatch.setattr(table.storage, name, spy(getattr(table.storage, name)))
     return opened
 
 

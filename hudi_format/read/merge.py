@@ -15,15 +15,14 @@ from typing import Any, Callable, Iterable
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..config import TableConfig
 from ..keygen import KeyGenerator
-from ..errors import CorruptFileError, StorageError
 from ..log import BlockType, CommandType, read_log_file
 from ..storage import Storage
 from ..view import FileSlice
 from .align import align_table
+from .parquet import decode_dictionaries, dictionary_schema, read_base_file
 
 log = logging.getLogger(__name__)
 
@@ -57,35 +56,17 @@ class MergeSpec:
         return cols
 
 
+def _merge_columns(spec: MergeSpec) -> list[str]:
+    """The columns a merge reads values of (the rest it only carries)."""
+    return spec.needed_columns() + list(spec.record_key_fields) + list(spec.ordering_fields) + ["_hoodie_is_deleted"]
+
+
 def record_keys(table: pa.Table, spec: MergeSpec) -> pa.ChunkedArray:
     """The record key of each row: stored in the meta field, or recomputed by the key generator."""
     if spec.has_meta_fields and "_hoodie_record_key" in table.column_names:
         return table.column("_hoodie_record_key")
     keygen = spec.keygen or KeyGenerator(spec.record_key_fields, ())
     return keygen.record_keys(table)
-
-
-def read_base_file(storage: Storage, path: str, columns: list[str] | None = None,
-                   size: int | None = None) -> pa.Table:
-    """A base file's ``columns``. ``size``: as listed (spares asking for it; a small file on an
-    object store is read whole in one request, shared with the other readers of it)."""
-    try:
-        whole = storage.read_immutable(path, size) if size else None
-        if whole is not None:
-            sink = pa.BufferOutputStream()   # Arrow-owned memory (see base_file.read_parquet_bytes)
-            sink.write(whole)
-            pf = pq.ParquetFile(pa.BufferReader(sink.getvalue()))
-            available = set(pf.schema_arrow.names)
-            return pf.read(columns=None if columns is None else [c for c in columns if c in available])
-        with storage.open(path, size=size or None) as f:
-            pf = pq.ParquetFile(f)
-            available = set(pf.schema_arrow.names)
-            cols = None if columns is None else [c for c in columns if c in available]
-            return pf.read(columns=cols)
-    except StorageError:
-        raise
-    except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled footer string
-        raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
 
 
 def _skip_corrupt(path: str, block: Any) -> None:
@@ -119,16 +100,22 @@ def collect_log_blocks(storage: Storage, log_files: Iterable[str], visible: Call
 
 
 def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema, spec: MergeSpec,
-                     visible: Callable[[str], bool]) -> pa.Table:
-    """Read ``file_slice`` as of the instants ``visible`` accepts, in ``schema``."""
+                     visible: Callable[[str], bool], *, use_threads: bool = True) -> pa.Table:
+    """Read ``file_slice`` as of the instants ``visible`` accepts, in ``schema``
+    (``use_threads``: decode the base file's columns on Arrow's thread pool)."""
     read_cols = schema.names
     pieces: list[pa.Table] = []
     if file_slice.base_file:
-        base = read_base_file(storage, file_slice.base_file, read_cols, file_slice.base_file_size)
-        pieces.append(align_table(base, schema, storage.uri(file_slice.base_file)))
+        # The columns the merge does not look at stay dictionaries until the merge has dropped
+        # the base rows it drops (see read.parquet): fewer rows to decode, cheaper filters.
+        base = read_base_file(storage, file_slice.base_file, read_cols, file_slice.base_file_size,
+                              decode=False, use_threads=use_threads)
+        base = decode_dictionaries(base, schema, [c for c in _merge_columns(spec) if c in read_cols])
+        base = decode_dictionaries(base, dictionary_schema(base, schema))   # any a cast would change
+        pieces.append(align_table(base, dictionary_schema(base, schema), storage.uri(file_slice.base_file)))
     blocks = collect_log_blocks(storage, file_slice.log_files, visible) if file_slice.log_files else []
     if not blocks:
-        return pieces[0] if pieces else schema.empty_table()
+        return decode_dictionaries(pieces[0], schema) if pieces else schema.empty_table()
 
     deletes: list[tuple[int, pa.Table]] = []
     if not pieces:
@@ -242,7 +229,9 @@ def _sort_indices_nulls_first(table: pa.Table, sort_keys: list[tuple[str, str]])
 
 def merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
                  spec: MergeSpec) -> pa.Table:
-    """Merge ``pieces`` (tables in write order; ``None`` where ``deletes`` puts a delete block).
+    """Merge ``pieces`` (tables in write order; ``None`` where ``deletes`` puts a delete block;
+    the first, the base file's, may hold dictionaries of ``schema``'s types for the columns the
+    merge only carries: they are decoded after the merge dropped what it drops).
 
     Only keys written again after the first piece (the base file) can change: base rows of the
     other keys are kept as they are (a hash lookup, no sort) when those keys are unique, and the
@@ -256,6 +245,8 @@ def merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.S
         split = _merge_touched(base, pieces, delete_at, schema, spec)
         if split is not None:
             return split
+    if base is not None:   # the data pieces are stacked: one type per column
+        pieces = [decode_dictionaries(base, schema)] + pieces[1:]
     return _merge_all(pieces, delete_at, schema, spec)
 
 
@@ -279,18 +270,17 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
             later_keys.append(pc.cast(record_keys(piece, spec), pa.string()))
     base_keys = pc.cast(record_keys(base, spec), pa.string())
     if later_keys:
-        value_set = pa.chunked_array(later_keys, pa.string()).combine_chunks()
-        touched = pc.is_in(base_keys, value_set=value_set)
+        touched, unique = _touched(later_keys, base_keys)
         untouched = pc.invert(touched)
-        untouched_keys = base_keys.filter(untouched)
     else:
-        touched, untouched, untouched_keys = None, None, base_keys
-    if len(pc.unique(untouched_keys)) != len(untouched_keys):
+        touched, untouched = None, None
+        unique = len(pc.unique(base_keys)) == len(base_keys)
+    if not unique:
         return None
     live = _live(base)
     keep = untouched if live is None else (live if untouched is None else pc.and_(untouched, live))
     if touched is None:
-        return base if keep is None or pc.all(keep).as_py() else base.filter(keep)
+        return decode_dictionaries(base if keep is None or pc.all(keep).as_py() else base.filter(keep), schema)
 
     # The touched base rows become the first piece of an ordinary merge.
     touched_rows = base.filter(touched)
@@ -299,12 +289,35 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
     is_base = pc.less(merged_rows, pa.scalar(n_t, pa.int64()))
     base_won = pc.is_in(row_numbers(n_t), value_set=merged_rows.filter(is_base))
     keep = pc.replace_with_mask(_flat(keep), _flat(touched), base_won)   # scatter into touched rows
-    out = [base.filter(keep)]
+    out = [decode_dictionaries(base.filter(keep), schema)]
     logs = [p for p in pieces[1:] if p is not None and p.num_rows]
     log_rows = merged_rows.filter(pc.invert(is_base))
     if logs and len(log_rows):
         out.append(pa.concat_tables(logs).take(pc.subtract(log_rows, pa.scalar(n_t, pa.int64()))))
     return pa.concat_tables(out)
+
+
+def _touched(later_keys: list, base_keys: pa.ChunkedArray | pa.Array) -> tuple[pa.ChunkedArray, bool]:
+    """(which base rows have a key that a later piece writes, are the other base keys unique).
+
+    One hash pass over the later keys and then the base keys: codes are handed out in order of
+    first sight, so a base key is touched iff its code is below the later keys' count of
+    distinct codes, and the untouched base keys are unique iff each brought a code of its own.
+    """
+    # chunks, not ChunkedArrays: pa.chunked_array converts those through Python objects
+    later = [c for k in later_keys for c in _chunks(k)]
+    encoded = pc.dictionary_encode(pa.chunked_array(later + _chunks(base_keys), pa.string()), null_encoding="encode")
+    codes = [c.indices for c in encoded.chunks]
+    tops = [pc.max(c).as_py() for c in codes]
+    n_later = max((m + 1 for m in tops[:len(later)] if m is not None), default=0)
+    n_distinct = max((m + 1 for m in tops if m is not None), default=0)
+    touched = pc.less(pa.chunked_array(codes[len(later):], pa.int32()), pa.scalar(n_later, pa.int32()))
+    n_untouched = len(base_keys) - (pc.sum(touched).as_py() or 0)
+    return touched, n_distinct - n_later == n_untouched
+
+
+def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return a.chunks if isinstance(a, pa.ChunkedArray) else [a]
 
 
 def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -16,14 +16,14 @@ from typing import Iterator, Sequence
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import CorruptFileError
 from ..storage import Storage
 from ..view import FileSlice
 from .align import align_table
 from .filters import Filter, apply_filters
-from .merge import MergeSpec, merge_file_slice, read_base_file
+from .merge import MergeSpec, merge_file_slice
+from .parquet import open_base_file, read_base_file
 from .snapshot import Visibility
 
 COMMIT_TIME = "_hoodie_commit_time"
@@ -79,14 +79,16 @@ def _finish(task: ScanTask, table: pa.Table) -> pa.Table:
     return table.select(list(task.columns))
 
 
-def read_task_table(storage: Storage, task: ScanTask) -> pa.Table:
-    """The task's rows as one table: the base file, merged with the visible log blocks."""
+def read_task_table(storage: Storage, task: ScanTask, *, use_threads: bool = True) -> pa.Table:
+    """The task's rows as one table: the base file, merged with the visible log blocks
+    (``use_threads``: decode the base file's columns on Arrow's thread pool)."""
     s = task.file_slice
     if s.log_files:
-        table = merge_file_slice(storage, s, task.read_schema, task.merge, task.visibility)
+        table = merge_file_slice(storage, s, task.read_schema, task.merge, task.visibility, use_threads=use_threads)
     elif s.base_file:
-        table = align_table(read_base_file(storage, s.base_file, task.read_schema.names), task.read_schema,
-                            storage.uri(s.base_file))
+        table = align_table(read_base_file(storage, s.base_file, task.read_schema.names, s.base_file_size,
+                                           use_threads=use_threads),
+                            task.read_schema, storage.uri(s.base_file))
     else:
         return task.schema.empty_table()
     return _finish(task, table)
@@ -94,12 +96,24 @@ def read_task_table(storage: Storage, task: ScanTask) -> pa.Table:
 
 def read_task_tables(storage: Storage, tasks: Sequence[ScanTask]) -> list[pa.Table]:
     """Each task's table, in task order, the slices read on a thread each (up to one per core):
-    Parquet decoding, Avro block framing and the merge's Arrow kernels release the GIL."""
+    Parquet decoding, Avro block framing and the merge's Arrow kernels release the GIL.
+
+    The largest slices start first, so no core is left with a big one at the end. With at
+    least two slices per thread the threads are busy enough: a slice's columns are then not
+    also spread over Arrow's pool, whose extra threads only cost switches on a busy machine."""
     workers = min(len(tasks), os.cpu_count() or 1)
     if workers <= 1:
         return [read_task_table(storage, t) for t in tasks]
+    use_threads = len(tasks) < 2 * workers
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].size)
+    out: list[pa.Table] = [pa.table({})] * len(tasks)
+
+    def run(i: int) -> None:
+        out[i] = read_task_table(storage, tasks[i], use_threads=use_threads)
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda t: read_task_table(storage, t), tasks))
+        for _ in pool.map(run, order):
+            pass
+    return out
 
 
 def read_task_batches(storage: Storage, task: ScanTask, batch_size: int | None = None
@@ -112,19 +126,14 @@ def read_task_batches(storage: Storage, task: ScanTask, batch_size: int | None =
         return
     schema = task.read_schema
     where = storage.uri(s.base_file)
-    with storage.open(s.base_file) as f:
-        try:
-            pf = pq.ParquetFile(f)
-            present = [c for c in schema.names if c in pf.schema_arrow.names]
-            batches = pf.iter_batches(batch_size=batch_size or 65536, columns=present)
-        except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled name
-            raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+    with open_base_file(storage, s.base_file, s.base_file_size) as reader:
+        batches = reader.iter_batches(batch_size or 65536, schema.names)
         while True:
             try:
                 batch = next(batches)
             except StopIteration:
                 return
-            except (pa.ArrowException, OSError, ValueError) as exc:
+            except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled name
                 raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
             t = _finish(task, align_table(pa.Table.from_batches([batch]), schema, where))
             yield from t.to_batches()
