@@ -136,17 +136,17 @@ def route(df, values: PartitionValues, assignment: "tasks.Assignment", key_field
     return joined.select(*[df[c] for c in df.columns], ranges[tasks.BUCKET], ranges[tasks.SLOT])
 
 
+_KIND, _JP, _JF = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"
 
-def route_tagged(rows, assignment: "tasks.Assignment"):
-    """Tagged rows (key, partition and the index's ``FOUND_IN``/``FILE_ID`` joined on) with
-    their bucket, delete flag and shuffle slot, by Spark expressions: the rule of the core's
-    ``IndexLookup.actions`` (update or delete where the index found the key, insert spread
-    over the partition's buckets, a moved key both, a dropped one neither), then one
-    broadcast join with the plan's targets: ``(partition, file id)`` of existing file groups,
-    ``(partition, hash range)`` of a partition's inserts."""
+
+def tag(rows, lookup):
+    """Tagged rows (key, partition and the index's ``FOUND_IN``/``FILE_ID`` joined on), one
+    row per action, by Spark expressions following the rule of the core's
+    ``IndexLookup.actions``: an update (``U``) or delete (``D``) in the file group the index
+    found the key in, an insert (``I``) in the record's partition, a moved key both a ``D``
+    and an ``I``, a dropped one nothing. Counting (:func:`count_tagged`) and routing
+    (:func:`route_tagged`) read the same rows, so the plan and the routes agree."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-    lookup = assignment.lookup
     op, moves = lookup.operation, lookup.global_index and lookup.moves
     known = F.col(tasks.FILE_ID).isNotNull()
     moved = (known & F.coalesce(F.col(tasks.FOUND_IN) != F.col(tasks.PARTITION), F.lit(False))) if moves \
@@ -162,13 +162,32 @@ def route_tagged(rows, assignment: "tasks.Assignment"):
         kind = F.when(moved, kinds("D", "I")).when(known, stay).otherwise(kinds("I"))
     else:
         kind = kinds("I")
-    kind_col = "__hoodie_kind"
-    exploded = rows.withColumn(kind_col, F.explode(kind))
-    is_insert = F.col(kind_col) == "I"
-    exploded = exploded.withColumn("__hoodie_jp", F.when(is_insert, F.col(tasks.PARTITION))
-                                   .otherwise(F.col(tasks.FOUND_IN))) \
-        .withColumn("__hoodie_jf", F.when(is_insert, F.lit(None).cast("string")).otherwise(F.col(tasks.FILE_ID)))
+    exploded = rows.withColumn(_KIND, F.explode(kind))
+    is_insert = F.col(_KIND) == "I"
+    data = [F.col(c) for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID)]
+    return exploded.select(*data, F.col(_KIND),
+                           F.when(is_insert, F.col(tasks.PARTITION)).otherwise(F.col(tasks.FOUND_IN)).alias(_JP),
+                           F.when(is_insert, F.lit(None).cast("string")).otherwise(F.col(tasks.FILE_ID)).alias(_JF))
 
+
+def count_tagged(tagged, dedupe: bool):
+    """Rows of ``(kind, partition, file_id, n)``: updates and deletes per file group the index
+    found, inserts per partition; with ``dedupe`` a key counts once per partition (the task
+    writing it merges its duplicates)."""
+    from pyspark.sql import functions as F
+    if dedupe:
+        tagged = tagged.dropDuplicates([tasks.KEY, tasks.PARTITION, _KIND])
+    return tagged.groupBy(F.col(_KIND).alias("kind"), F.col(_JP).alias("partition"),
+                          F.col(_JF).alias("file_id")).agg(F.count(F.lit(1)).alias("n"))
+
+
+def route_tagged(tagged, assignment: "tasks.Assignment"):
+    """Tagged rows (:func:`tag`) with their bucket, delete flag and shuffle slot: one
+    broadcast join with the plan's targets, ``(partition, file id)`` of existing file
+    groups and ``(partition, hash range)`` of a partition's inserts (spread over its buckets
+    in proportion to the plan by a hash of the key)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
     targets: list[tuple[Any, ...]] = []
     for name, bucket in zip(assignment.located, assignment.located_buckets):
         part, fid = name.split("\0", 1)
@@ -181,11 +200,11 @@ def route_tagged(rows, assignment: "tasks.Assignment"):
     schema = StructType([StructField("__hoodie_tp", StringType()), StructField("__hoodie_tf", StringType()),
                          StructField(_LO, LongType()), StructField(_HI, LongType()), StructField(_TOTAL, LongType()),
                          StructField(tasks.BUCKET, IntegerType()), StructField(tasks.SLOT, IntegerType())])
-    plan = F.broadcast(rows.sparkSession.createDataFrame(targets, schema))
-    h = F.pmod(F.xxhash64(exploded[tasks.KEY]), plan[_TOTAL])
-    cond = (exploded["__hoodie_jp"].eqNullSafe(plan["__hoodie_tp"])
-            & exploded["__hoodie_jf"].eqNullSafe(plan["__hoodie_tf"]) & (h >= plan[_LO]) & (h < plan[_HI]))
-    joined = exploded.join(plan, on=cond, how="left")
-    data = [c for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID)]
-    return joined.select(*[exploded[c] for c in data], plan[tasks.BUCKET], plan[tasks.SLOT],
-                         (F.col(kind_col) == "D").alias(tasks.DELETE))
+    plan = F.broadcast(tagged.sparkSession.createDataFrame(targets, schema))
+    h = F.pmod(F.xxhash64(tagged[tasks.KEY]), plan[_TOTAL])
+    cond = (tagged[_JP].eqNullSafe(plan["__hoodie_tp"])
+            & tagged[_JF].eqNullSafe(plan["__hoodie_tf"]) & (h >= plan[_LO]) & (h < plan[_HI]))
+    joined = tagged.join(plan, on=cond, how="left")
+    data = [c for c in tagged.columns if c not in (_KIND, _JP, _JF)]
+    return joined.select(*[tagged[c] for c in data], plan[tasks.BUCKET], plan[tasks.SLOT],
+                         (tagged[_KIND] == "D").alias(tasks.DELETE))

@@ -14,8 +14,8 @@ executors:
   (:func:`assign`) and is looked up there (:func:`run_lookups`).
 
 What comes back, ``(key, found_in, file_id)`` of the incoming keys the table holds, is joined
-with the incoming records by Spark; :func:`count_actions` reduces the tagged records to
-counts per file group and partition, all the driver needs to size the write.
+with the incoming records by Spark; :func:`spark_adapter.spread.count_tagged` reduces the
+tagged records to counts per file group and partition, all the driver needs to size the write.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hudi_format import engine
-from hudi_format.engine.index import DELETE, INSERT, MOVE, UPDATE
 
 from .tasks import FILE_ID, FOUND_IN, KEY, PARTITION
 
 TASK = "__hoodie_lookup_task"
 LOCATIONS_SCHEMA = f"{KEY} string, {FOUND_IN} string, {FILE_ID} string"
 RANGES_SCHEMA = "task long, lo string, hi string"
-COUNTS_SCHEMA = "kind string, partition string, file_id string, n long"
 
 
 def _locations(found: pa.Table) -> pa.RecordBatch:
@@ -83,27 +81,3 @@ def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -
         found = engine.lookup(lookup.tasks[i], keys, storage_options)
         if found.num_rows:
             yield _locations(found)
-
-
-def count_actions(batches: Iterator[pa.RecordBatch], *, lookup) -> Iterator[pa.RecordBatch]:
-    """Tagged records as counts: updates ``U`` and deletes ``D`` per (partition, file id) the
-    index found, inserts ``I`` per partition (a moved key is a ``D`` and an ``I``)."""
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        acts = lookup.actions(batch.column(PARTITION), batch.column(FOUND_IN), batch.column(FILE_ID))
-        parts = []
-        for kind, which, part_col in (("U", [UPDATE], FOUND_IN), ("D", [DELETE, MOVE], FOUND_IN),
-                                      ("I", [INSERT, MOVE], PARTITION)):
-            mask = pc.is_in(acts, value_set=pa.array(which, pa.int8()))
-            sel = pa.table({"partition": batch.column(part_col),
-                            "file_id": batch.column(FILE_ID) if kind != "I" else pa.nulls(batch.num_rows, pa.string())
-                            }).filter(mask)
-            if not sel.num_rows:
-                continue
-            agg = sel.group_by(["partition", "file_id"], use_threads=False).aggregate([([], "count_all")])
-            parts.append(pa.table({"kind": pa.repeat(pa.scalar(kind), agg.num_rows),
-                                   "partition": agg.column("partition"), "file_id": agg.column("file_id"),
-                                   "n": pc.cast(agg.column("count_all"), pa.int64())}))
-        if parts:
-            yield from pa.concat_tables(parts).to_batches()

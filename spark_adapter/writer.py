@@ -42,9 +42,11 @@ speculation) are deleted before the commit by reconciling markers with the stats
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import time
 from collections import defaultdict
 from typing import Any, Mapping
 
@@ -112,6 +114,15 @@ class DistributedWrite:
         self.storage_options = dict(storage_options) if storage_options else None
 
     # -- driver ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _step(self, name: str):
+        """Log how long a step of the write took (``DEBUG``): where a slow write spends it."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            log.debug("%s %s: %s took %.2f s", self.op, self.path, name, time.perf_counter() - start)
+
     def run(self):
         """The write; an executor's failure is raised here as a :class:`HudiError` (Spark's
         own error is its cause), after the abort removed what the write wrote."""
@@ -134,28 +145,40 @@ class DistributedWrite:
         keyer = tasks.Keyer(job.spec, in_hudi)
 
         # 1-2. keys on the executors; tagged there; only counts come to the driver
-        key_cols = [c for c in keyer.columns if c in self.df.columns]
-        keys_df = self.df.select(*key_cols).mapInArrow(
-            functools.partial(tasks.keys_of, keyer=keyer.restrict(key_cols)),
-            f"{tasks.KEY} string, {tasks.PARTITION} string")
         tagging = self.op in ("upsert", "delete") or (
             self.op == "insert" and bool(job.options and option(job.options, "hoodie.datasource.write.insert.drop.duplicates")))
-        lookup, locations, values = None, None, None
+        lookup, values, tagged = None, None, None
+        persisted: list = []      # unpersisted when the write ends, whichever way
         try:
             if not tagging and spread.applies(keyer, self.df, job.dedupe):
                 # counted by Spark per partition value; the rows reach Python once, to be written
-                values = spread.count(self.df, keyer)
+                with self._step("count"):
+                    values = spread.count(self.df, keyer)
                 counts = engine.WriteCounts(inserts=values.inserts, partitions=frozenset(values.paths))
             elif tagging:
+                # The records' keys are computed once (the rows cross into Python once before
+                # they are written) and kept with the rows; the index's answer is joined on
+                # once and kept too: counting and routing read the same tagged rows, as Hudi
+                # persists its tagged records.
+                keyed = self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer), _with_key_schema(self.df))
+                persisted.append(keyed.persist())
+                keys_df = keyed.select(tasks.KEY, tasks.PARTITION)
                 if job.dedupe:      # one record per key: the task writing it merges its duplicates
                     keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
-                lookup, locations = self._lookup(job, keys_df)
-                tagged = _join(keys_df, locations, lookup)
-                from pyspark.sql import functions as F
-                counts = _write_counts(tagged.mapInArrow(
-                    functools.partial(tagging_tasks.count_actions, lookup=lookup), tagging_tasks.COUNTS_SCHEMA)
-                    .groupBy("kind", "partition", "file_id").agg(F.sum("n").alias("n")).toArrow())
+                with self._step("index lookup"):
+                    lookup, locations = self._lookup(job, keys_df)
+                persisted.append(locations)
+                tagged = spread.tag(_join(keyed, locations, lookup), lookup)
+                persisted.append(tagged.persist())
+                with self._step("count tagged"):
+                    counts = _write_counts(spread.count_tagged(tagged, job.dedupe).toArrow())
+                for df in (keyed, locations):     # the tagged rows hold what the write needs
+                    df.unpersist()
             else:
+                key_cols = [c for c in keyer.columns if c in self.df.columns]
+                keys_df = self.df.select(*key_cols).mapInArrow(
+                    functools.partial(tasks.keys_of, keyer=keyer.restrict(key_cols)),
+                    f"{tasks.KEY} string, {tasks.PARTITION} string")
                 per_partition = keys_df.groupBy(tasks.PARTITION).count().toArrow()
                 parts = per_partition.column(tasks.PARTITION).to_pylist()
                 ns = per_partition.column("count").to_pylist()
@@ -164,24 +187,28 @@ class DistributedWrite:
                     partitions=frozenset(parts))
             sample = None
             if self.op == "bulk_insert" and counts.inserts:
-                sample = job.spec.conform(to_hudi_arrow(self.df.limit(SAMPLE_ROWS).toArrow(), in_hudi))
+                with self._step("sample"):
+                    sample = job.spec.conform(to_hudi_arrow(self.df.limit(SAMPLE_ROWS).toArrow(), in_hudi))
             # 3-4. plan from counts (opens the instant), shuffle, write on the executors, commit once
-            buckets = engine.plan_write(job, counts=counts, sample=sample)
+            with self._step("plan"):
+                buckets = engine.plan_write(job, counts=counts, sample=sample)
             try:
                 assignment = _assignment(buckets, lookup)
-                results = self._run_tasks(buckets, keyer, assignment, locations, values)
-                return engine.commit(job, [
-                    engine.BucketResult(index=b, partition=buckets[b].partition,
-                                        stat=engine.WriteStat.from_dict(json.loads(stat)),
-                                        files=tuple(json.loads(files)))
-                    for b, stat, files in zip(*(results.column(c).to_pylist() for c in ("bucket", "stat", "files")))],
-                    extra_metadata=self.extra_metadata)
+                with self._step(f"write {len(buckets)} buckets"):
+                    results = self._run_tasks(buckets, keyer, assignment, tagged, values)
+                stats = [engine.BucketResult(index=b, partition=buckets[b].partition,
+                                             stat=engine.WriteStat.from_dict(json.loads(stat)),
+                                             files=tuple(json.loads(files)))
+                         for b, stat, files in zip(*(results.column(c).to_pylist()
+                                                     for c in ("bucket", "stat", "files")))]
+                with self._step("commit"):
+                    return engine.commit(job, stats, extra_metadata=self.extra_metadata)
             except BaseException:
                 engine.abort(job)     # every file its markers name, the pending instant
                 raise
         finally:
-            if locations is not None:
-                locations.unpersist()
+            for df in persisted:
+                df.unpersist()
 
     def _lookup(self, job, keys_df):
         """The index's lookup tasks and, computed on the executors, ``(key, found_in,
@@ -217,7 +244,7 @@ class DistributedWrite:
                 tagging_tasks.LOCATIONS_SCHEMA)
         return lookup, found.persist()
 
-    def _run_tasks(self, buckets: list, keyer, assignment, locations, values) -> pa.Table:
+    def _run_tasks(self, buckets: list, keyer, assignment, tagged, values) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
         from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
         if not buckets:
@@ -228,13 +255,8 @@ class DistributedWrite:
         if values is not None:       # routed by Spark expressions; keys computed where written
             routed = spread.route(self.df, values, assignment, list(keyer.spec.config.record_key_fields))
             return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
-        if locations is not None:
-            # the index's answer joined to every record, the plan applied by Spark expressions
-            rows = _join(self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer), StructType(
-                list(self.df.schema.fields) + [StructField(tasks.KEY, StringType()),
-                                               StructField(tasks.PARTITION, StringType())])),
-                         locations, assignment.lookup)
-            routed = spread.route_tagged(rows, assignment)
+        if tagged is not None:       # the tagged rows, the plan applied by Spark expressions
+            routed = spread.route_tagged(tagged, assignment)
         else:      # a key generator spread cannot render: keys and buckets in Python
             routed = self.df.mapInArrow(
                 functools.partial(tasks.route, keyer=keyer, assignment=assignment),
@@ -266,8 +288,15 @@ def _join(records, locations, lookup):
     return joined.withColumn(tasks.FOUND_IN, F.when(F.col(tasks.FILE_ID).isNotNull(), F.col(tasks.PARTITION)))
 
 
+def _with_key_schema(df):
+    """``df``'s schema with the record key and partition path (:func:`tasks.with_keys`)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+    return StructType(list(df.schema.fields) + [StructField(tasks.KEY, StringType()),
+                                                StructField(tasks.PARTITION, StringType())])
+
+
 def _write_counts(counts: pa.Table) -> "engine.WriteCounts":
-    """The counts of :func:`tagging.count_actions` as the planner takes them."""
+    """The counts of :func:`spread.count_tagged` as the planner takes them."""
     updates, deletes, inserts = {}, {}, {}
     cols = [counts.column(c).to_pylist() for c in ("kind", "partition", "file_id", "n")]
     for kind, part, fid, n in zip(*cols):
