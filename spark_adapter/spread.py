@@ -26,7 +26,7 @@ import attrs
 from hudi_format.errors import HudiError
 
 from . import tasks
-from .arrow import to_hudi_arrow
+from .arrow import local_frame, to_hudi_arrow
 
 _KEYGENS = ("SIMPLE", "COMPLEX", "NON_PARTITION")
 _PV = "__hoodie_pv_"            # the broadcast side's copy of partition field i
@@ -127,13 +127,53 @@ def route(df, values: PartitionValues, assignment: "tasks.Assignment", key_field
     schema = StructType([StructField(f"{_PV}{i}", types[f]) for i, f in enumerate(fields)] + [
         StructField(_LO, LongType()), StructField(_HI, LongType()), StructField(_TOTAL, LongType()),
         StructField(tasks.BUCKET, IntegerType()), StructField(tasks.SLOT, IntegerType())])
-    ranges = F.broadcast(spark.createDataFrame(rows, schema))
+    ranges = F.broadcast(local_frame(spark, rows, schema))
     h = F.pmod(F.xxhash64(*[df[f] for f in key_fields]), ranges[_TOTAL])
     cond = (h >= ranges[_LO]) & (h < ranges[_HI])
     for i, f in enumerate(fields):
         cond = cond & df[f].eqNullSafe(ranges[f"{_PV}{i}"])
     joined = df.join(ranges, on=cond, how="left")
     return joined.select(*[df[c] for c in df.columns], ranges[tasks.BUCKET], ranges[tasks.SLOT])
+
+
+def renders_keys(keyer: "tasks.Keyer", df) -> bool:
+    """Whether Spark expressions give every row's record key and partition path exactly as
+    the core's key generator does: one record key field of a string or integer type (its
+    key is the value as a string, in the same decimal form), not a COMPLEX key generator
+    (``field:value``), and partition paths :func:`applies` can count."""
+    from pyspark.sql import types as T
+    spec = keyer.spec
+    key_fields = list(spec.config.record_key_fields)
+    if len(key_fields) != 1 or spec.config.keygen_type == "COMPLEX" or not applies(keyer, df, False):
+        return False
+    dtype = {f.name: f.dataType for f in df.schema.fields}[key_fields[0]]
+    return isinstance(dtype, (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType))
+
+
+def with_keys(df, keyer: "tasks.Keyer", values: PartitionValues):
+    """``df`` with each row's record key and partition path (``tasks.KEY``,
+    ``tasks.PARTITION``) by Spark expressions (see :func:`renders_keys`): the key is the key
+    field cast to a string, the path that of the row's partition value in ``values`` (a
+    broadcast join; null for a value :func:`count` never saw, which no plan holds)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+    key_field = keyer.spec.config.record_key_fields[0]
+    key = df[key_field].cast("string").alias(tasks.KEY)
+    fields = values.fields
+    if not fields:
+        return df.select(*[df[c] for c in df.columns], key, F.lit(values.paths[0] if values.paths else "")
+                         .alias(tasks.PARTITION))
+    types = {f.name: f.dataType for f in df.schema.fields}
+    schema = StructType([StructField(f"{_PV}{i}", types[f]) for i, f in enumerate(fields)]
+                        + [StructField(tasks.PARTITION, StringType())])
+    paths = F.broadcast(local_frame(df.sparkSession, [tuple(v) + (p,) for v, p in zip(values.values, values.paths)],
+                                    schema))
+    cond = None
+    for i, f in enumerate(fields):
+        eq = df[f].eqNullSafe(paths[f"{_PV}{i}"])
+        cond = eq if cond is None else cond & eq
+    joined = df.join(paths, on=cond, how="left")
+    return joined.select(*[df[c] for c in df.columns], key, paths[tasks.PARTITION])
 
 
 _KIND, _JP, _JF = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"
@@ -200,7 +240,7 @@ def route_tagged(tagged, assignment: "tasks.Assignment"):
     schema = StructType([StructField("__hoodie_tp", StringType()), StructField("__hoodie_tf", StringType()),
                          StructField(_LO, LongType()), StructField(_HI, LongType()), StructField(_TOTAL, LongType()),
                          StructField(tasks.BUCKET, IntegerType()), StructField(tasks.SLOT, IntegerType())])
-    plan = F.broadcast(tagged.sparkSession.createDataFrame(targets, schema))
+    plan = F.broadcast(local_frame(tagged.sparkSession, targets, schema))
     h = F.pmod(F.xxhash64(tagged[tasks.KEY]), plan[_TOTAL])
     cond = (tagged[_JP].eqNullSafe(plan["__hoodie_tp"])
             & tagged[_JF].eqNullSafe(plan["__hoodie_tf"]) & (h >= plan[_LO]) & (h < plan[_HI]))

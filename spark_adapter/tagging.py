@@ -20,6 +20,7 @@ tagged records to counts per file group and partition, all the driver needs to s
 
 from __future__ import annotations
 
+import functools
 from typing import Iterator
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 
 from hudi_format import engine
 
+from .arrow import local_frame
 from .tasks import FILE_ID, FOUND_IN, KEY, PARTITION
 
 TASK = "__hoodie_lookup_task"
@@ -58,6 +60,25 @@ def key_ranges(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) ->
         yield pa.RecordBatch.from_pydict({"task": pa.array(ids, pa.int64()),
                                           "lo": pa.array([r[0] if r else None for r in got], pa.string()),
                                           "hi": pa.array([r[1] if r else None for r in got], pa.string())})
+
+
+def pairs(keys_df, lookup):
+    """Probing lookups: ``(key, task)`` for every task that must see the key, as
+    ``IndexLookup.assign`` decides: a file slice of the key's partition (any, for a global
+    index) whose key range, when known, holds the key; by a broadcast join with one row per
+    task, so the keys stay in Spark. The record index's hash of the key is the core's
+    (:func:`assign`, in Python)."""
+    from pyspark.sql import functions as F
+    if any(t.kind == engine.index.RECORD_INDEX for t in lookup.tasks):
+        return keys_df.mapInArrow(functools.partial(assign, lookup=lookup), f"{KEY} string, {TASK} int")
+    rows = [(i, t.partition, *(t.key_range or (None, None))) for i, t in enumerate(lookup.tasks)]
+    targets = F.broadcast(local_frame(keys_df.sparkSession, rows,
+                                      f"{TASK} int, __hoodie_tp string, __hoodie_lo string, __hoodie_hi string"))
+    key = keys_df[KEY]
+    cond = targets["__hoodie_lo"].isNull() | ((key >= targets["__hoodie_lo"]) & (key <= targets["__hoodie_hi"]))
+    if not lookup.global_index:
+        cond = (keys_df[PARTITION] == targets["__hoodie_tp"]) & cond
+    return keys_df.join(targets, on=cond, how="inner").select(key.alias(KEY), targets[TASK])
 
 
 def assign(batches: Iterator[pa.RecordBatch], *, lookup) -> Iterator[pa.RecordBatch]:

@@ -53,13 +53,14 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from hudi_format import engine
+from hudi_format.engine import index as engine_index
 from hudi_format.engine.index import is_global_index
 from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import option
 from hudi_format.storage import Storage
 
 from . import spread, tagging as tagging_tasks, tasks
-from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow
+from .arrow import hudi_schema, local_frame, spark_arrow_schema, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
 
 log = logging.getLogger(__name__)
@@ -160,13 +161,20 @@ class DistributedWrite:
                 # they are written) and kept with the rows; the index's answer is joined on
                 # once and kept too: counting and routing read the same tagged rows, as Hudi
                 # persists its tagged records.
-                keyed = self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer), _with_key_schema(self.df))
-                persisted.append(keyed.persist())
+                parts = None
+                if spread.renders_keys(keyer, self.df):     # keys by Spark expressions
+                    with self._step("count"):
+                        parts = spread.count(self.df, keyer)
+                    keyed = spread.with_keys(self.df, keyer, parts)
+                else:
+                    keyed = self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer),
+                                               _with_key_schema(self.df))
+                    persisted.append(keyed.persist())
                 keys_df = keyed.select(tasks.KEY, tasks.PARTITION)
                 if job.dedupe:      # one record per key: the task writing it merges its duplicates
                     keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
                 with self._step("index lookup"):
-                    lookup, locations = self._lookup(job, keys_df)
+                    lookup, locations = self._lookup(job, keys_df, parts.inserts if parts else None)
                 persisted.append(locations)
                 tagged = spread.tag(_join(keyed, locations, lookup), lookup)
                 persisted.append(tagged.persist())
@@ -210,36 +218,40 @@ class DistributedWrite:
             for df in persisted:
                 df.unpersist()
 
-    def _lookup(self, job, keys_df):
+    def _lookup(self, job, keys_df, incoming: dict | None = None):
         """The index's lookup tasks and, computed on the executors, ``(key, found_in,
-        file_id)`` of the incoming keys the table holds (every live key of the candidate
-        slices for the simple index), persisted for the two jobs that join with it."""
+        file_id)`` of the incoming keys the table holds, persisted. ``incoming``: the
+        records per partition, when already known (else counted here, one row per
+        partition)."""
         spark = self.df.sparkSession
-        parts = None
-        if not is_global_index(job):
-            # only the partitions the records fall in (one row per partition to the driver)
-            parts = keys_df.select(tasks.PARTITION).distinct().toArrow().column(tasks.PARTITION).to_pylist()
-        lookup = engine.plan_index_lookup(job, parts)
+        if incoming is None and not is_global_index(job):
+            incoming = _per_partition(keys_df)
+        lookup = engine.plan_index_lookup(job, None if is_global_index(job) else list(incoming or ()))
         n = len(lookup.tasks)
         if not n:
-            return lookup, spark.createDataFrame([], tagging_tasks.LOCATIONS_SCHEMA)
-        width = max(1, min(n, 4 * spark.sparkContext.defaultParallelism))
+            return lookup, local_frame(spark, [], tagging_tasks.LOCATIONS_SCHEMA)
         opts = self.storage_options
-        if not lookup.probing:
+        if incoming is None and not lookup.probing:
+            incoming = _per_partition(keys_df)
+        sent, listed = _keys_moved(lookup, incoming, engine_index.record_size_estimate(job))
+        probing = lookup.probing or sent < listed
+        # a Python task costs tens of milliseconds however few keys it has: as many as keep
+        # every core busy, more only for keys by the million
+        parallelism = spark.sparkContext.defaultParallelism
+        width = max(1, min(n, 4 * parallelism, max(parallelism, -(-min(sent, listed) // 1_000_000))))
+        if not probing:
             found = spark.range(0, n, 1, width).mapInArrow(
                 functools.partial(tagging_tasks.list_keys, lookup=lookup, storage_options=opts),
                 tagging_tasks.LOCATIONS_SCHEMA)
         else:
-            if any(t.kind == "bloom" for t in lookup.tasks):
+            if any(t.kind == engine_index.BLOOM for t in lookup.tasks):
                 ranges = spark.range(0, n, 1, width).mapInArrow(
                     functools.partial(tagging_tasks.key_ranges, lookup=lookup, storage_options=opts),
                     tagging_tasks.RANGES_SCHEMA).toArrow().sort_by("task")
                 lo, hi = ranges.column("lo").to_pylist(), ranges.column("hi").to_pylist()
                 lookup = lookup.with_key_ranges([(a, b) if a is not None and b is not None else None
                                                  for a, b in zip(lo, hi)])
-            pairs = keys_df.mapInArrow(functools.partial(tagging_tasks.assign, lookup=lookup),
-                                       f"{tasks.KEY} string, {tagging_tasks.TASK} int")
-            found = pairs.repartition(width, tagging_tasks.TASK).mapInArrow(
+            found = tagging_tasks.pairs(keys_df, lookup).repartition(width, tagging_tasks.TASK).mapInArrow(
                 functools.partial(tagging_tasks.run_lookups, lookup=lookup, storage_options=opts),
                 tagging_tasks.LOCATIONS_SCHEMA)
         return lookup, found.persist()
@@ -286,6 +298,34 @@ def _join(records, locations, lookup):
     found = locations.withColumnRenamed(tasks.FOUND_IN, tasks.PARTITION)
     joined = records.join(found, on=[tasks.KEY, tasks.PARTITION], how="left")
     return joined.withColumn(tasks.FOUND_IN, F.when(F.col(tasks.FILE_ID).isNotNull(), F.col(tasks.PARTITION)))
+
+
+def _per_partition(keys_df) -> dict[str, int]:
+    """Incoming records per partition path (one row per partition reaches the driver)."""
+    counts = keys_df.groupBy(tasks.PARTITION).count().toArrow()
+    return dict(zip(counts.column(tasks.PARTITION).to_pylist(), counts.column("count").to_pylist()))
+
+
+def _keys_moved(lookup, incoming: dict[str, int] | None, record_size: int) -> tuple[int, int]:
+    """How many keys go between Spark and Python (about) if the incoming keys are sent to
+    the file slices that may hold them (every slice of their partition; of the table for a
+    global index), each slice answering with those it holds, and if instead every key of
+    those slices is listed to be joined with the incoming ones. The simple index takes
+    whichever moves fewer. A slice holds about its size over the table's record size.
+    Without the incoming counts (a global index), sending looks dearer than listing."""
+    files: dict = defaultdict(int)
+    held: dict = defaultdict(int)
+    for t in lookup.tasks:
+        part = t.file_slice.partition_path if t.file_slice is not None else None
+        files[part] += 1
+        held[part] += (t.file_slice.total_size if t.file_slice is not None else 0) // max(record_size, 1)
+    if incoming is None:
+        listed = sum(held.values())
+        return listed + 1, listed
+    if lookup.global_index:
+        return sum(incoming.values()) * len(lookup.tasks), sum(held.values())
+    return (sum(n * files.get(p, 0) for p, n in incoming.items()),
+            sum(held.get(p, 0) for p in incoming))
 
 
 def _with_key_schema(df):
