@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from hudi_format import engine
 
-from .arrow import local_frame
+from .arrow import local_frame, string_fields
 from .tasks import FILE_ID, FOUND_IN, KEY, PARTITION
 
 TASK = "__hoodie_lookup_task"
@@ -72,8 +72,10 @@ def pairs(keys_df, lookup):
     if any(t.kind == engine.index.RECORD_INDEX for t in lookup.tasks):
         return keys_df.mapInArrow(functools.partial(assign, lookup=lookup), f"{KEY} string, {TASK} int")
     rows = [(i, t.partition, *(t.key_range or (None, None))) for i, t in enumerate(lookup.tasks)]
-    targets = F.broadcast(local_frame(keys_df.sparkSession, rows,
-                                      f"{TASK} int, __hoodie_tp string, __hoodie_lo string, __hoodie_hi string"))
+    from pyspark.sql.types import IntegerType, StructField
+    schema = string_fields("__hoodie_tp", "__hoodie_lo", "__hoodie_hi")
+    targets = F.broadcast(local_frame(keys_df.sparkSession, [(p, lo, hi, i) for i, p, lo, hi in rows],
+                                      schema.add(StructField(TASK, IntegerType()))))
     key = keys_df[KEY]
     cond = targets["__hoodie_lo"].isNull() | ((key >= targets["__hoodie_lo"]) & (key <= targets["__hoodie_hi"]))
     if not lookup.global_index:

@@ -60,7 +60,7 @@ from hudi_format.options import option
 from hudi_format.storage import Storage
 
 from . import spread, tagging as tagging_tasks, tasks
-from .arrow import hudi_schema, local_frame, spark_arrow_schema, to_hudi_arrow
+from .arrow import hudi_schema, local_frame, spark_arrow_schema, string_fields, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
 
 log = logging.getLogger(__name__)
@@ -229,7 +229,7 @@ class DistributedWrite:
         lookup = engine.plan_index_lookup(job, None if is_global_index(job) else list(incoming or ()))
         n = len(lookup.tasks)
         if not n:
-            return lookup, local_frame(spark, [], tagging_tasks.LOCATIONS_SCHEMA)
+            return lookup, local_frame(spark, [], string_fields(tasks.KEY, tasks.FOUND_IN, tasks.FILE_ID))
         opts = self.storage_options
         if incoming is None and not lookup.probing:
             incoming = _per_partition(keys_df)
