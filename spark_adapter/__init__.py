@@ -22,16 +22,24 @@ from typing import Any
 
 from .connect import connect_class
 from .datasource import MIN_PARTITIONS, NAME, HudiDataSource
-from .streaming import install_stream_hooks
-from .writer import write_dataframe
 
 __all__ = ["register", "write_dataframe", "HudiDataSource", "NAME"]
 
 _STATE = "_hudi_format_writer_state"
 
 
+def __getattr__(name: str) -> Any:
+    # The writer (and with it the core) loads on first use: Spark imports this package in every
+    # Python worker that unpickles the data source, most of which never write.
+    if name == "write_dataframe":
+        from .writer import write_dataframe
+        return write_dataframe
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def register(spark) -> None:
     """Register ``hudi_format`` with ``spark`` (a ``SparkSession``); idempotent."""
+    from .streaming import install_stream_hooks
     spark.dataSource.register(HudiDataSource)
     try:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
@@ -43,40 +51,65 @@ def register(spark) -> None:
 
 
 def _install_reader_hook() -> None:
-    """Make ``spark.read.format("hudi_format")...load()`` plan at least the session's default
-    parallelism of tasks (option ``minPartitions``), as Spark's file sources do: the data
-    source's planner runs in a Python worker that cannot ask the session itself."""
+    """Make ``spark.read.format("hudi_format")...load(path)`` plan at least the session's
+    default parallelism of tasks (option ``minPartitions``), as Spark's file sources do (the
+    data source's planner runs in a Python worker that cannot ask the session itself), and
+    give Spark the table's schema from the driver, which has the core loaded already, instead
+    of a fresh Python worker loading it to answer ``DataSource.schema()``."""
     from pyspark.sql.readwriter import DataFrameReader
     if getattr(DataFrameReader, "_hudi_format_hooked", False):
         return
-    orig = {name: getattr(DataFrameReader, name) for name in ("format", "option", "options", "load")}
+    names = ("format", "option", "options", "schema", "load")
+    orig = {name: getattr(DataFrameReader, name) for name in names}
+
+    def _given(self) -> dict:
+        return self.__dict__.setdefault("_hudi_format_options", {})
 
     def format(self, source: str):
         self.__dict__["_hudi_format_source"] = source
         return orig["format"](self, source)
 
     def option(self, key: str, value: Any):
-        self.__dict__.setdefault("_hudi_format_keys", set()).add(key.lower())
+        _given(self)[key.lower()] = value
         return orig["option"](self, key, value)
 
     def options(self, **opts: Any):
-        self.__dict__.setdefault("_hudi_format_keys", set()).update(k.lower() for k in opts)
+        _given(self).update((k.lower(), v) for k, v in opts.items())
         return orig["options"](self, **opts)
+
+    def schema(self, schema):
+        self.__dict__["_hudi_format_schema"] = True
+        return orig["schema"](self, schema)
 
     def load(self, path=None, format=None, schema=None, **opts: Any):
         fmt = format or self.__dict__.get("_hudi_format_source")
-        given = self.__dict__.get("_hudi_format_keys", set()) | {k.lower() for k in opts}
-        if fmt is not None and fmt.lower() == NAME and MIN_PARTITIONS.lower() not in given:
-            parallelism = _default_parallelism()
-            if parallelism:
-                opts[MIN_PARTITIONS] = str(parallelism)
+        if fmt is not None and fmt.lower() == NAME:
+            given = {**_given(self), **{k.lower(): v for k, v in opts.items()}}
+            if MIN_PARTITIONS.lower() not in given:
+                parallelism = _default_parallelism()
+                if parallelism:
+                    opts[MIN_PARTITIONS] = str(parallelism)
+            if schema is None and not self.__dict__.get("_hudi_format_schema"):
+                schema = _table_schema(path if path is not None else given.get("path"), given)
         return orig["load"](self, path, format, schema, **opts)
 
-    for name, fn in (("format", format), ("option", option), ("options", options), ("load", load)):
+    for name, fn in (("format", format), ("option", option), ("options", options), ("schema", schema),
+                     ("load", load)):
         fn.__doc__ = orig[name].__doc__
         fn.__wrapped__ = orig[name]
         setattr(DataFrameReader, name, fn)
     DataFrameReader._hudi_format_hooked = True
+
+
+def _table_schema(path: Any, options: dict) -> Any:
+    """The table's Spark schema as the data source declares it, or ``None`` (Spark then asks
+    the data source, which reports what is wrong with the path or options)."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        return HudiDataSource({**{k: str(v) for k, v in options.items() if v is not None}, "path": path}).schema()
+    except Exception:  # noqa: BLE001 - the same call in Spark's worker raises it to the user
+        return None
 
 
 def _default_parallelism() -> int | None:
@@ -157,6 +190,7 @@ def _wrap(cls) -> None:
             raise ValueError("hudi_format needs a table path: df.write.format('hudi_format').save(path)")
         if isinstance(partitionBy, str):
             partitionBy = [partitionBy]
+        from .writer import write_dataframe
         write_dataframe(self._df, path, mode=mode or st["mode"] or "errorifexists", options=options,
                         partition_by=list(partitionBy) if partitionBy else st["partition_by"])
         return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import types as T
 
-__all__ = ["spark_type", "spark_schema", "spark_arrow_schema", "to_spark_arrow",
+__all__ = ["spark_type", "spark_schema", "spark_arrow_schema", "to_spark_arrow", "local_frame", "string_fields",
            "hudi_type", "hudi_schema", "to_hudi_arrow"]
 
 
@@ -83,6 +83,20 @@ def spark_arrow_schema(schema: T.StructType) -> pa.Schema:
     """The exact Arrow layout Spark expects for batches of ``schema``."""
     from pyspark.sql.pandas.types import to_arrow_schema
     return to_arrow_schema(schema, timezone="UTC")
+
+
+def string_fields(*names: str) -> T.StructType:
+    """A schema of nullable string columns."""
+    return T.StructType([T.StructField(n, T.StringType()) for n in names])
+
+
+def local_frame(spark, rows: list, schema: T.StructType):
+    """A small DataFrame of ``rows`` (tuples) held on the driver: Spark plans it as a local
+    relation, so a broadcast of it runs no Spark job (one built from Python rows would)."""
+    arrow = spark_arrow_schema(schema)
+    cols = list(zip(*rows)) if rows else [() for _ in arrow]
+    table = pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, arrow)], schema=arrow)
+    return spark.createDataFrame(table, schema=schema)
 
 
 def _cast_array(arr: pa.Array, target: pa.DataType) -> pa.Array:

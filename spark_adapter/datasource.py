@@ -38,9 +38,9 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Filte
                                     LessThanOrEqual, Not)
 from pyspark.sql.types import StructType
 
-from hudi_format.read.bounds import normalize_instant
-from hudi_format.read.snapshot import ReadState
-
+# The core is imported where it is used: Spark unpickles this module's data source in fresh
+# Python workers (to create it, push filters, plan), and one that is only asked to create the
+# source with a given schema need not load the whole core.
 from .arrow import spark_arrow_schema, spark_schema, to_spark_arrow
 
 NAME = "hudi_format"
@@ -133,9 +133,13 @@ class SliceGroup(InputPartition):
 
 
 class HudiReader(DataSourceReader):
-    """Planned on the driver from the table as loaded there; pickled to the executors."""
+    """Planned on the driver from the table as loaded there; pickled to the executors (the
+    loaded table stays behind: tasks need only their scan tasks)."""
 
     def __init__(self, options: dict, schema: StructType, table):
+        from hudi_format.read.bounds import normalize_instant
+        from hudi_format.read.snapshot import ReadState
+        self._loaded = table
         lower = {k.lower(): v for k, v in options.items()}
         self.path = _path(lower)
         self.storage_options = storage_options(lower)
@@ -169,8 +173,7 @@ class HudiReader(DataSourceReader):
 
     # -- filter push-down ---------------------------------------------------------------------
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        import hudi_format as hudi
-        arrow = hudi.open_table(self.path, self.storage_options, self.table_options).schema()
+        arrow = self._table().schema()
         for f in filters:
             core = _to_core_filter(f, arrow)
             if core is None:
@@ -191,8 +194,17 @@ class HudiReader(DataSourceReader):
         return [SliceGroup(group) for group in _pack(list(plan.tasks), self.max_bytes, self.min_partitions)]
 
     def _table(self):
-        import hudi_format as hudi
-        return hudi.open_table(self.path, self.storage_options, self.table_options)
+        """The table as loaded when the reader was made (and its query pinned); opened again
+        only if this reader was unpickled."""
+        if self._loaded is None:
+            import hudi_format as hudi
+            self._loaded = hudi.open_table(self.path, self.storage_options, self.table_options)
+        return self._loaded
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_loaded"] = None
+        return state
 
     # -- reading (on the executors) -----------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

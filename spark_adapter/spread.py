@@ -26,7 +26,7 @@ import attrs
 from hudi_format.errors import HudiError
 
 from . import tasks
-from .arrow import to_hudi_arrow
+from .arrow import local_frame, to_hudi_arrow
 
 _KEYGENS = ("SIMPLE", "COMPLEX", "NON_PARTITION")
 _PV = "__hoodie_pv_"            # the broadcast side's copy of partition field i
@@ -127,7 +127,7 @@ def route(df, values: PartitionValues, assignment: "tasks.Assignment", key_field
     schema = StructType([StructField(f"{_PV}{i}", types[f]) for i, f in enumerate(fields)] + [
         StructField(_LO, LongType()), StructField(_HI, LongType()), StructField(_TOTAL, LongType()),
         StructField(tasks.BUCKET, IntegerType()), StructField(tasks.SLOT, IntegerType())])
-    ranges = F.broadcast(spark.createDataFrame(rows, schema))
+    ranges = F.broadcast(local_frame(spark, rows, schema))
     h = F.pmod(F.xxhash64(*[df[f] for f in key_fields]), ranges[_TOTAL])
     cond = (h >= ranges[_LO]) & (h < ranges[_HI])
     for i, f in enumerate(fields):
@@ -136,17 +136,57 @@ def route(df, values: PartitionValues, assignment: "tasks.Assignment", key_field
     return joined.select(*[df[c] for c in df.columns], ranges[tasks.BUCKET], ranges[tasks.SLOT])
 
 
+def renders_keys(keyer: "tasks.Keyer", df) -> bool:
+    """Whether Spark expressions give every row's record key and partition path exactly as
+    the core's key generator does: one record key field of a string or integer type (its
+    key is the value as a string, in the same decimal form), not a COMPLEX key generator
+    (``field:value``), and partition paths :func:`applies` can count."""
+    from pyspark.sql import types as T
+    spec = keyer.spec
+    key_fields = list(spec.config.record_key_fields)
+    if len(key_fields) != 1 or spec.config.keygen_type == "COMPLEX" or not applies(keyer, df, False):
+        return False
+    dtype = {f.name: f.dataType for f in df.schema.fields}[key_fields[0]]
+    return isinstance(dtype, (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType))
 
-def route_tagged(rows, assignment: "tasks.Assignment"):
-    """Tagged rows (key, partition and the index's ``FOUND_IN``/``FILE_ID`` joined on) with
-    their bucket, delete flag and shuffle slot, by Spark expressions: the rule of the core's
-    ``IndexLookup.actions`` (update or delete where the index found the key, insert spread
-    over the partition's buckets, a moved key both, a dropped one neither), then one
-    broadcast join with the plan's targets: ``(partition, file id)`` of existing file groups,
-    ``(partition, hash range)`` of a partition's inserts."""
+
+def with_keys(df, keyer: "tasks.Keyer", values: PartitionValues):
+    """``df`` with each row's record key and partition path (``tasks.KEY``,
+    ``tasks.PARTITION``) by Spark expressions (see :func:`renders_keys`): the key is the key
+    field cast to a string, the path that of the row's partition value in ``values`` (a
+    broadcast join; null for a value :func:`count` never saw, which no plan holds)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-    lookup = assignment.lookup
+    from pyspark.sql.types import StringType, StructField, StructType
+    key_field = keyer.spec.config.record_key_fields[0]
+    key = df[key_field].cast("string").alias(tasks.KEY)
+    fields = values.fields
+    if not fields:
+        return df.select(*[df[c] for c in df.columns], key, F.lit(values.paths[0] if values.paths else "")
+                         .alias(tasks.PARTITION))
+    types = {f.name: f.dataType for f in df.schema.fields}
+    schema = StructType([StructField(f"{_PV}{i}", types[f]) for i, f in enumerate(fields)]
+                        + [StructField(tasks.PARTITION, StringType())])
+    paths = F.broadcast(local_frame(df.sparkSession, [tuple(v) + (p,) for v, p in zip(values.values, values.paths)],
+                                    schema))
+    cond = None
+    for i, f in enumerate(fields):
+        eq = df[f].eqNullSafe(paths[f"{_PV}{i}"])
+        cond = eq if cond is None else cond & eq
+    joined = df.join(paths, on=cond, how="left")
+    return joined.select(*[df[c] for c in df.columns], key, paths[tasks.PARTITION])
+
+
+_KIND, _JP, _JF = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"
+
+
+def tag(rows, lookup):
+    """Tagged rows (key, partition and the index's ``FOUND_IN``/``FILE_ID`` joined on), one
+    row per action, by Spark expressions following the rule of the core's
+    ``IndexLookup.actions``: an update (``U``) or delete (``D``) in the file group the index
+    found the key in, an insert (``I``) in the record's partition, a moved key both a ``D``
+    and an ``I``, a dropped one nothing. Counting (:func:`count_tagged`) and routing
+    (:func:`route_tagged`) read the same rows, so the plan and the routes agree."""
+    from pyspark.sql import functions as F
     op, moves = lookup.operation, lookup.global_index and lookup.moves
     known = F.col(tasks.FILE_ID).isNotNull()
     moved = (known & F.coalesce(F.col(tasks.FOUND_IN) != F.col(tasks.PARTITION), F.lit(False))) if moves \
@@ -162,13 +202,32 @@ def route_tagged(rows, assignment: "tasks.Assignment"):
         kind = F.when(moved, kinds("D", "I")).when(known, stay).otherwise(kinds("I"))
     else:
         kind = kinds("I")
-    kind_col = "__hoodie_kind"
-    exploded = rows.withColumn(kind_col, F.explode(kind))
-    is_insert = F.col(kind_col) == "I"
-    exploded = exploded.withColumn("__hoodie_jp", F.when(is_insert, F.col(tasks.PARTITION))
-                                   .otherwise(F.col(tasks.FOUND_IN))) \
-        .withColumn("__hoodie_jf", F.when(is_insert, F.lit(None).cast("string")).otherwise(F.col(tasks.FILE_ID)))
+    exploded = rows.withColumn(_KIND, F.explode(kind))
+    is_insert = F.col(_KIND) == "I"
+    data = [F.col(c) for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID)]
+    return exploded.select(*data, F.col(_KIND),
+                           F.when(is_insert, F.col(tasks.PARTITION)).otherwise(F.col(tasks.FOUND_IN)).alias(_JP),
+                           F.when(is_insert, F.lit(None).cast("string")).otherwise(F.col(tasks.FILE_ID)).alias(_JF))
 
+
+def count_tagged(tagged, dedupe: bool):
+    """Rows of ``(kind, partition, file_id, n)``: updates and deletes per file group the index
+    found, inserts per partition; with ``dedupe`` a key counts once per partition (the task
+    writing it merges its duplicates)."""
+    from pyspark.sql import functions as F
+    if dedupe:
+        tagged = tagged.dropDuplicates([tasks.KEY, tasks.PARTITION, _KIND])
+    return tagged.groupBy(F.col(_KIND).alias("kind"), F.col(_JP).alias("partition"),
+                          F.col(_JF).alias("file_id")).agg(F.count(F.lit(1)).alias("n"))
+
+
+def route_tagged(tagged, assignment: "tasks.Assignment"):
+    """Tagged rows (:func:`tag`) with their bucket, delete flag and shuffle slot: one
+    broadcast join with the plan's targets, ``(partition, file id)`` of existing file
+    groups and ``(partition, hash range)`` of a partition's inserts (spread over its buckets
+    in proportion to the plan by a hash of the key)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
     targets: list[tuple[Any, ...]] = []
     for name, bucket in zip(assignment.located, assignment.located_buckets):
         part, fid = name.split("\0", 1)
@@ -181,11 +240,11 @@ def route_tagged(rows, assignment: "tasks.Assignment"):
     schema = StructType([StructField("__hoodie_tp", StringType()), StructField("__hoodie_tf", StringType()),
                          StructField(_LO, LongType()), StructField(_HI, LongType()), StructField(_TOTAL, LongType()),
                          StructField(tasks.BUCKET, IntegerType()), StructField(tasks.SLOT, IntegerType())])
-    plan = F.broadcast(rows.sparkSession.createDataFrame(targets, schema))
-    h = F.pmod(F.xxhash64(exploded[tasks.KEY]), plan[_TOTAL])
-    cond = (exploded["__hoodie_jp"].eqNullSafe(plan["__hoodie_tp"])
-            & exploded["__hoodie_jf"].eqNullSafe(plan["__hoodie_tf"]) & (h >= plan[_LO]) & (h < plan[_HI]))
-    joined = exploded.join(plan, on=cond, how="left")
-    data = [c for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID)]
-    return joined.select(*[exploded[c] for c in data], plan[tasks.BUCKET], plan[tasks.SLOT],
-                         (F.col(kind_col) == "D").alias(tasks.DELETE))
+    plan = F.broadcast(local_frame(tagged.sparkSession, targets, schema))
+    h = F.pmod(F.xxhash64(tagged[tasks.KEY]), plan[_TOTAL])
+    cond = (tagged[_JP].eqNullSafe(plan["__hoodie_tp"])
+            & tagged[_JF].eqNullSafe(plan["__hoodie_tf"]) & (h >= plan[_LO]) & (h < plan[_HI]))
+    joined = tagged.join(plan, on=cond, how="left")
+    data = [c for c in tagged.columns if c not in (_KIND, _JP, _JF)]
+    return joined.select(*[tagged[c] for c in data], plan[tasks.BUCKET], plan[tasks.SLOT],
+                         (tagged[_KIND] == "D").alias(tasks.DELETE))

@@ -14,26 +14,26 @@ executors:
   (:func:`assign`) and is looked up there (:func:`run_lookups`).
 
 What comes back, ``(key, found_in, file_id)`` of the incoming keys the table holds, is joined
-with the incoming records by Spark; :func:`count_actions` reduces the tagged records to
-counts per file group and partition, all the driver needs to size the write.
+with the incoming records by Spark; :func:`spark_adapter.spread.count_tagged` reduces the
+tagged records to counts per file group and partition, all the driver needs to size the write.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from hudi_format import engine
-from hudi_format.engine.index import DELETE, INSERT, MOVE, UPDATE
 
+from .arrow import local_frame, string_fields
 from .tasks import FILE_ID, FOUND_IN, KEY, PARTITION
 
 TASK = "__hoodie_lookup_task"
 LOCATIONS_SCHEMA = f"{KEY} string, {FOUND_IN} string, {FILE_ID} string"
 RANGES_SCHEMA = "task long, lo string, hi string"
-COUNTS_SCHEMA = "kind string, partition string, file_id string, n long"
 
 
 def _locations(found: pa.Table) -> pa.RecordBatch:
@@ -62,6 +62,27 @@ def key_ranges(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) ->
                                           "hi": pa.array([r[1] if r else None for r in got], pa.string())})
 
 
+def pairs(keys_df, lookup):
+    """Probing lookups: ``(key, task)`` for every task that must see the key, as
+    ``IndexLookup.assign`` decides: a file slice of the key's partition (any, for a global
+    index) whose key range, when known, holds the key; by a broadcast join with one row per
+    task, so the keys stay in Spark. The record index's hash of the key is the core's
+    (:func:`assign`, in Python)."""
+    from pyspark.sql import functions as F
+    if any(t.kind == engine.index.RECORD_INDEX for t in lookup.tasks):
+        return keys_df.mapInArrow(functools.partial(assign, lookup=lookup), f"{KEY} string, {TASK} int")
+    rows = [(i, t.partition, *(t.key_range or (None, None))) for i, t in enumerate(lookup.tasks)]
+    from pyspark.sql.types import IntegerType, StructField
+    schema = string_fields("__hoodie_tp", "__hoodie_lo", "__hoodie_hi")
+    targets = F.broadcast(local_frame(keys_df.sparkSession, [(p, lo, hi, i) for i, p, lo, hi in rows],
+                                      schema.add(StructField(TASK, IntegerType()))))
+    key = keys_df[KEY]
+    cond = targets["__hoodie_lo"].isNull() | ((key >= targets["__hoodie_lo"]) & (key <= targets["__hoodie_hi"]))
+    if not lookup.global_index:
+        cond = (keys_df[PARTITION] == targets["__hoodie_tp"]) & cond
+    return keys_df.join(targets, on=cond, how="inner").select(key.alias(KEY), targets[TASK])
+
+
 def assign(batches: Iterator[pa.RecordBatch], *, lookup) -> Iterator[pa.RecordBatch]:
     """Probing indexes: (key, task) for every task that must see the key."""
     for batch in batches:
@@ -83,27 +104,3 @@ def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -
         found = engine.lookup(lookup.tasks[i], keys, storage_options)
         if found.num_rows:
             yield _locations(found)
-
-
-def count_actions(batches: Iterator[pa.RecordBatch], *, lookup) -> Iterator[pa.RecordBatch]:
-    """Tagged records as counts: updates ``U`` and deletes ``D`` per (partition, file id) the
-    index found, inserts ``I`` per partition (a moved key is a ``D`` and an ``I``)."""
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        acts = lookup.actions(batch.column(PARTITION), batch.column(FOUND_IN), batch.column(FILE_ID))
-        parts = []
-        for kind, which, part_col in (("U", [UPDATE], FOUND_IN), ("D", [DELETE, MOVE], FOUND_IN),
-                                      ("I", [INSERT, MOVE], PARTITION)):
-            mask = pc.is_in(acts, value_set=pa.array(which, pa.int8()))
-            sel = pa.table({"partition": batch.column(part_col),
-                            "file_id": batch.column(FILE_ID) if kind != "I" else pa.nulls(batch.num_rows, pa.string())
-                            }).filter(mask)
-            if not sel.num_rows:
-                continue
-            agg = sel.group_by(["partition", "file_id"], use_threads=False).aggregate([([], "count_all")])
-            parts.append(pa.table({"kind": pa.repeat(pa.scalar(kind), agg.num_rows),
-                                   "partition": agg.column("partition"), "file_id": agg.column("file_id"),
-                                   "n": pc.cast(agg.column("count_all"), pa.int64())}))
-        if parts:
-            yield from pa.concat_tables(parts).to_batches()

@@ -42,22 +42,25 @@ speculation) are deleted before the commit by reconciling markers with the stats
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import time
 from collections import defaultdict
 from typing import Any, Mapping
 
 import pyarrow as pa
 
 from hudi_format import engine
+from hudi_format.engine import index as engine_index
 from hudi_format.engine.index import is_global_index
 from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import option
 from hudi_format.storage import Storage
 
 from . import spread, tagging as tagging_tasks, tasks
-from .arrow import hudi_schema, spark_arrow_schema, to_hudi_arrow
+from .arrow import hudi_schema, local_frame, spark_arrow_schema, string_fields, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
 
 log = logging.getLogger(__name__)
@@ -112,6 +115,15 @@ class DistributedWrite:
         self.storage_options = dict(storage_options) if storage_options else None
 
     # -- driver ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _step(self, name: str):
+        """Log how long a step of the write took (``DEBUG``): where a slow write spends it."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            log.debug("%s %s: %s took %.2f s", self.op, self.path, name, time.perf_counter() - start)
+
     def run(self):
         """The write; an executor's failure is raised here as a :class:`HudiError` (Spark's
         own error is its cause), after the abort removed what the write wrote."""
@@ -134,28 +146,47 @@ class DistributedWrite:
         keyer = tasks.Keyer(job.spec, in_hudi)
 
         # 1-2. keys on the executors; tagged there; only counts come to the driver
-        key_cols = [c for c in keyer.columns if c in self.df.columns]
-        keys_df = self.df.select(*key_cols).mapInArrow(
-            functools.partial(tasks.keys_of, keyer=keyer.restrict(key_cols)),
-            f"{tasks.KEY} string, {tasks.PARTITION} string")
         tagging = self.op in ("upsert", "delete") or (
             self.op == "insert" and bool(job.options and option(job.options, "hoodie.datasource.write.insert.drop.duplicates")))
-        lookup, locations, values = None, None, None
+        lookup, values, tagged = None, None, None
+        persisted: list = []      # unpersisted when the write ends, whichever way
         try:
             if not tagging and spread.applies(keyer, self.df, job.dedupe):
                 # counted by Spark per partition value; the rows reach Python once, to be written
-                values = spread.count(self.df, keyer)
+                with self._step("count"):
+                    values = spread.count(self.df, keyer)
                 counts = engine.WriteCounts(inserts=values.inserts, partitions=frozenset(values.paths))
             elif tagging:
+                # The records' keys are computed once (the rows cross into Python once before
+                # they are written) and kept with the rows; the index's answer is joined on
+                # once and kept too: counting and routing read the same tagged rows, as Hudi
+                # persists its tagged records.
+                parts = None
+                if spread.renders_keys(keyer, self.df):     # keys by Spark expressions
+                    with self._step("count"):
+                        parts = spread.count(self.df, keyer)
+                    keyed = spread.with_keys(self.df, keyer, parts)
+                else:
+                    keyed = self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer),
+                                               _with_key_schema(self.df))
+                    persisted.append(keyed.persist())
+                keys_df = keyed.select(tasks.KEY, tasks.PARTITION)
                 if job.dedupe:      # one record per key: the task writing it merges its duplicates
                     keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
-                lookup, locations = self._lookup(job, keys_df)
-                tagged = _join(keys_df, locations, lookup)
-                from pyspark.sql import functions as F
-                counts = _write_counts(tagged.mapInArrow(
-                    functools.partial(tagging_tasks.count_actions, lookup=lookup), tagging_tasks.COUNTS_SCHEMA)
-                    .groupBy("kind", "partition", "file_id").agg(F.sum("n").alias("n")).toArrow())
+                with self._step("index lookup"):
+                    lookup, locations = self._lookup(job, keys_df, parts.inserts if parts else None)
+                persisted.append(locations)
+                tagged = spread.tag(_join(keyed, locations, lookup), lookup)
+                persisted.append(tagged.persist())
+                with self._step("count tagged"):
+                    counts = _write_counts(spread.count_tagged(tagged, job.dedupe).toArrow())
+                for df in (keyed, locations):     # the tagged rows hold what the write needs
+                    df.unpersist()
             else:
+                key_cols = [c for c in keyer.columns if c in self.df.columns]
+                keys_df = self.df.select(*key_cols).mapInArrow(
+                    functools.partial(tasks.keys_of, keyer=keyer.restrict(key_cols)),
+                    f"{tasks.KEY} string, {tasks.PARTITION} string")
                 per_partition = keys_df.groupBy(tasks.PARTITION).count().toArrow()
                 parts = per_partition.column(tasks.PARTITION).to_pylist()
                 ns = per_partition.column("count").to_pylist()
@@ -164,60 +195,68 @@ class DistributedWrite:
                     partitions=frozenset(parts))
             sample = None
             if self.op == "bulk_insert" and counts.inserts:
-                sample = job.spec.conform(to_hudi_arrow(self.df.limit(SAMPLE_ROWS).toArrow(), in_hudi))
+                with self._step("sample"):
+                    sample = job.spec.conform(to_hudi_arrow(self.df.limit(SAMPLE_ROWS).toArrow(), in_hudi))
             # 3-4. plan from counts (opens the instant), shuffle, write on the executors, commit once
-            buckets = engine.plan_write(job, counts=counts, sample=sample)
+            with self._step("plan"):
+                buckets = engine.plan_write(job, counts=counts, sample=sample)
             try:
                 assignment = _assignment(buckets, lookup)
-                results = self._run_tasks(buckets, keyer, assignment, locations, values)
-                return engine.commit(job, [
-                    engine.BucketResult(index=b, partition=buckets[b].partition,
-                                        stat=engine.WriteStat.from_dict(json.loads(stat)),
-                                        files=tuple(json.loads(files)))
-                    for b, stat, files in zip(*(results.column(c).to_pylist() for c in ("bucket", "stat", "files")))],
-                    extra_metadata=self.extra_metadata)
+                with self._step(f"write {len(buckets)} buckets"):
+                    results = self._run_tasks(buckets, keyer, assignment, tagged, values)
+                stats = [engine.BucketResult(index=b, partition=buckets[b].partition,
+                                             stat=engine.WriteStat.from_dict(json.loads(stat)),
+                                             files=tuple(json.loads(files)))
+                         for b, stat, files in zip(*(results.column(c).to_pylist()
+                                                     for c in ("bucket", "stat", "files")))]
+                with self._step("commit"):
+                    return engine.commit(job, stats, extra_metadata=self.extra_metadata)
             except BaseException:
                 engine.abort(job)     # every file its markers name, the pending instant
                 raise
         finally:
-            if locations is not None:
-                locations.unpersist()
+            for df in persisted:
+                df.unpersist()
 
-    def _lookup(self, job, keys_df):
+    def _lookup(self, job, keys_df, incoming: dict | None = None):
         """The index's lookup tasks and, computed on the executors, ``(key, found_in,
-        file_id)`` of the incoming keys the table holds (every live key of the candidate
-        slices for the simple index), persisted for the two jobs that join with it."""
+        file_id)`` of the incoming keys the table holds, persisted. ``incoming``: the
+        records per partition, when already known (else counted here, one row per
+        partition)."""
         spark = self.df.sparkSession
-        parts = None
-        if not is_global_index(job):
-            # only the partitions the records fall in (one row per partition to the driver)
-            parts = keys_df.select(tasks.PARTITION).distinct().toArrow().column(tasks.PARTITION).to_pylist()
-        lookup = engine.plan_index_lookup(job, parts)
+        if incoming is None and not is_global_index(job):
+            incoming = _per_partition(keys_df)
+        lookup = engine.plan_index_lookup(job, None if is_global_index(job) else list(incoming or ()))
         n = len(lookup.tasks)
         if not n:
-            return lookup, spark.createDataFrame([], tagging_tasks.LOCATIONS_SCHEMA)
-        width = max(1, min(n, 4 * spark.sparkContext.defaultParallelism))
+            return lookup, local_frame(spark, [], string_fields(tasks.KEY, tasks.FOUND_IN, tasks.FILE_ID))
         opts = self.storage_options
-        if not lookup.probing:
+        if incoming is None and not lookup.probing:
+            incoming = _per_partition(keys_df)
+        sent, listed = _keys_moved(lookup, incoming, engine_index.record_size_estimate(job))
+        probing = lookup.probing or sent < listed
+        # a Python task costs tens of milliseconds however few keys it has: as many as keep
+        # every core busy, more only for keys by the million
+        parallelism = spark.sparkContext.defaultParallelism
+        width = max(1, min(n, 4 * parallelism, max(parallelism, -(-min(sent, listed) // 1_000_000))))
+        if not probing:
             found = spark.range(0, n, 1, width).mapInArrow(
                 functools.partial(tagging_tasks.list_keys, lookup=lookup, storage_options=opts),
                 tagging_tasks.LOCATIONS_SCHEMA)
         else:
-            if any(t.kind == "bloom" for t in lookup.tasks):
+            if any(t.kind == engine_index.BLOOM for t in lookup.tasks):
                 ranges = spark.range(0, n, 1, width).mapInArrow(
                     functools.partial(tagging_tasks.key_ranges, lookup=lookup, storage_options=opts),
                     tagging_tasks.RANGES_SCHEMA).toArrow().sort_by("task")
                 lo, hi = ranges.column("lo").to_pylist(), ranges.column("hi").to_pylist()
                 lookup = lookup.with_key_ranges([(a, b) if a is not None and b is not None else None
                                                  for a, b in zip(lo, hi)])
-            pairs = keys_df.mapInArrow(functools.partial(tagging_tasks.assign, lookup=lookup),
-                                       f"{tasks.KEY} string, {tagging_tasks.TASK} int")
-            found = pairs.repartition(width, tagging_tasks.TASK).mapInArrow(
+            found = tagging_tasks.pairs(keys_df, lookup).repartition(width, tagging_tasks.TASK).mapInArrow(
                 functools.partial(tagging_tasks.run_lookups, lookup=lookup, storage_options=opts),
                 tagging_tasks.LOCATIONS_SCHEMA)
         return lookup, found.persist()
 
-    def _run_tasks(self, buckets: list, keyer, assignment, locations, values) -> pa.Table:
+    def _run_tasks(self, buckets: list, keyer, assignment, tagged, values) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
         from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
         if not buckets:
@@ -228,13 +267,8 @@ class DistributedWrite:
         if values is not None:       # routed by Spark expressions; keys computed where written
             routed = spread.route(self.df, values, assignment, list(keyer.spec.config.record_key_fields))
             return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
-        if locations is not None:
-            # the index's answer joined to every record, the plan applied by Spark expressions
-            rows = _join(self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer), StructType(
-                list(self.df.schema.fields) + [StructField(tasks.KEY, StringType()),
-                                               StructField(tasks.PARTITION, StringType())])),
-                         locations, assignment.lookup)
-            routed = spread.route_tagged(rows, assignment)
+        if tagged is not None:       # the tagged rows, the plan applied by Spark expressions
+            routed = spread.route_tagged(tagged, assignment)
         else:      # a key generator spread cannot render: keys and buckets in Python
             routed = self.df.mapInArrow(
                 functools.partial(tasks.route, keyer=keyer, assignment=assignment),
@@ -266,8 +300,43 @@ def _join(records, locations, lookup):
     return joined.withColumn(tasks.FOUND_IN, F.when(F.col(tasks.FILE_ID).isNotNull(), F.col(tasks.PARTITION)))
 
 
+def _per_partition(keys_df) -> dict[str, int]:
+    """Incoming records per partition path (one row per partition reaches the driver)."""
+    counts = keys_df.groupBy(tasks.PARTITION).count().toArrow()
+    return dict(zip(counts.column(tasks.PARTITION).to_pylist(), counts.column("count").to_pylist()))
+
+
+def _keys_moved(lookup, incoming: dict[str, int] | None, record_size: int) -> tuple[int, int]:
+    """How many keys go between Spark and Python (about) if the incoming keys are sent to
+    the file slices that may hold them (every slice of their partition; of the table for a
+    global index), each slice answering with those it holds, and if instead every key of
+    those slices is listed to be joined with the incoming ones. The simple index takes
+    whichever moves fewer. A slice holds about its size over the table's record size.
+    Without the incoming counts (a global index), sending looks dearer than listing."""
+    files: dict = defaultdict(int)
+    held: dict = defaultdict(int)
+    for t in lookup.tasks:
+        part = t.file_slice.partition_path if t.file_slice is not None else None
+        files[part] += 1
+        held[part] += (t.file_slice.total_size if t.file_slice is not None else 0) // max(record_size, 1)
+    if incoming is None:
+        listed = sum(held.values())
+        return listed + 1, listed
+    if lookup.global_index:
+        return sum(incoming.values()) * len(lookup.tasks), sum(held.values())
+    return (sum(n * files.get(p, 0) for p, n in incoming.items()),
+            sum(held.get(p, 0) for p in incoming))
+
+
+def _with_key_schema(df):
+    """``df``'s schema with the record key and partition path (:func:`tasks.with_keys`)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+    return StructType(list(df.schema.fields) + [StructField(tasks.KEY, StringType()),
+                                                StructField(tasks.PARTITION, StringType())])
+
+
 def _write_counts(counts: pa.Table) -> "engine.WriteCounts":
-    """The counts of :func:`tagging.count_actions` as the planner takes them."""
+    """The counts of :func:`spread.count_tagged` as the planner takes them."""
     updates, deletes, inserts = {}, {}, {}
     cols = [counts.column(c).to_pylist() for c in ("kind", "partition", "file_id", "n")]
     for kind, part, fid, n in zip(*cols):

@@ -18,9 +18,10 @@ import pyarrow as pa
 from ..options import option
 from ..storage import Storage
 from ..writer.index import is_global
-from ..writer.index_lookup import (DELETE, DROP, INSERT, MOVE, UPDATE, IndexLookup, LookupTask, key_range,
-                                   plan_lookup, run_lookup)
+from ..writer.index_lookup import (BLOOM, DELETE, DROP, INSERT, KEYS, MOVE, RECORD_INDEX, UPDATE, IndexLookup,
+                                   LookupTask, key_range, plan_lookup, run_lookup)
 from ..writer.job import WriteJob
+from ..writer.options import sizing_config
 
 
 def is_global_index(job: WriteJob) -> bool:
@@ -35,6 +36,20 @@ def plan_index_lookup(job: WriteJob, partitions: Iterable[str] | None = None) ->
     slices = job.planner.latest_slices(job.state, job.view, wanted)
     return plan_lookup(job.storage, job.config, job.options, job.operation, job.state, slices,
                        job.planner.spec, job.spec.full_schema)
+
+
+def record_size_estimate(job: WriteJob) -> int:
+    """Bytes per record of the base files the newest commit wrote (before any,
+    ``hoodie.copyonwrite.record.size.estimate``): an engine tells from it about how many keys
+    a lookup task's file slice holds, i.e. whether listing them costs more than sending the
+    slice the incoming keys. Unlike file sizing, small commits count: a slight overestimate
+    (their footers) only makes listing look cheaper."""
+    sizes: Iterable[tuple[int, int]] = job.planner.commit_sizes(job.state)  # type: ignore[no-untyped-call]
+    for total_bytes, records in sizes:
+        if records > 0 and total_bytes > 0:
+            return max(1, -(-total_bytes // records))
+    estimate: int = sizing_config(job.options).record_size_estimate
+    return estimate
 
 
 def _storage(task: LookupTask, storage_options: Mapping[str, Any] | None) -> Storage:
@@ -58,4 +73,5 @@ def lookup(task: LookupTask, keys: Any = None, storage_options: Mapping[str, Any
 
 
 __all__ = ["IndexLookup", "LookupTask", "plan_index_lookup", "is_global_index", "lookup", "lookup_key_range",
+           "record_size_estimate", "KEYS", "BLOOM", "RECORD_INDEX",
            "DROP", "UPDATE", "INSERT", "DELETE", "MOVE"]
