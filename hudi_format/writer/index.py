@@ -47,7 +47,12 @@ def tag(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
     """Add ``file_id`` (null for new records) and ``existing_partition`` to ``incoming``.
 
     ``incoming`` has columns ``key`` and ``partition`` (plus ``row``, the position in the batch).
+    The stored records are first narrowed to the keys that arrive (a hash set of the incoming
+    keys, usually the smaller side), so the join builds its table over matches only.
     """
+    wanted = incoming.column("key")
+    wanted = wanted.combine_chunks() if isinstance(wanted, pa.ChunkedArray) else wanted
+    existing = existing.filter(pc.is_in(existing.column("key"), value_set=wanted))
     if global_index:
         right = existing.select(["key", "partition", "file_id"]).rename_columns(
             ["key", "existing_partition", "file_id"])

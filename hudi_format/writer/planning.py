@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
-from ..read.merge import MergeSpec
+from ..read.merge import MergeSpec, row_numbers
 from ..storage import Storage
 from .file_sizing import assign_inserts, average_record_size, small_files
 from .index import is_global, known_locations, tag
@@ -115,7 +115,7 @@ class WritePlanner:
         just the key columns (its row count is what sizing needs), or ``None`` for a
         delete_partition by option."""
         plan = Plan()
-        rows = pa.array(range(table.num_rows), pa.int64()) if table is not None else None
+        rows = row_numbers(table.num_rows) if table is not None else None
         if op in REPLACE_OPS:
             if op == "insert_overwrite_table":
                 targets = None
