@@ -27,6 +27,7 @@ writes table versions 6-9 (0.14 - 1.1; the fixtures are all GZIP); row groups ar
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import struct
@@ -101,7 +102,8 @@ def _java_min_max(keys: pa.Array) -> tuple[str | None, str | None]:
     key holds a character outside the BMP, so only then we compare in Python."""
     if len(keys) == 0:
         return None, None
-    if pc.any(pc.match_substring_regex(keys, "[\\x{10000}-\\x{10FFFF}]")).as_py():
+    if not pc.all(pc.string_is_ascii(keys)).as_py() and \
+            pc.any(pc.match_substring_regex(keys, "[\\x{10000}-\\x{10FFFF}]")).as_py():
         values = keys.to_pylist()
 
         def order(s: str) -> bytes:
@@ -134,6 +136,29 @@ def _key_array(record_keys, table: pa.Table, where: str) -> pa.Array:
 
 
 # -- writing ----------------------------------------------------------------------------------
+# Meta columns unique in every row of a file (one record per key in a file group, a sequence
+# number per record): a dictionary can only grow until the writer falls back to plain
+# encoding, so they are written plain from the start (smaller files, less work).
+_UNIQUE_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_record_key")
+
+
+@functools.lru_cache(maxsize=64)
+def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
+    """Parquet leaf column paths of ``schema`` (``a.b``, ``l.list.element``), as the writer's
+    per-column options name them."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    md = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    return tuple(md.schema.column(i).path for i in range(md.num_columns))
+
+
+def _dictionary_columns(schema: pa.Schema, dictionary: bool) -> bool | list[str]:
+    """``use_dictionary`` of the Parquet writer: every column but the unique meta columns."""
+    if not dictionary or not any(n in schema.names for n in _UNIQUE_COLUMNS):
+        return dictionary
+    return [p for p in _leaf_paths(schema) if p.split(".", 1)[0] not in _UNIQUE_COLUMNS]
+
+
 @attrs.frozen
 class BaseFileWriteResult:
     """What the commit metadata needs about a written base file."""
@@ -197,7 +222,7 @@ class BaseFileWriter:
             raise StorageError(f"cannot create {self._where}: {exc}") from exc
         self._writer = pq.ParquetWriter(
             self._file, self.schema, compression=self._codec,
-            compression_level=self._level, use_dictionary=self._dictionary,
+            compression_level=self._level, use_dictionary=_dictionary_columns(self.schema, self._dictionary),
             data_page_size=self._page_size, store_schema=False, version="2.6",
             write_statistics=True)
 

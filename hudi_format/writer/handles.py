@@ -117,28 +117,50 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size or None), ctx.schema,
                       ctx.storage.uri(fs.base_file)) if fs.base_file else ctx.schema.empty_table()
     fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task)
-    old_keys = pc.cast(record_keys(old, ctx.spec), pa.string())
     pieces, dels = [old, fresh], []
+    delete_keys = None
     if deletes is not None and deletes.num_rows:
         pieces.append(None)
         dels.append((2, deletes))
+        delete_keys = pc.cast(deletes.column("record_key"), pa.string())
     merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
     if ctx.meta_fields:
         idx = ctx.schema.get_field_index("_hoodie_file_name")
         merged = merged.set_column(idx, ctx.schema.field(idx), pa.repeat(pa.scalar(name), merged.num_rows))
-    merged_keys = pc.cast(record_keys(merged, ctx.spec), pa.string())
-    new_keys = pc.cast(upsert_keys, pa.string())
-    kept_old = pc.is_in(merged_keys, value_set=old_keys)
-    from_fresh = pc.is_in(merged_keys, value_set=new_keys)
-    if ctx.meta_fields:
-        from_fresh = pc.and_(from_fresh, pc.equal(merged.column("_hoodie_commit_time"), ctx.instant))
-    updates = pc.sum(pc.and_(kept_old, from_fresh)).as_py() or 0
-    inserts = pc.sum(pc.and_(pc.invert(kept_old), from_fresh)).as_py() or 0
-    deleted = old.num_rows - (pc.sum(pc.is_in(old_keys, value_set=merged_keys)).as_py() or 0)
+    updates, inserts, deleted = _merge_counts(ctx, old, merged, pc.cast(upsert_keys, pa.string()), delete_keys)
     res = _write_base(ctx, fs.partition_path, name, merged, "MERGE")
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
+
+
+def _merge_counts(ctx: WriteContext, old: pa.Table, merged: pa.Table, new_keys: pa.Array,
+                  delete_keys: pa.Array | None) -> tuple[int, int, int]:
+    """(updates, inserts, deletes) of a merge: merged rows this write's records won (of keys
+    the old file held / did not hold) and old rows whose key is gone. Only this write's keys
+    are hashed (the file's rows are probed against them), as only they can change a key."""
+    old_keys = pc.cast(record_keys(old, ctx.spec), pa.string())
+    merged_keys = pc.cast(record_keys(merged, ctx.spec), pa.string())
+    mentioned = new_keys if delete_keys is None else pa.chunked_array([new_keys, delete_keys], pa.string())
+    mentioned = mentioned.combine_chunks() if isinstance(mentioned, pa.ChunkedArray) else mentioned
+    in_merged = pc.is_in(merged_keys, value_set=mentioned)
+    old_mentioned = old_keys.filter(pc.is_in(old_keys, value_set=mentioned))   # the few old rows in play
+    from_fresh = pc.is_in(merged_keys, value_set=new_keys)
+    if ctx.meta_fields:
+        from_fresh = pc.and_(from_fresh, pc.equal(merged.column("_hoodie_commit_time"), ctx.instant))
+    won = merged_keys.filter(from_fresh)
+    updates = pc.sum(pc.is_in(won, value_set=_flat(old_mentioned))).as_py() or 0
+    if "_hoodie_is_deleted" in old.column_names and pc.any(old.column("_hoodie_is_deleted")).as_py():
+        # rows flagged deleted in the old file drop out whether or not this write names them
+        present = pc.sum(pc.is_in(old_keys, value_set=_flat(merged_keys))).as_py() or 0
+        return updates, len(won) - updates, old.num_rows - present
+    still = _flat(merged_keys.filter(in_merged))
+    deleted = len(old_mentioned) - (pc.sum(pc.is_in(old_mentioned, value_set=still)).as_py() or 0)
+    return updates, len(won) - updates, deleted
+
+
+def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
