@@ -13,6 +13,7 @@ import logging
 from typing import Any, Callable, Iterable
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -195,10 +196,9 @@ _PA_MAJOR = int(pa.__version__.split(".")[0])
 
 
 def row_numbers(n: int, start: int = 0) -> pa.Array:
-    """``start, start+1, ...`` (``n`` of them) as int64, built in Arrow: ``pa.array(range(n))``
-    converts one Python int at a time (~0.25 µs a row, the bulk of a merge's bookkeeping)."""
-    idx = pc.cast(pc.indices_nonzero(pa.repeat(pa.scalar(True), n)), pa.int64())
-    return pc.add(idx, pa.scalar(start, pa.int64())) if start else idx
+    """``start, start+1, ...`` (``n`` of them) as int64, from a NumPy range (zero-copy):
+    ``pa.array(range(n))`` converts one Python int at a time (~0.25 µs a row)."""
+    return pa.array(np.arange(start, start + n, dtype=np.int64))
 
 
 def _ordering_columns(aux: pa.Table) -> list[str]:
