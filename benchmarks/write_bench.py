@@ -1,12 +1,26 @@
-"""Write throughput against the limit (pyarrow.parquet.write_table) and a peer (deltalake).
+"""Issue 13's measurement: hudi_format's writes and reads against their limits and peers, in one
+ratio table, one run, one data set (``common.make_data``: 6 columns, 4 partitions).
 
-One run, one data set: ``rows`` generated trip-like records in 10 partitions.
+Every case is the best of ``repeat`` runs. Writes go to a fresh directory each time; upserts go
+into a fresh copy of a base table made once (the copy is outside the timing). Both sides write
+with the same Parquet codec (ours through ``hoodie.parquet.compression.codec``, deltalake through
+``WriterProperties``); snappy unless ``codecs`` says otherwise (gzip, Hudi's own default, is
+kept for the record).
 
-- bulk_insert vs ``pyarrow.parquet.write_table`` of the same rows (what any Parquet writer costs)
-- insert vs ``deltalake.write_deltalake`` (a table format without key lookup)
-- upsert of 10% (half updates, half new keys) into COW and MOR vs deltalake's ``merge``
-- snapshot read of the upserted COW and MOR tables (best of 3) vs hudi-rs reading them into Arrow,
-  and the COW read vs ``pyarrow.parquet.read_table`` of its latest base files
+- bulk_insert vs ``pq.write_table`` of the very same output: the base files Hudi wrote are read
+  back (all 11 columns, ``_hoodie_*`` meta columns included) and each is written again by
+  pyarrow, one file per Hudi base file (one per partition at these sizes), pyarrow's defaults;
+- insert vs ``deltalake.write_deltalake`` (partitioned by the same column);
+- a 10% upsert (half updates spread over every file group, half new keys) into COW and MOR vs
+  deltalake's ``merge`` (matched on key and partition: update all, insert the rest);
+- snapshot reads of the upserted tables: COW vs ``pq.read_table`` of its latest base files and
+  vs hudi-rs, MOR (the updates in Avro log blocks) vs hudi-rs; each pair is checked to return
+  the same rows (count and a checksum) before it is timed;
+- the streaming case: a 1,000-row upsert into a 200k-row table, COW and MOR, vs deltalake merge;
+- record-index tagging vs simple-index tagging of the same 10% upsert (``index_bench.tagging``),
+  and ``Table.lookup`` of 1,000 keys, on a table of the run's size written with the record index.
+
+Peak memory (streaming writes of 5M rows, 5M-row upserts) is ``python -m benchmarks memory``.
 """
 
 from __future__ import annotations
@@ -15,6 +29,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,102 +37,190 @@ import pyarrow.parquet as pq
 
 import hudi_format as hudi
 
+from . import index_bench
+from .common import Result, Seconds, best_of, hudi_rs_read, make_data, print_table, upsert_batch, versions
 
-def make_data(rows: int, start: int = 0, ts: int = 1) -> pa.Table:
-    idx = pa.array(range(start, start + rows), pa.int64())
-    return pa.table({
-        "id": pc.binary_join_element_wise(pa.scalar("trip-"), pc.cast(idx, pa.string()), ""),
-        "ts": pa.repeat(pa.scalar(ts, pa.int64()), rows),
-        "city": pc.binary_join_element_wise(pa.scalar("city-"), pc.cast(pc.bit_wise_and(idx, 9), pa.string()), ""),
-        "fare": pc.divide(pc.cast(pc.bit_wise_and(pc.multiply(idx, 7919), 65535), pa.float64()), 100.0),
-        "rider": pc.binary_join_element_wise(pa.scalar("rider-"), pc.cast(pc.bit_wise_and(idx, 4095), pa.string()), ""),
-        "distance": pc.cast(pc.bit_wise_and(pc.multiply(idx, 31), 1023), pa.int32()),
-    })
+TARGETS = {"bulk_insert": 2.0, "insert": 2.5, "upsert": 1.5, "cow_read_limit": 1.1, "cow_read_rs": 0.8,
+           "mor_read_rs": 1.0, "small_upsert": 2.0}
+SMALL_TABLE, SMALL_UPSERT = 200_000, 1_000   # the streaming case: 1,000 rows into 200k
+KEY: dict[str, Any] = dict(record_key="id", ordering_field="ts", partition_by="city")
 
 
-def _time(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def _best(fn, repeat: int = 3) -> float:
-    return min(_time(fn) for _ in range(repeat))
-
-
-def _hudi_rs_reader():
-    """hudi-rs's snapshot read into one Arrow table, or None when ``hudi`` is not installed."""
-    try:
-        from hudi import HudiReadOptions, HudiTableBuilder
-    except ImportError:
-        return None
-
-    def read(path: str) -> pa.Table:
-        return pa.Table.from_batches(HudiTableBuilder.from_base_uri(path).build().read(HudiReadOptions()))
-    return read
-
-
-_hudi_rs_read = _hudi_rs_reader()
-
-
-def _hudi_opts():
-    # One big bin per partition as Hudi sizes them; bloom filters as Hudi writes them.
-    return dict(record_key="id", ordering_field="ts", partition_by="city")
-
-
-def run(rows: int) -> list[tuple[str, float, float]]:
+def _deltalake() -> Any:
     try:
         import deltalake
     except ImportError:
-        deltalake = None
-        print("deltalake is not installed (pip install '.[bench]'); peer columns are skipped")
-    data = make_data(rows)
-    n_up = rows // 10
-    upd = pa.concat_tables([make_data(n_up // 2, start=0, ts=2), make_data(n_up - n_up // 2, start=rows, ts=2)])
-    results, reads = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        ours = _time(lambda: hudi.write(str(root / "bulk"), data, operation="bulk_insert", **_hudi_opts()))
-        limit = _time(lambda: pq.write_table(data, root / "plain.parquet", compression="gzip"))
-        results.append(("bulk_insert vs pyarrow.parquet.write_table", ours, limit))
+        print("deltalake is not installed (pip install deltalake): its columns are n/a")
+        return None
+    return deltalake
 
-        ours = _time(lambda: hudi.write(str(root / "ins"), data, operation="insert", **_hudi_opts()))
-        if deltalake:
-            peer = _time(lambda: deltalake.write_deltalake(str(root / "delta"), data, partition_by=["city"]))
-            results.append(("insert vs deltalake.write_deltalake", ours, peer))
-        else:
-            results.append(("insert (no peer)", ours, float("nan")))
 
+def _fresh(path: Path) -> Callable[[], None]:
+    return lambda: shutil.rmtree(path, ignore_errors=True)
+
+
+def _copy_of(src: Path, dst: Path) -> Callable[[], None]:
+    def setup() -> None:
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst)
+    return setup
+
+
+def _same_rows(a: pa.Table, b: pa.Table) -> bool:
+    """Same row count, keys and ordering values (sums of ``ts`` and of the keys' lengths)."""
+    def digest(t: pa.Table) -> tuple[Any, ...]:
+        return (t.num_rows, pc.sum(t.column("ts")).as_py(), pc.sum(pc.utf8_length(t.column("id"))).as_py())
+    return digest(a) == digest(b)
+
+
+def _log_rows(path: Path) -> int:
+    """Records held in the Avro log blocks of the latest file slices."""
+    from hudi_format.log.block import BlockType
+    from hudi_format.log.reader import read_log_file
+    table = hudi.open_table(str(path))
+    return sum(b.records().num_rows for s in table.file_slices() for f in s.log_files
+               for b in read_log_file(table.storage, f) if b.block_type == BlockType.AVRO_DATA)
+
+
+class _Run:
+    """The cases of one codec on one data set; tables it makes stay under ``root``."""
+
+    def __init__(self, root: Path, rows: int, codec: str, repeat: int, record: bool) -> None:
+        self.root, self.rows, self.codec, self.repeat, self.record = root / codec, rows, codec, repeat, record
+        self.root.mkdir(parents=True)
+        self.opts = {"hoodie.parquet.compression.codec": codec}
+        self.dl = _deltalake()
+        self.results: list[Result] = []
+
+    def add(self, case: str, ours: float, peer: float, target: float | None) -> None:
+        label = f"{case} [{self.codec}]" if self.record else case
+        self.results.append(Result(label, ours, peer, target, record=self.record))
+
+    def _writer_properties(self) -> Any:
+        return self.dl.WriterProperties(compression=self.codec.upper())
+
+    def _delta_write(self, path: Path, data: pa.Table) -> None:
+        self.dl.write_deltalake(str(path), data, partition_by=["city"], writer_properties=self._writer_properties())
+
+    def _delta_merge(self, path: Path, source: pa.Table) -> None:
+        dt = self.dl.DeltaTable(str(path))
+        (dt.merge(source, predicate="t.id = s.id AND t.city = s.city", source_alias="s", target_alias="t",
+                  writer_properties=self._writer_properties())
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+
+    def _delta_best(self, fn: Callable[[], None], setup: Callable[[], None]) -> Seconds:
+        return best_of(fn, self.repeat, setup) if self.dl else Seconds(float("nan"))
+
+    # -- cases ------------------------------------------------------------------------------------
+    def bulk_insert(self, data: pa.Table) -> None:
+        out = self.root / "bulk"
+        ours = best_of(lambda: hudi.write(str(out), data, operation="bulk_insert", options=self.opts, **KEY),
+                       self.repeat, _fresh(out))
+        files = [out / s.base_file for s in hudi.open_table(str(out)).file_slices() if s.base_file]
+        written = [pq.read_table(f) for f in files]   # what Hudi wrote: 11 columns
+        plain = self.root / "plain"
+
+        def limit() -> None:
+            plain.mkdir()
+            for i, t in enumerate(written):
+                pq.write_table(t, plain / f"{i}.parquet", compression=self.codec)
+        peer = best_of(limit, self.repeat, _fresh(plain))
+        cols = written[0].num_columns if written else 0
+        self.add(f"bulk_insert vs pq.write_table of its output ({cols} cols, {len(files)} files)", ours, peer,
+                 TARGETS["bulk_insert"])
+        shutil.rmtree(plain, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+
+    def insert(self, data: pa.Table) -> None:
+        out, dout = self.root / "insert", self.root / "delta_insert"
+        ours = best_of(lambda: hudi.write(str(out), data, operation="insert", options=self.opts, **KEY),
+                       self.repeat, _fresh(out))
+        peer = self._delta_best(lambda: self._delta_write(dout, data), _fresh(dout))
+        self.add("insert vs deltalake.write_deltalake", ours, peer, TARGETS["insert"])
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(dout, ignore_errors=True)
+
+    def upserts(self, name: str, data: pa.Table, batch: pa.Table, target: float) -> dict[str, Path]:
+        """Upsert ``batch`` into COW and MOR copies of ``data`` and deltalake's merge into a copy
+        of the same rows; returns the upserted tables (for the reads)."""
+        out: dict[str, Path] = {}
+        ours: dict[str, float] = {}
         for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-            path = root / f"up_{table_type}"
-            hudi.write(str(path), data, operation="insert", table_type=table_type, **_hudi_opts())
-            ours = _time(lambda: hudi.write(str(path), upd, operation="upsert"))
-            peer = float("nan")
-            if deltalake:
-                dpath = root / f"delta_up_{table_type}"
-                deltalake.write_deltalake(str(dpath), data, partition_by=["city"])
+            base, work = self.root / f"{name}_{table_type}_base", self.root / f"{name}_{table_type}"
+            hudi.write(str(base), data, operation="insert", table_type=table_type, options=self.opts, **KEY)
+            ours[table_type] = best_of(lambda: hudi.write(str(work), batch, operation="upsert", options=self.opts),
+                                       self.repeat, _copy_of(base, work))
+            shutil.rmtree(base, ignore_errors=True)
+            out[table_type] = work
+        dbase, dwork = self.root / f"{name}_delta_base", self.root / f"{name}_delta"
+        peer = Seconds(float("nan"))
+        if self.dl:
+            self._delta_write(dbase, data)
+            peer = best_of(lambda: self._delta_merge(dwork, batch), self.repeat, _copy_of(dbase, dwork))
+            shutil.rmtree(dbase, ignore_errors=True)
+            shutil.rmtree(dwork, ignore_errors=True)
+        for table_type, secs in ours.items():
+            kind = "COW" if table_type == "COPY_ON_WRITE" else "MOR"
+            self.add(f"{batch.num_rows:,}-row upsert into {data.num_rows:,} rows {kind} vs deltalake merge",
+                     secs, peer, target)
+        return out
 
-                def merge():
-                    dt = deltalake.DeltaTable(str(dpath))
-                    (dt.merge(upd, predicate="t.id = s.id AND t.city = s.city", source_alias="s",
-                              target_alias="t").when_matched_update_all().when_not_matched_insert_all().execute())
-                peer = _time(merge)
-            results.append((f"upsert 10% ({table_type}) vs deltalake merge", ours, peer))
-            reads.append((table_type, path))
-        for table_type, path in reads:   # the upserted tables: MOR reads merge 10% log rows
-            ours = _best(lambda: hudi.open_table(str(path)).read())
-            peer = _best(lambda: _hudi_rs_read(str(path))) if _hudi_rs_read else float("nan")
-            results.append((f"snapshot read ({table_type}) vs hudi-rs", ours, peer))
-            if table_type == "COPY_ON_WRITE":   # the limit: Arrow reading the latest base files
-                files = [str(path / s.base_file) for s in hudi.open_table(str(path)).file_slices()]
-                results.append(("snapshot read (COPY_ON_WRITE) vs pq.read_table", ours,
-                                _best(lambda: pq.read_table(files))))
+    def reads(self, tables: dict[str, Path]) -> None:
+        cow, mor = str(tables["COPY_ON_WRITE"]), str(tables["MERGE_ON_READ"])
+        files = [str(Path(cow) / s.base_file) for s in hudi.open_table(cow).file_slices() if s.base_file]
+        ours_cow = hudi.open_table(cow).read()
+        check = "" if _same_rows(ours_cow, pq.read_table(files)) else " ROWS DIFFER"
+        t_cow = best_of(lambda: hudi.open_table(cow).read(), self.repeat)
+        self.add(f"COW snapshot read vs pq.read_table of its latest base files{check}", t_cow,
+                 best_of(lambda: pq.read_table(files), self.repeat), TARGETS["cow_read_limit"])
+        for kind, path, target in (("COW", cow, TARGETS["cow_read_rs"]), ("MOR", mor, TARGETS["mor_read_rs"])):
+            ours = t_cow if kind == "COW" else best_of(lambda: hudi.open_table(path).read(), self.repeat)
+            try:
+                same = _same_rows(hudi.open_table(path).read(), hudi_rs_read(path))
+                peer = best_of(lambda: hudi_rs_read(path), self.repeat)
+            except ImportError:
+                same, peer = True, Seconds(float("nan"))
+            what = "" if kind == "COW" else \
+                f" ({_log_rows(Path(path)):,} of {ours_cow.num_rows:,} rows in Avro log blocks)"
+            self.add(f"{kind} snapshot read{what} vs hudi-rs{'' if same else ' ROWS DIFFER'}", ours, peer, target)
+
+
+def index_cases(root: Path, rows: int, batch: pa.Table, repeat: int) -> list[Result]:
+    """Record-index vs simple-index tagging of ``batch`` and ``Table.lookup`` of 1,000 keys, on a
+    ``rows``-row table written with the record index."""
+    path = root / "indexed"
+    index_bench.build(str(path), rows, "snappy")
+    t = index_bench.tagging(str(path), batch, (index_bench.INDEXES[0], index_bench.INDEXES[-1]), repeat)
+    out = [Result(f"record-index vs simple (global) tagging, {batch.num_rows:,} upserts into {rows:,} rows",
+                  t["record index"], t["simple (global)"], target=1.0, strict=True),
+           index_bench.lookup_case(str(path), index_bench.lookup_keys(rows, 1_000), repeat)]
+    shutil.rmtree(path, ignore_errors=True)
+    return out
+
+
+def run(rows: int, codecs: tuple[str, ...] = ("snappy",), repeat: int = 3) -> list[Result]:
+    """All of issue 13's write/read cases at ``rows`` rows, one ratio table."""
+    print(versions())
+    t_start = time.perf_counter()
+    data = make_data(rows)
+    batch = upsert_batch(rows, max(2, rows // 10))
+    small_rows = min(SMALL_TABLE, rows)
+    small = make_data(small_rows)
+    small_batch = upsert_batch(small_rows, min(SMALL_UPSERT, max(2, small_rows // 10)))
+    results: list[Result] = []
+    root = Path(tempfile.mkdtemp(prefix="hudi-write-bench-"))
+    try:
+        for codec in codecs:
+            r = _Run(root, rows, codec, repeat, record=codec != "snappy" and len(codecs) > 1)
+            r.bulk_insert(data)
+            r.insert(data)
+            r.reads(r.upserts("upsert10", data, batch, TARGETS["upsert"]))
+            r.upserts("small", small, small_batch, TARGETS["small_upsert"])
+            results += r.results
+            shutil.rmtree(r.root, ignore_errors=True)
+        results += index_cases(root, rows, batch, repeat)
+    finally:
         shutil.rmtree(root, ignore_errors=True)
-
-    print(f"\nwrite benchmark, {rows:,} rows ({n_up:,} upserted)\n")
-    print(f"| {'case':52} | hudi_format s | peer s | ratio |")
-    print(f"|{'-' * 54}|---------------|--------|-------|")
-    for name, ours, peer in results:
-        ratio = ours / peer if peer == peer and peer > 0 else float("nan")
-        print(f"| {name:52} | {ours:13.2f} | {peer:6.2f} | {ratio:5.2f} |")
+    print_table(f"write benchmark: {rows:,} rows, 6 columns, 4 partitions, codec {'/'.join(codecs)}, best of "
+                f"{repeat}; ratio = ours / peer ({time.perf_counter() - t_start:.0f}s)", results)
     return results
