@@ -246,10 +246,12 @@ class BaseFileWriter:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise SchemaError(f"{self._where}: data cannot be written with the Avro schema: {exc}") from exc
 
-    def write(self, data, record_keys=None) -> None:
+    def write(self, data, record_keys=None, bloom_keys=None) -> None:
         """Append rows (a Table, RecordBatch or anything ``pyarrow.table()`` takes).
 
         ``record_keys``: the rows' record keys (string array, or the name of a column).
+        ``bloom_keys``: the keys to add to the bloom filter instead, when the filter given to
+        the writer already holds the others (a merge continuing the old file's filter).
         """
         if self._closed:
             raise HudiError(f"{self._where}: writer is closed")
@@ -260,7 +262,7 @@ class BaseFileWriter:
                                 "(or create the writer with keyed=False)")
             keys = _key_array(record_keys, table, self._where)
             try:
-                self.bloom.add_all(keys)
+                self.bloom.add_all(keys if bloom_keys is None else bloom_keys)
             except ValueError as exc:
                 raise HudiError(f"{self._where}: {exc}") from exc
             lo, hi = _java_min_max(keys)
@@ -356,13 +358,14 @@ def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | 
                     compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
                     block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
                     dictionary: bool = True,
-                    extra_metadata: Mapping[str, str] | None = None) -> BaseFileWriteResult:
+                    extra_metadata: Mapping[str, str] | None = None, bloom_keys=None) -> BaseFileWriteResult:
     """Write ``table`` as one Parquet base file at ``rel_path`` with Hudi's footer.
 
     ``table``: anything ``pyarrow.table()`` takes, or a ``RecordBatchReader`` (streamed when
     ``record_keys`` is a column name or None). ``record_keys`` (string array, or a column name) feed the bloom filter and min/max keys;
     ``None`` writes neither, as Hudi does without meta fields. ``bloom``: Hudi's bloom options
-    (dict) or a :class:`BloomFilter` to fill; ``None`` means Hudi's defaults.
+    (dict) or a :class:`BloomFilter` to fill; ``None`` means Hudi's defaults. ``bloom_keys``:
+    see :meth:`BaseFileWriter.write` (not with a streamed reader).
     """
     writer = BaseFileWriter(storage, rel_path, avro_schema, keyed=record_keys is not None,
                             bloom=bloom, compression=compression,
@@ -376,7 +379,7 @@ def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | 
         else:
             if isinstance(table, pa.RecordBatchReader):
                 table = table.read_all()
-            writer.write(table, record_keys)
+            writer.write(table, record_keys, bloom_keys)
     except BaseException:
         writer.abort()
         raise

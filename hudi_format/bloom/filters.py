@@ -44,7 +44,7 @@ from .murmur import hash_positions, hash_positions_all, iter_positions, murmur_h
 __all__ = ["BloomFilter", "SimpleBloomFilter", "DynamicBloomFilter", "new_bloom_filter",
            "murmur_hash", "hash_positions", "hash_positions_all", "bit_size", "num_hashes",
            "SIMPLE", "DYNAMIC_V0", "DEFAULT_NUM_ENTRIES", "DEFAULT_FPP", "DEFAULT_MAX_ENTRIES",
-           "DEFAULT_TYPE_CODE"]
+           "DEFAULT_TYPE_CODE", "resume"]
 
 SIMPLE = "SIMPLE"
 DYNAMIC_V0 = "DYNAMIC_V0"
@@ -267,6 +267,28 @@ class BloomFilter:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(vector_size={self.vector_size}, nb_hash={self.nb_hash}, "
                 f"rows={len(self._rows)})")
+
+
+def resume(stored: BloomFilter, fresh: BloomFilter, added: int) -> BloomFilter | None:
+    """``fresh`` (an empty filter, as configured) in the state it would reach after ``added``
+    keys, with the bits of ``stored`` (a file's filter, said to hold its ``added`` keys): what
+    a merge that keeps a file's keys in place continues from, instead of hashing them again.
+    ``None`` when ``stored`` cannot be that state: other parameters or type, or (dynamic) a
+    row count and record count that ``added`` keys do not lead to."""
+    if type(stored) is not type(fresh) or stored.vector_size != fresh.vector_size \
+            or stored.nb_hash != fresh.nb_hash or stored._rows[0].hash_type != fresh._rows[0].hash_type:
+        return None
+    if isinstance(fresh, DynamicBloomFilter):
+        assert isinstance(stored, DynamicBloomFilter)
+        if stored.nr != fresh.nr:
+            return None
+        if added:
+            fresh._assign(added)      # the row bookkeeping of ``added`` keys, no hashing
+        if len(fresh._rows) != len(stored._rows) or fresh.current_nb_record != stored.current_nb_record:
+            return None
+    for mine, theirs in zip(fresh._rows, stored._rows):
+        mine.bits[:] = theirs.bits
+    return fresh
 
 
 def _key_bytes(key) -> bytes:

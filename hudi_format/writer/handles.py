@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import write_base_file
+from ..base_file import BaseFileWriteResult, bloom_filter_from_options, read_footer, write_base_file
+from ..bloom import BloomFilter, resume
 from ..errors import InvalidOptionError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    next_log_version, write_log_file)
@@ -88,14 +89,16 @@ def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
 
 
 def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
-                io_type: str = "CREATE") -> object:
+                io_type: str = "CREATE", bloom: dict | BloomFilter | None = None,
+                bloom_keys: pa.Array | None = None) -> BaseFileWriteResult:
     path = posixpath.join(partition, name) if partition else name
     create_marker(ctx.storage, ctx.instant, path, io_type)
     # Hudi keeps no bloom filter (nor min/max keys) in base files of tables without meta fields.
     keys = record_keys(table, ctx.spec) if ctx.meta_fields else None
     ctx.written.append(path)
-    return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys, bloom=ctx.bloom,
-                           compression=ctx.compression)
+    return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys,
+                           bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
+                           bloom_keys=bloom_keys)
 
 
 def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) -> WriteStat:
@@ -127,18 +130,28 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     if ctx.meta_fields:
         idx = ctx.schema.get_field_index("_hoodie_file_name")
         merged = merged.set_column(idx, ctx.schema.field(idx), pa.repeat(pa.scalar(name), merged.num_rows))
-    updates, inserts, deleted = _merge_counts(ctx, old, merged, pc.cast(upsert_keys, pa.string()), delete_keys)
-    res = _write_base(ctx, fs.partition_path, name, merged, "MERGE")
+    updates, inserted, deleted = _merge_counts(ctx, old, merged, pc.cast(upsert_keys, pa.string()), delete_keys)
+    inserts = len(inserted)
+    bloom, bloom_keys = ctx.bloom, None
+    if ctx.meta_fields and fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
+        # Every old key stays: the old file's filter holds them, as Hudi's merge handle would add
+        # them again (in file order, updates in place); only the inserted keys are hashed.
+        stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size or None)
+        if stored.bloom_filter is not None and stored.num_rows == old.num_rows:
+            seeded = resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
+            if seeded is not None:
+                bloom, bloom_keys = seeded, inserted
+    res = _write_base(ctx, fs.partition_path, name, merged, "MERGE", bloom, bloom_keys)
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
 
 
 def _merge_counts(ctx: WriteContext, old: pa.Table, merged: pa.Table, new_keys: pa.Array,
-                  delete_keys: pa.Array | None) -> tuple[int, int, int]:
-    """(updates, inserts, deletes) of a merge: merged rows this write's records won (of keys
-    the old file held / did not hold) and old rows whose key is gone. Only this write's keys
-    are hashed (the file's rows are probed against them), as only they can change a key."""
+                  delete_keys: pa.Array | None) -> tuple[int, pa.Array, int]:
+    """(updates, inserted keys, deletes) of a merge: merged rows this write's records won (of
+    keys the old file held / did not hold) and old rows whose key is gone. Only this write's
+    keys are hashed (the file's rows are probed against them), as only they can change a key."""
     old_keys = pc.cast(record_keys(old, ctx.spec), pa.string())
     merged_keys = pc.cast(record_keys(merged, ctx.spec), pa.string())
     mentioned = new_keys if delete_keys is None else pa.chunked_array([new_keys, delete_keys], pa.string())
@@ -148,15 +161,17 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged: pa.Table, new_keys: 
     from_fresh = pc.is_in(merged_keys, value_set=new_keys)
     if ctx.meta_fields:
         from_fresh = pc.and_(from_fresh, pc.equal(merged.column("_hoodie_commit_time"), ctx.instant))
-    won = merged_keys.filter(from_fresh)
-    updates = pc.sum(pc.is_in(won, value_set=_flat(old_mentioned))).as_py() or 0
+    won = _flat(merged_keys.filter(from_fresh))
+    is_update = pc.is_in(won, value_set=_flat(old_mentioned))
+    updates = pc.sum(is_update).as_py() or 0
+    inserted = won.filter(pc.invert(is_update))
     if "_hoodie_is_deleted" in old.column_names and pc.any(old.column("_hoodie_is_deleted")).as_py():
         # rows flagged deleted in the old file drop out whether or not this write names them
         present = pc.sum(pc.is_in(old_keys, value_set=_flat(merged_keys))).as_py() or 0
-        return updates, len(won) - updates, old.num_rows - present
+        return updates, inserted, old.num_rows - present
     still = _flat(merged_keys.filter(in_merged))
     deleted = len(old_mentioned) - (pc.sum(pc.is_in(old_mentioned, value_set=still)).as_py() or 0)
-    return updates, len(won) - updates, deleted
+    return updates, inserted, deleted
 
 
 def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -9,12 +9,14 @@ any incoming key, so only candidate files are opened for their keys.
 from __future__ import annotations
 
 import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..options import option
-from ..read.merge import MergeSpec, existing_keys
+from ..read.merge import MergeSpec, merge_file_slice, record_keys
 from ..storage import Storage
 from ..view import FileSlice
 
@@ -142,4 +144,39 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
             candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
         else:
             candidates = candidate_slices_by_bloom(storage, slices, str_keys, read_footer)
-    return existing_keys(storage, candidates, spec, schema, visible)
+    return matching_keys(storage, candidates, spec, schema, visible, str_keys)
+
+
+def matching_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
+                  visible, keys: pa.Array) -> pa.Table:
+    """``(key, partition, file_id)`` of the live records in ``slices`` whose key is among
+    ``keys``. Each slice's keys are read (the key column only for a slice without logs, which
+    needs no merge; slices on threads, as Parquet decoding releases the GIL) and narrowed to
+    the incoming keys at once: nothing is kept for the stored keys no record updates."""
+    wanted = pc.unique(pc.drop_null(keys))
+    merge_cols = set(spec.needed_columns())
+    key_col = {"_hoodie_record_key"} if spec.has_meta_fields else {f.split(".")[0] for f in spec.record_key_fields}
+    with_logs = pa.schema([f for f in schema if f.name in merge_cols])
+    base_only = pa.schema([f for f in schema if f.name in key_col])
+
+    def one(s: FileSlice) -> pa.Table | None:
+        rows = merge_file_slice(storage, s, with_logs if s.log_files else base_only, spec, visible)
+        found = pc.cast(record_keys(rows, spec), pa.string()) if rows.num_rows else pa.array([], pa.string())
+        found = found.filter(pc.is_in(found, value_set=wanted))
+        n = len(found)
+        if not n:
+            return None
+        return pa.table({"key": found, "partition": pa.repeat(pa.scalar(s.partition_path), n),
+                         "file_id": pa.repeat(pa.scalar(s.file_id), n)})
+
+    parts: list[pa.Table | None] = []
+    if len(slices) > 1 and len(wanted):
+        with ThreadPoolExecutor(min(len(slices), os.cpu_count() or 1)) as pool:
+            parts = list(pool.map(one, slices))
+    elif len(wanted):
+        parts = [one(s) for s in slices]
+    found = [t for t in parts if t is not None]
+    if not found:
+        return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),
+                         "file_id": pa.array([], pa.string())})
+    return pa.concat_tables(found)

@@ -71,9 +71,11 @@ def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
         dictionaries.append(enc.dictionary.to_pylist())
         code *= len(enc.dictionary)
         code += enc.indices.to_numpy()
-    groups = pc.dictionary_encode(pa.array(code))
-    gidx = groups.indices.to_numpy()
-    values = groups.dictionary.to_pylist()
+    if len(by) == 1:     # the codes already number the groups in order of appearance
+        gidx, values = code, list(range(len(dictionaries[0])))
+    else:
+        groups = pc.dictionary_encode(pa.array(code))
+        gidx, values = groups.indices.to_numpy(), groups.dictionary.to_pylist()
     if len(values) <= 64:     # few groups (partitions, file groups): a mask per group beats a sort
         members = [np.flatnonzero(gidx == g) for g in range(len(values))]
     else:
