@@ -50,11 +50,38 @@ def tag(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
 
     ``incoming`` has columns ``key`` and ``partition`` (plus ``row``, the position in the batch).
     The stored records are first narrowed to the keys that arrive (a hash set of the incoming
-    keys, usually the smaller side), so the join builds its table over matches only.
+    keys, usually the smaller side); each incoming record then looks its (key, partition) - its
+    key, for a global index - up among them, in place (no join, no re-sort). A location stored
+    twice (a duplicated key) falls back to a join, which tags the record once per location.
     """
-    wanted = incoming.column("key")
-    wanted = wanted.combine_chunks() if isinstance(wanted, pa.ChunkedArray) else wanted
+    wanted = _one(incoming.column("key"))
     existing = existing.filter(pc.is_in(existing.column("key"), value_set=wanted))
+    if global_index:
+        probe, stored = wanted, _one(existing.column("key"))
+    else:
+        probe = _pair(wanted, _one(incoming.column("partition")))
+        stored = _pair(_one(existing.column("key")), _one(existing.column("partition")))
+    if pc.count_distinct(stored).as_py() != len(stored):
+        return _tag_by_join(incoming, existing, global_index)
+    at = pc.index_in(probe, value_set=stored)
+    file_ids = pc.take(_one(existing.column("file_id")), at)
+    found = pc.take(_one(existing.column("partition")), at) if global_index else \
+        pc.if_else(pc.is_null(at), pa.scalar(None, pa.string()), _one(incoming.column("partition")))
+    return incoming.append_column("file_id", file_ids).append_column("existing_partition", found)
+
+
+def _one(col) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return col
+
+
+def _pair(keys: pa.Array, partitions: pa.Array) -> pa.Array:
+    """One string per (key, partition) pair; NUL cannot occur in a partition path."""
+    return pc.binary_join_element_wise(partitions, keys, "\x00")
+
+
+def _tag_by_join(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
     if global_index:
         right = existing.select(["key", "partition", "file_id"]).rename_columns(
             ["key", "existing_partition", "file_id"])
