@@ -114,6 +114,10 @@ def _java_min_max(keys: pa.Array) -> tuple[str | None, str | None]:
     return mm["min"].as_py(), mm["max"].as_py()
 
 
+def _dictionary_of(actual: pa.DataType, wanted: pa.DataType) -> bool:
+    return pa.types.is_dictionary(actual) and actual.value_type == wanted
+
+
 def _key_array(record_keys, table: pa.Table, where: str) -> pa.Array:
     if isinstance(record_keys, str):
         if record_keys not in table.column_names:
@@ -202,6 +206,7 @@ class BaseFileWriter:
         self._codec, self._level = _codec(compression), compression_level
         self._block_size, self._page_size, self._dictionary = block_size, page_size, dictionary
         self._extra = dict(extra_metadata or {})
+        self._batch_schema: pa.Schema | None = None   # self.schema, or with dictionary-encoded columns
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._min: str | None = None
@@ -212,7 +217,7 @@ class BaseFileWriter:
         self._closed = False
 
     # ---------------------------------------------------------------------------------------
-    def _open(self) -> None:
+    def _open(self, schema: pa.Schema) -> None:
         full = self.storage.full(self.rel_path)
         try:
             if not self.storage.is_object_store:   # no folders there (makedirs costs a HEAD)
@@ -221,8 +226,8 @@ class BaseFileWriter:
         except OSError as exc:
             raise StorageError(f"cannot create {self._where}: {exc}") from exc
         self._writer = pq.ParquetWriter(
-            self._file, self.schema, compression=self._codec,
-            compression_level=self._level, use_dictionary=_dictionary_columns(self.schema, self._dictionary),
+            self._file, schema, compression=self._codec,
+            compression_level=self._level, use_dictionary=_dictionary_columns(schema, self._dictionary),
             data_page_size=self._page_size, store_schema=False, version="2.6",
             write_statistics=True)
 
@@ -239,10 +244,15 @@ class BaseFileWriter:
             if not f.nullable and table.column(f.name).null_count:
                 raise SchemaError(f"{self._where}: column {f.name!r} is required by the Avro "
                                   f"schema but has {table.column(f.name).null_count} nulls")
-        if table.schema.remove_metadata() == self.schema:
+        # the first data written fixes the Arrow types (a dictionary-encoded column of the
+        # field's type is kept as is: Parquet writes its dictionary without hashing the values)
+        target = self._batch_schema or pa.schema([
+            f.with_type(table.schema.field(f.name).type)
+            if _dictionary_of(table.schema.field(f.name).type, f.type) else f for f in self.schema])
+        if table.schema.remove_metadata() == target:
             return table
         try:
-            return table.cast(self.schema)
+            return table.cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise SchemaError(f"{self._where}: data cannot be written with the Avro schema: {exc}") from exc
 
@@ -256,6 +266,8 @@ class BaseFileWriter:
         if self._closed:
             raise HudiError(f"{self._where}: writer is closed")
         table = self._conform(data)
+        if self._batch_schema is None:
+            self._batch_schema = table.schema.remove_metadata()
         if self.bloom is not None:
             if record_keys is None:
                 raise HudiError(f"{self._where}: record keys are needed for the bloom filter "
@@ -277,11 +289,12 @@ class BaseFileWriter:
             self._flush(final=False)
 
     def _flush(self, final: bool) -> None:
+        schema = self._batch_schema or self.schema
         if self._writer is None:
-            self._open()
+            self._open(schema)
         if not self._pending:
             return
-        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        table = pa.Table.from_batches(self._pending, schema=schema)
         rows_per_group = max(1, int(table.num_rows * self._block_size / max(1, table.nbytes)))
         if not final:   # write whole row groups only; keep the remainder for the next one
             full = (table.num_rows // rows_per_group) * rows_per_group

@@ -13,6 +13,7 @@ import threading
 import uuid
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -67,21 +68,30 @@ class WriteContext:
 
 
 def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str, file_name: str,
-              task: int) -> pa.Table:
-    """Fill the five meta fields for freshly written records."""
+              task: int, encoded: bool = False) -> pa.Table:
+    """Fill the five meta fields for freshly written records. ``encoded``: the meta fields that
+    hold one value for the whole batch as dictionary arrays (for a base file of these rows
+    alone: no copy of the value per row, nor a dictionary built by hashing them)."""
     n = rows.num_rows
     if not ctx.meta_fields:
         return align_table(rows, ctx.schema)
+    same = _constant if encoded else (lambda v, k: pa.repeat(pa.scalar(v), k))
     seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant}_{task}_"),
                                       pc.cast(row_numbers(n), pa.string()), "")
-    meta = {"_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant), n),
+    meta = {"_hoodie_commit_time": same(ctx.instant, n),
             "_hoodie_commit_seqno": seq,
             "_hoodie_record_key": pc.cast(keys, pa.string()),
-            "_hoodie_partition_path": pa.repeat(pa.scalar(partition), n),
-            "_hoodie_file_name": pa.repeat(pa.scalar(file_name), n)}
+            "_hoodie_partition_path": same(partition, n),
+            "_hoodie_file_name": same(file_name, n)}
     cols = [meta[f.name] if f.name in meta else (rows.column(f.name) if f.name in rows.column_names
                                                   else pa.nulls(n, f.type)) for f in ctx.schema]
-    return pa.Table.from_arrays(cols, schema=ctx.schema)
+    schema = pa.schema([f.with_type(c.type) for f, c in zip(ctx.schema, cols)]) if encoded else ctx.schema
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _constant(value: str, n: int) -> pa.DictionaryArray:
+    """``n`` times ``value`` as a one-entry dictionary array."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
 
 
 def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
@@ -106,7 +116,7 @@ def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) ->
     file_id = ctx.file_id or new_file_id()
     task, token = ctx.next_token()
     name = _base_name(ctx, file_id, token)
-    table = with_meta(ctx, rows, keys, partition, name, task)
+    table = with_meta(ctx, rows, keys, partition, name, task, encoded=True)
     res = _write_base(ctx, partition, name, table)
     return WriteStat(file_id=file_id, path=res.path, partition_path=partition, num_writes=table.num_rows,
                      num_inserts=table.num_rows, total_write_bytes=res.file_size)
@@ -129,7 +139,8 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
     if ctx.meta_fields:
         idx = ctx.schema.get_field_index("_hoodie_file_name")
-        merged = merged.set_column(idx, ctx.schema.field(idx), pa.repeat(pa.scalar(name), merged.num_rows))
+        merged = merged.set_column(idx, ctx.schema.field(idx).with_type(pa.dictionary(pa.int32(), pa.string())),
+                                   _constant(name, merged.num_rows))
     updates, inserted, deleted = _merge_counts(ctx, old, merged, pc.cast(upsert_keys, pa.string()), delete_keys)
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
