@@ -130,23 +130,30 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size or None), ctx.schema,
                       ctx.storage.uri(fs.base_file)) if fs.base_file else ctx.schema.empty_table()
     fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task)
-    pieces, dels = [old, fresh], []
-    delete_keys = None
-    if deletes is not None and deletes.num_rows:
-        pieces.append(None)
-        dels.append((2, deletes))
-        delete_keys = pc.cast(deletes.column("record_key"), pa.string())
-    merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
+    new_keys = _flat(pc.cast(upsert_keys, pa.string()))
+    in_place = _merge_in_place(ctx, old, fresh, new_keys) if deletes is None or not deletes.num_rows else None
+    if in_place is not None:
+        merged, updates, inserted = in_place
+        deleted = 0
+    else:
+        pieces, dels = [old, fresh], []
+        delete_keys = None
+        if deletes is not None and deletes.num_rows:
+            pieces.append(None)
+            dels.append((2, deletes))
+            delete_keys = pc.cast(deletes.column("record_key"), pa.string())
+        merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
+        updates, inserted, deleted = _merge_counts(ctx, old, merged, new_keys, delete_keys)
     if ctx.meta_fields:
         idx = ctx.schema.get_field_index("_hoodie_file_name")
         merged = merged.set_column(idx, ctx.schema.field(idx).with_type(pa.dictionary(pa.int32(), pa.string())),
                                    _constant(name, merged.num_rows))
-    updates, inserted, deleted = _merge_counts(ctx, old, merged, pc.cast(upsert_keys, pa.string()), delete_keys)
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
     if ctx.meta_fields and fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
         # Every old key stays: the old file's filter holds them, as Hudi's merge handle would add
-        # them again (in file order, updates in place); only the inserted keys are hashed.
+        # them again (in file order, updates in place, as _merge_in_place writes them); only
+        # the inserted keys are hashed.
         stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size or None)
         if stored.bloom_filter is not None and stored.num_rows == old.num_rows:
             seeded = resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
@@ -156,6 +163,41 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
+
+
+def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
+                    new_keys: pa.Array) -> tuple[pa.Table, int, pa.Array] | None:
+    """An upsert without deletes merged as Hudi's merge handle writes it: the old rows in file
+    order, each one a new record replaces in its place, then the new keys' records. Returns
+    (rows, updates, inserted keys), or ``None`` when the general merge must decide (keys
+    repeated in the old file or the batch, ``_hoodie_is_deleted``, several or null ordering
+    values). A new record replaces an old one unless the old one has the higher ordering
+    value (event-time ordering), as the general merge decides."""
+    ordering = [f for f in ctx.spec.ordering_fields if f in ctx.schema.names] if ctx.spec.event_time else []
+    if "_hoodie_is_deleted" in ctx.schema.names or len(ordering) > 1 or new_keys.null_count:
+        return None
+    old_keys = _flat(pc.cast(record_keys(old, ctx.spec), pa.string()))
+    if len(pc.unique(new_keys)) != len(new_keys) or len(pc.unique(old_keys)) != len(old_keys):
+        return None
+    n_old = old.num_rows
+    hit = pc.is_in(old_keys, value_set=new_keys)                 # the few old rows in play
+    old_pos = pc.indices_nonzero(hit).to_numpy().astype(np.int64)
+    at = pc.fill_null(pc.index_in(new_keys, value_set=old_keys.filter(hit)), -1).to_numpy()
+    upd_new = np.flatnonzero(at >= 0)
+    upd_old = old_pos[at[upd_new]]
+    if ordering and len(upd_new):
+        theirs = pc.take(old.column(ordering[0]), pa.array(upd_old))
+        mine = pc.take(fresh.column(ordering[0]), pa.array(upd_new))
+        if theirs.null_count or mine.null_count:
+            return None
+        keep = np.asarray(pc.invert(pc.greater(theirs, mine)).to_numpy(zero_copy_only=False), bool)
+        upd_new, upd_old = upd_new[keep], upd_old[keep]
+    ins_new = np.flatnonzero(at < 0)
+    order = np.arange(n_old, dtype=np.int64)
+    order[upd_old] = n_old + upd_new
+    order = np.concatenate([order, n_old + ins_new])
+    merged = pa.concat_tables([old, fresh]).take(pa.array(order))
+    return merged, len(upd_new), new_keys.take(pa.array(ins_new))
 
 
 def _merge_counts(ctx: WriteContext, old: pa.Table, merged: pa.Table, new_keys: pa.Array,
