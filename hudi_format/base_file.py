@@ -27,6 +27,7 @@ writes table versions 6-9 (0.14 - 1.1; the fixtures are all GZIP); row groups ar
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import struct
@@ -101,7 +102,8 @@ def _java_min_max(keys: pa.Array) -> tuple[str | None, str | None]:
     key holds a character outside the BMP, so only then we compare in Python."""
     if len(keys) == 0:
         return None, None
-    if pc.any(pc.match_substring_regex(keys, "[\\x{10000}-\\x{10FFFF}]")).as_py():
+    if not pc.all(pc.string_is_ascii(keys)).as_py() and \
+            pc.any(pc.match_substring_regex(keys, "[\\x{10000}-\\x{10FFFF}]")).as_py():
         values = keys.to_pylist()
 
         def order(s: str) -> bytes:
@@ -110,6 +112,10 @@ def _java_min_max(keys: pa.Array) -> tuple[str | None, str | None]:
         return min(values, key=order), max(values, key=order)
     mm = pc.min_max(keys)
     return mm["min"].as_py(), mm["max"].as_py()
+
+
+def _dictionary_of(actual: pa.DataType, wanted: pa.DataType) -> bool:
+    return pa.types.is_dictionary(actual) and actual.value_type == wanted
 
 
 def _key_array(record_keys, table: pa.Table, where: str) -> pa.Array:
@@ -134,6 +140,29 @@ def _key_array(record_keys, table: pa.Table, where: str) -> pa.Array:
 
 
 # -- writing ----------------------------------------------------------------------------------
+# Meta columns unique in every row of a file (one record per key in a file group, a sequence
+# number per record): a dictionary can only grow until the writer falls back to plain
+# encoding, so they are written plain from the start (smaller files, less work).
+_UNIQUE_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_record_key")
+
+
+@functools.lru_cache(maxsize=64)
+def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
+    """Parquet leaf column paths of ``schema`` (``a.b``, ``l.list.element``), as the writer's
+    per-column options name them."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    md = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    return tuple(md.schema.column(i).path for i in range(md.num_columns))
+
+
+def _dictionary_columns(schema: pa.Schema, dictionary: bool) -> bool | list[str]:
+    """``use_dictionary`` of the Parquet writer: every column but the unique meta columns."""
+    if not dictionary or not any(n in schema.names for n in _UNIQUE_COLUMNS):
+        return dictionary
+    return [p for p in _leaf_paths(schema) if p.split(".", 1)[0] not in _UNIQUE_COLUMNS]
+
+
 @attrs.frozen
 class BaseFileWriteResult:
     """What the commit metadata needs about a written base file."""
@@ -177,6 +206,7 @@ class BaseFileWriter:
         self._codec, self._level = _codec(compression), compression_level
         self._block_size, self._page_size, self._dictionary = block_size, page_size, dictionary
         self._extra = dict(extra_metadata or {})
+        self._batch_schema: pa.Schema | None = None   # self.schema, or with dictionary-encoded columns
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._min: str | None = None
@@ -187,7 +217,7 @@ class BaseFileWriter:
         self._closed = False
 
     # ---------------------------------------------------------------------------------------
-    def _open(self) -> None:
+    def _open(self, schema: pa.Schema) -> None:
         full = self.storage.full(self.rel_path)
         try:
             if not self.storage.is_object_store:   # no folders there (makedirs costs a HEAD)
@@ -196,8 +226,8 @@ class BaseFileWriter:
         except OSError as exc:
             raise StorageError(f"cannot create {self._where}: {exc}") from exc
         self._writer = pq.ParquetWriter(
-            self._file, self.schema, compression=self._codec,
-            compression_level=self._level, use_dictionary=self._dictionary,
+            self._file, schema, compression=self._codec,
+            compression_level=self._level, use_dictionary=_dictionary_columns(schema, self._dictionary),
             data_page_size=self._page_size, store_schema=False, version="2.6",
             write_statistics=True)
 
@@ -214,28 +244,37 @@ class BaseFileWriter:
             if not f.nullable and table.column(f.name).null_count:
                 raise SchemaError(f"{self._where}: column {f.name!r} is required by the Avro "
                                   f"schema but has {table.column(f.name).null_count} nulls")
-        if table.schema.remove_metadata() == self.schema:
+        # the first data written fixes the Arrow types (a dictionary-encoded column of the
+        # field's type is kept as is: Parquet writes its dictionary without hashing the values)
+        target = self._batch_schema or pa.schema([
+            f.with_type(table.schema.field(f.name).type)
+            if _dictionary_of(table.schema.field(f.name).type, f.type) else f for f in self.schema])
+        if table.schema.remove_metadata() == target:
             return table
         try:
-            return table.cast(self.schema)
+            return table.cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise SchemaError(f"{self._where}: data cannot be written with the Avro schema: {exc}") from exc
 
-    def write(self, data, record_keys=None) -> None:
+    def write(self, data, record_keys=None, bloom_keys=None) -> None:
         """Append rows (a Table, RecordBatch or anything ``pyarrow.table()`` takes).
 
         ``record_keys``: the rows' record keys (string array, or the name of a column).
+        ``bloom_keys``: the keys to add to the bloom filter instead, when the filter given to
+        the writer already holds the others (a merge continuing the old file's filter).
         """
         if self._closed:
             raise HudiError(f"{self._where}: writer is closed")
         table = self._conform(data)
+        if self._batch_schema is None:
+            self._batch_schema = table.schema.remove_metadata()
         if self.bloom is not None:
             if record_keys is None:
                 raise HudiError(f"{self._where}: record keys are needed for the bloom filter "
                                 "(or create the writer with keyed=False)")
             keys = _key_array(record_keys, table, self._where)
             try:
-                self.bloom.add_all(keys)
+                self.bloom.add_all(keys if bloom_keys is None else bloom_keys)
             except ValueError as exc:
                 raise HudiError(f"{self._where}: {exc}") from exc
             lo, hi = _java_min_max(keys)
@@ -250,11 +289,12 @@ class BaseFileWriter:
             self._flush(final=False)
 
     def _flush(self, final: bool) -> None:
+        schema = self._batch_schema or self.schema
         if self._writer is None:
-            self._open()
+            self._open(schema)
         if not self._pending:
             return
-        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        table = pa.Table.from_batches(self._pending, schema=schema)
         rows_per_group = max(1, int(table.num_rows * self._block_size / max(1, table.nbytes)))
         if not final:   # write whole row groups only; keep the remainder for the next one
             full = (table.num_rows // rows_per_group) * rows_per_group
@@ -343,13 +383,14 @@ def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | 
                     compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
                     block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
                     dictionary: bool = True,
-                    extra_metadata: Mapping[str, str] | None = None) -> BaseFileWriteResult:
+                    extra_metadata: Mapping[str, str] | None = None, bloom_keys=None) -> BaseFileWriteResult:
     """Write ``table`` as one Parquet base file at ``rel_path`` with Hudi's footer.
 
     ``table``: anything ``pyarrow.table()`` takes, or a ``RecordBatchReader`` (streamed when
     ``record_keys`` is a column name or None). ``record_keys`` (string array, or a column name) feed the bloom filter and min/max keys;
     ``None`` writes neither, as Hudi does without meta fields. ``bloom``: Hudi's bloom options
-    (dict) or a :class:`BloomFilter` to fill; ``None`` means Hudi's defaults.
+    (dict) or a :class:`BloomFilter` to fill; ``None`` means Hudi's defaults. ``bloom_keys``:
+    see :meth:`BaseFileWriter.write` (not with a streamed reader).
     """
     writer = BaseFileWriter(storage, rel_path, avro_schema, keyed=record_keys is not None,
                             bloom=bloom, compression=compression,
@@ -363,7 +404,7 @@ def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | 
         else:
             if isinstance(table, pa.RecordBatchReader):
                 table = table.read_all()
-            writer.write(table, record_keys)
+            writer.write(table, record_keys, bloom_keys)
     except BaseException:
         writer.abort()
         raise

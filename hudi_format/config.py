@@ -47,6 +47,8 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def _unescape(s: str) -> str:
+    if "\\" not in s:        # nothing escaped (nearly every value): no character loop
+        return s
     out, i = [], 0
     while i < len(s):
         c = s[i]
@@ -106,7 +108,13 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
+_PLAIN = re.compile(r"[\x21-\x7e]*")     # printable ASCII without spaces
+_SPECIAL = re.compile(r"[\\=:#!]")
+
+
 def _escape(s: str, is_key: bool) -> str:
+    if _PLAIN.fullmatch(s) and not _SPECIAL.search(s):   # nothing to escape: no character loop
+        return s
     out = []
     for i, c in enumerate(s):
         if c in "\\=:#!":

@@ -87,6 +87,12 @@ def _to_string(col: pa.ChunkedArray | pa.Array, field: str, role: str) -> pa.Chu
                                  f"Hudi can use as a {role}: {exc}") from None
 
 
+def _one_chunk(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
 # A partition path segment that is '.' or '..', a leading or trailing '/', an empty segment
 # ('//') or a NUL byte: such a path resolves outside its partition folder (or the table).
 # Backslashes count as separators, as in Hudi's PartitionPathEncodeUtils.hasPathTraversal.
@@ -104,7 +110,7 @@ def _check_partition_segment(raw, segment, field: str) -> None:
     values = pc.unique(pc.filter(raw, bad)).to_pylist()
     shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
     raise KeyGenerationError(
-        f"partition field {field!r} has unsafe value(s) {shown} in {pc.sum(bad).as_py()} record(s): "
+        f"partition field {field!r} has unsafe value(s) {shown}: "
         f"a partition path must not have '.' or '..' segments, empty segments, a leading or "
         f"trailing '/' or a NUL byte (it would write outside the table folder)")
 
@@ -167,20 +173,27 @@ class KeyGenerator:
                                      f"(columns: {', '.join(table.column_names)})")
         segments = []
         for f in self.partition_fields:
-            if self.keygen_type == "TIMESTAMP":
-                raw = val = self._timestamp_partition(table.column(f), f)
-            else:
-                raw = val = _to_string(table.column(f), f, "partition")
-            val = pc.if_else(pc.or_kleene(pc.is_null(val), pc.equal(val, "")), DEFAULT_PARTITION, val)
-            if self.url_encode:
-                val = self._url_encode(val)
-            if self.hive_style:
-                val = pc.binary_join_element_wise(pa.scalar(f + "="), val, "")
-            _check_partition_segment(raw, val, f)
-            segments.append(val)
+            # Partition values repeat: format and check each distinct value once, then spread
+            # the segments over the rows by the dictionary indices.
+            enc = pc.dictionary_encode(_one_chunk(table.column(f)), null_encoding="encode")
+            segments.append(pc.take(self._segment(enc.dictionary, f), enc.indices))
         if len(segments) == 1:
             return segments[0]
         return pc.binary_join_element_wise(*segments, "/")
+
+    def _segment(self, values: pa.Array, field: str) -> pa.Array:
+        """The path segment of each of ``values`` (a partition field's values)."""
+        if self.keygen_type == "TIMESTAMP":
+            raw = val = self._timestamp_partition(values, field)
+        else:
+            raw = val = _to_string(values, field, "partition")
+        val = pc.if_else(pc.or_kleene(pc.is_null(val), pc.equal(val, "")), DEFAULT_PARTITION, val)
+        if self.url_encode:
+            val = self._url_encode(val)
+        if self.hive_style:
+            val = pc.binary_join_element_wise(pa.scalar(field + "="), val, "")
+        _check_partition_segment(raw, val, field)
+        return val
 
     @staticmethod
     def _url_encode(values):

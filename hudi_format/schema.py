@@ -14,6 +14,7 @@ Values (decoded Avro records <-> Arrow columns) are converted in :mod:`hudi_form
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -34,27 +35,13 @@ LIST_ITEM_NAME = "element"  # what Spark and parquet's standard LIST layout call
 
 
 # -- parsing helpers ---------------------------------------------------------------------------
+# a JSON string (kept whole, escapes included), or a // or /* */ comment (dropped)
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\Z)|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+
+
 def strip_json_comments(text: str) -> str:
     """Drop ``//`` and ``/* */`` comments outside JSON strings (Hudi's .avsc files carry them)."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return _STRING_OR_COMMENT.sub(lambda m: m.group(0) if m.group(0)[0] == '"' else "", text)
 
 
 def parse_avro_schema(avro_schema: str | dict | list) -> Any:

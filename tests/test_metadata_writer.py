@@ -632,7 +632,7 @@ def test_record_index_tags_without_reading_keys(tmp_path, monkeypatch, ttype):
     def no_scan(*a, **k):
         raise AssertionError("the record index should have tagged these keys")
 
-    monkeypatch.setattr(index, "existing_keys", no_scan)
+    monkeypatch.setattr(index, "matching_keys", no_scan)
     for i, (op, rows) in enumerate((("upsert", make_rows(range(40, 80), ts=1, seed=1)),
                                     ("delete", make_rows(range(0, 5), ts=2)),
                                     ("upsert", make_rows(range(10, 14), ts=3, partitions=("c",))))):
@@ -656,7 +656,7 @@ def test_bloom_index_from_the_metadata_table(tmp_path, monkeypatch):
         _write(path, rows, op="insert", options=opts)
         model.apply("insert", rows, i)
     seen = []
-    real = index.existing_keys
+    real = index.matching_keys
 
     def spy(storage, slices, *a, **k):
         seen.append(len(slices))
@@ -665,7 +665,7 @@ def test_bloom_index_from_the_metadata_table(tmp_path, monkeypatch):
     def no_footers(*a, **k):
         raise AssertionError("bloom filters should come from the metadata table")
 
-    monkeypatch.setattr(index, "existing_keys", spy)
+    monkeypatch.setattr(index, "matching_keys", spy)
     monkeypatch.setattr(index, "candidate_slices_by_bloom", no_footers)
     rows = make_rows(range(30, 36), ts=5, seed=5)      # only the second commit's files hold these
     _write(path, rows, options=opts)

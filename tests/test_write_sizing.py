@@ -62,6 +62,23 @@ def test_bulk_insert_does_not_bin_pack(tmp_path):
     assert len(_base_sizes(path)) == 3  # one new file group per bulk insert, small or not
 
 
+def test_bulk_insert_splits_by_measured_size_only_when_needed(tmp_path, monkeypatch):
+    # ~2 MB of hardly compressible payload: over the 1 MB maximum, so split by measured size
+    path = str(tmp_path / "big")
+    hudi.write(path, _batch(0, 20_000), operation="bulk_insert", record_key="id",
+               ordering_field="ts", partition_by="p", options=SIZING)
+    sizes = _base_sizes(path)
+    assert len(sizes) >= 2 and all(s <= 1.5 * MB for s in sizes), sizes
+    # far under the maximum even at the size bound: one file, nothing measured
+    from hudi_format.writer.planning import WritePlanner
+    calls = []
+    real = WritePlanner.measured_record_size
+    monkeypatch.setattr(WritePlanner, "measured_record_size", lambda self, t: calls.append(t) or real(self, t))
+    hudi.write(str(tmp_path / "small"), _batch(0, 500), operation="bulk_insert", record_key="id",
+               ordering_field="ts", partition_by="p", options=SIZING)
+    assert len(_base_sizes(str(tmp_path / "small"))) == 1 and not calls
+
+
 def test_small_file_limit_zero_writes_new_file_groups(tmp_path):
     path = str(tmp_path / "t")
     opts = dict(SIZING, **{"hoodie.parquet.small.file.limit": "0"})

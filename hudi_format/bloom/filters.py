@@ -20,9 +20,10 @@ Serialized form (Java ``DataOutput``, big-endian, then standard Base64 with padd
     SIMPLE:        header, ceil(vector_size / 8) bytes of bits (bit i -> byte i//8, mask 1 << i%8)
     DYNAMIC_V0:    header, int32 nr, int32 current_nb_record, int32 rows, rows x (header, bits)
 
-Hashing lives in :mod:`.murmur` (column-wise, Arrow compute). Adding keys sets the bits of
-all rounds of a batch of keys in one scatter: with several rows, each key's positions are
-shifted into its row's stretch of one long bit space, which is then cut into the rows.
+Hashing lives in :mod:`.murmur` (column-wise, NumPy). Adding keys sets the bits of all
+rounds of a block of keys in one scatter into a byte-per-bit scratch array: with several rows,
+each key's positions are shifted into its row's stretch of one long bit space, which is then
+packed (LSB first, as Hudi's bit vectors) and OR-ed into the rows.
 """
 
 from __future__ import annotations
@@ -32,19 +33,18 @@ import binascii
 import math
 import struct
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, InvalidOptionError, UnsupportedFeatureError
 from ..options import default
 from .murmur import as_binary as _as_binary
-from .murmur import hash_positions, hash_positions_all, murmur_hash, round_magnitudes
-from .murmur import modulo as _mod
+from .murmur import hash_positions, hash_positions_all, iter_positions, murmur_hash
 
 __all__ = ["BloomFilter", "SimpleBloomFilter", "DynamicBloomFilter", "new_bloom_filter",
            "murmur_hash", "hash_positions", "hash_positions_all", "bit_size", "num_hashes",
            "SIMPLE", "DYNAMIC_V0", "DEFAULT_NUM_ENTRIES", "DEFAULT_FPP", "DEFAULT_MAX_ENTRIES",
-           "DEFAULT_TYPE_CODE"]
+           "DEFAULT_TYPE_CODE", "resume"]
 
 SIMPLE = "SIMPLE"
 DYNAMIC_V0 = "DYNAMIC_V0"
@@ -60,11 +60,9 @@ _VERSION = -1
 _HEADER = struct.Struct(">iibi")
 _DYN_HEADER = struct.Struct(">iii")
 _MASK = 0xFFFFFFFF
-_CHUNK = 1 << 18          # keys hashed per batch: bounds memory to ~nb_hash * 1 MiB
+_CHUNK = 1 << 14          # keys hashed per block (see murmur._BLOCK)
 _SCALAR_LIMIT = 64        # below this many keys, the plain-Python path is cheaper
-_MAX_SPAN = 2**31         # rows x bits set in one scatter (int32 indices)
-
-_U32 = pa.uint32()
+_MAX_SPAN = 1 << 26       # rows x bits of one scatter's scratch array (a byte per bit)
 
 
 # -- sizing (BloomFilterUtils) ------------------------------------------------------------------
@@ -78,39 +76,18 @@ def num_hashes(bits: int, num_entries: int) -> int:
     return int(math.ceil(math.log(2) * bits / num_entries))
 
 
-def _scatter_bits(pos: pa.Array, size: int) -> pa.Array:
-    """A boolean array of ``size`` with every position in ``pos`` (uint32, < size) set.
-
-    Arrow bitmaps are LSB-first like Hudi's bit vectors, so this array's buffer is the bit
-    vector. ``inverse_permutation`` (pyarrow >= 20, with ``scatter``) marks each position valid
-    in one pass; older pyarrow tests the whole universe against the set of positions.
-    """
-    if hasattr(pc, "scatter") and hasattr(pc, "inverse_permutation") and size < 2**31:
-        inv = pc.inverse_permutation(pos.view(pa.int32()), max_index=size - 1, output_type=pa.int32())
-        return pa.repeat(True, size) if inv.null_count == 0 else inv.is_valid()
-    universe = pa.array(range(size), _U32)
-    return pc.is_in(universe, value_set=pc.unique(pos))
+def _scatter(blocks, size: int) -> np.ndarray:
+    """A byte per bit of a ``size``-bit space, set at every position of ``blocks`` (from
+    :func:`iter_positions`)."""
+    hit = np.zeros(size, np.bool_)
+    for _, pos in blocks:
+        hit[pos] = True
+    return hit
 
 
-def _bitmap_bytes(hit: pa.Array, vector_size: int) -> bytes:
-    """The bytes of a boolean array's bitmap, bits past ``vector_size`` cleared."""
-    if hit.offset:
-        hit = pa.concat_arrays([hit])
-    nbytes = (vector_size + 7) // 8
-    raw = bytearray(hit.buffers()[1].to_pybytes()[:nbytes])
-    if vector_size % 8:
-        raw[-1] &= (1 << (vector_size % 8)) - 1
-    return bytes(raw)
-
-
-def _positions_bitmap(positions: list[pa.Array], vector_size: int) -> bytes:
-    """Bytes of a bit vector with every position in ``positions`` set (Hudi's bit order)."""
-    pos = pa.concat_arrays(positions) if len(positions) != 1 else positions[0]
-    return _bitmap_bytes(_scatter_bits(pos, vector_size), vector_size)
-
-
-def _to_bool(bits: bytearray, vector_size: int) -> pa.Array:
-    return pa.Array.from_buffers(pa.bool_(), vector_size, [None, pa.py_buffer(bytes(bits))])
+def _pack(hit: np.ndarray) -> np.ndarray:
+    """Bits (a byte each) as Hudi's bit-vector bytes: bit ``i`` -> byte ``i // 8``, LSB first."""
+    return np.packbits(hit, bitorder="little")
 
 
 # -- one bit vector (InternalBloomFilter) -------------------------------------------------------
@@ -141,18 +118,14 @@ class _BitVector:
         b = self.bits
         return all(b[p >> 3] >> (p & 7) & 1 for p in pos)
 
-    def or_bitmap(self, other: bytes) -> None:
-        n = len(self.bits)
-        merged = int.from_bytes(self.bits, "little") | int.from_bytes(other, "little")
-        self.bits[:] = merged.to_bytes(n, "little")
+    def or_bitmap(self, other: np.ndarray) -> None:
+        mine = np.frombuffer(self.bits, np.uint8)    # a writable view of the bytearray
+        mine |= other
 
-    def test_all(self, cols: list[pa.Array]) -> pa.Array:
-        bits = _to_bool(self.bits, self.vector_size)
-        res = None
-        for col in cols:
-            got = bits.take(col)
-            res = got if res is None else pc.and_(res, got)
-        return res
+    def unpacked(self) -> np.ndarray:
+        """The bits, a byte (bool) each."""
+        raw = np.frombuffer(bytes(self.bits), np.uint8)
+        return np.unpackbits(raw, count=self.vector_size, bitorder="little").view(np.bool_)
 
     def header(self) -> bytes:
         return _HEADER.pack(_VERSION, self.nb_hash, self.hash_type, self.vector_size)
@@ -217,37 +190,26 @@ class BloomFilter:
                 self.add(k)
             return
         self._rows[0].check_hash()
-        for start in range(0, len(arr), _CHUNK):
-            chunk = arr.slice(start, _CHUNK)
-            if len(chunk) == 1:                      # _assign(1) hands back the row itself
-                self.add(chunk[0].as_py())
-                continue
-            mags, order = round_magnitudes(chunk, self.nb_hash)
-            rows = self._assign(len(chunk))          # per key, in the keys' order
-            if rows is not None and order is not None:
-                rows = rows.take(order)              # rows follow the hashed keys' order
-            self._set_bits(mags, rows)
+        self._set_bits(arr, self._assign(len(arr)))
 
-    def _set_bits(self, mags: list[pa.Array], rows: pa.Array | None) -> None:
-        """Set the positions ``mags % vector_size`` in each key's row (``rows`` None: row 0)."""
-        size = self.vector_size
-        pos = _mod(pa.concat_arrays(mags), pa.scalar(size, _U32))
-        used = [0] if rows is None else pc.unique(rows).to_pylist()
+    def _set_bits(self, arr: pa.Array, rows: np.ndarray | None) -> None:
+        """Set the bits of every key of ``arr`` in its row (``rows`` None: all in row 0)."""
+        size, nb = self.vector_size, self.nb_hash
+        used = [0] if rows is None else np.flatnonzero(np.bincount(rows)).tolist()
         if len(used) == 1:
-            self._rows[used[0]].or_bitmap(_bitmap_bytes(_scatter_bits(pos, size), size))
+            hit = _scatter(iter_positions(arr, nb, size, _CHUNK), size)
+            self._rows[used[0]].or_bitmap(_pack(hit))
             return
+        assert rows is not None
         span = (max(used) + 1) * size
-        if span >= _MAX_SPAN:                        # too wide for one scatter: row by row
-            n = len(rows)
+        if span > _MAX_SPAN:                         # too wide for one scratch array: row by row
             for idx in used:
-                sel = pc.equal(rows, idx)
-                picked = [pos.slice(i * n, n).filter(sel) for i in range(len(mags))]
-                self._rows[idx].or_bitmap(_positions_bitmap(picked, size))
+                sub = arr.take(pa.array(np.flatnonzero(rows == idx)))
+                self._rows[idx].or_bitmap(_pack(_scatter(iter_positions(sub, nb, size, _CHUNK), size)))
             return
-        shift = pc.multiply(rows.cast(_U32), pa.scalar(size, _U32))   # row r: bits [r*size, ...)
-        hit = _scatter_bits(pc.add(pos, pa.concat_arrays([shift] * len(mags))), span)
-        for idx in used:
-            self._rows[idx].or_bitmap(_bitmap_bytes(hit.slice(idx * size, size), size))
+        hit = _scatter(iter_positions(arr, nb, size, _CHUNK, rows * size), span)
+        for idx in used:                             # row r: bits [r * size, (r + 1) * size)
+            self._rows[idx].or_bitmap(_pack(hit[idx * size:(idx + 1) * size]))
 
     def might_contain(self, key: str) -> bool:
         """False only if ``key`` was certainly never added."""
@@ -262,16 +224,14 @@ class BloomFilter:
         self._rows[0].check_hash()
         if len(arr) <= _SCALAR_LIMIT:
             return pa.array([self.might_contain(k) for k in arr.to_pylist()], pa.bool_())
-        parts = []
-        for start in range(0, len(arr), _CHUNK):
-            chunk = arr.slice(start, _CHUNK)
-            cols = hash_positions_all(chunk, self.nb_hash, self.vector_size)
-            res = None
-            for row in self._rows:
-                got = row.test_all(cols)
-                res = got if res is None else pc.or_(res, got)
-            parts.append(res)
-        return pa.concat_arrays(parts) if len(parts) != 1 else parts[0]
+        bits = [r.unpacked() for r in self._rows]
+        out = np.zeros(len(arr), np.bool_)
+        for which, pos in iter_positions(arr, self.nb_hash, self.vector_size, _CHUNK):
+            found = bits[0][pos].all(axis=0)
+            for more in bits[1:]:
+                found |= more[pos].all(axis=0)
+            out[which] = found
+        return pa.array(out)
 
     def serialize(self) -> str:
         """Hudi's footer / metadata-table string: Base64 of the Java ``DataOutput`` bytes."""
@@ -307,6 +267,28 @@ class BloomFilter:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(vector_size={self.vector_size}, nb_hash={self.nb_hash}, "
                 f"rows={len(self._rows)})")
+
+
+def resume(stored: BloomFilter, fresh: BloomFilter, added: int) -> BloomFilter | None:
+    """``fresh`` (an empty filter, as configured) in the state it would reach after ``added``
+    keys, with the bits of ``stored`` (a file's filter, said to hold its ``added`` keys): what
+    a merge that keeps a file's keys in place continues from, instead of hashing them again.
+    ``None`` when ``stored`` cannot be that state: other parameters or type, or (dynamic) a
+    row count and record count that ``added`` keys do not lead to."""
+    if type(stored) is not type(fresh) or stored.vector_size != fresh.vector_size \
+            or stored.nb_hash != fresh.nb_hash or stored._rows[0].hash_type != fresh._rows[0].hash_type:
+        return None
+    if isinstance(fresh, DynamicBloomFilter):
+        assert isinstance(stored, DynamicBloomFilter)
+        if stored.nr != fresh.nr:
+            return None
+        if added:
+            fresh._assign(added)      # the row bookkeeping of ``added`` keys, no hashing
+        if len(fresh._rows) != len(stored._rows) or fresh.current_nb_record != stored.current_nb_record:
+            return None
+    for mine, theirs in zip(fresh._rows, stored._rows):
+        mine.bits[:] = theirs.bits
+    return fresh
 
 
 def _key_bytes(key) -> bytes:
@@ -394,29 +376,26 @@ class DynamicBloomFilter(BloomFilter):
         if n == 1:
             return [self._rows[self._next_row()]]
         # Segments: fill the active row, open rows while allowed, then round robin.
-        parts: list[pa.Array] = []
+        parts: list[np.ndarray] = []
         done = 0
         while done < n and not self._reached_max:
             room = self.nr - self.current_nb_record
             if room > 0:
                 take = min(room, n - done)
-                parts.append(pa.repeat(pa.scalar(len(self._rows) - 1, pa.int64()), take))
+                parts.append(np.full(take, len(self._rows) - 1, np.int64))
                 self.current_nb_record += take
                 done += take
             else:
-                parts.append(pa.array([self._next_row()], pa.int64()))
+                parts.append(np.array([self._next_row()], np.int64))
                 done += 1
         if done < n:
             rest = n - done
-            rows = len(self._rows)
-            seq = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), rest))  # 1..rest
-            seq = pc.add(seq, pa.scalar(self._cur - 1, pa.int64()))
-            parts.append(_mod(seq, pa.scalar(rows, pa.int64())))
+            parts.append((np.arange(rest, dtype=np.int64) + self._cur) % len(self._rows))
             self._cur += rest
             self.current_nb_record += rest
         if len(self._rows) == 1:
             return None
-        return pa.concat_arrays([p.cast(pa.int64()) for p in parts])
+        return np.concatenate(parts)
 
     def _to_bytes(self) -> bytes:
         r0 = self._rows[0]

@@ -5,37 +5,30 @@ hashes the key's UTF-8 bytes with the previous round's hash as seed (0 first) an
 ``abs(h % vector_size)``. Tail bytes are sign-extended (Java bytes), which matters for
 non-ASCII keys.
 
-Hashing is the hot path of writes (30 rounds per key with Hudi's defaults), so
-:func:`round_magnitudes` runs it column-wise with Arrow compute on uint32 arrays: keys are
-grouped by byte length, their 4-byte words are extracted and mixed once (the word mix does not
-depend on the seed), and each round then costs a few array operations per word. Two things keep
-those operations at memory speed:
-
-- Arrow's array-array integer ``bit_wise_xor`` is a scalar loop, ~10x slower than its SIMD
-  ``multiply``; the xor of two uint32 arrays is instead taken on their buffers viewed as
-  boolean bitmaps (``pc.xor`` works a machine word at a time), zero-copy both ways.
-- ``abs`` of the signed hash is Arrow's wrapping ``abs`` on an int32 view (``abs(INT_MIN)``
-  wraps to ``2**31`` as uint32, as Python's ``abs`` gives), and the ``% vector_size`` of all
-  rounds is one ``modulo`` over their concatenation.
+Hashing is the hot path of writes (30 rounds per key with Hudi's defaults: 30 million bit
+positions for a million keys), so :func:`iter_positions` runs it with NumPy ``uint32``
+arithmetic (which wraps as Java's ``int`` does) over blocks of keys of one byte length: a
+block is a ``(keys, length)`` byte matrix (a zero-copy view of the Arrow data buffer when all
+keys have the same length), its 4-byte words are mixed once (the word mix does not depend on
+the seed), and each round then costs a few in-place operations on arrays small enough to stay
+in the CPU cache. ``abs`` of the signed hash is NumPy's wrapping ``abs`` on an int32 view
+(``abs(INT_MIN)`` wraps to ``2**31`` as uint32, as Python's ``abs`` gives).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-__all__ = ["murmur_hash", "hash_positions", "hash_positions_all", "round_magnitudes",
-           "as_binary", "modulo"]
+__all__ = ["murmur_hash", "hash_positions", "hash_positions_all", "iter_positions", "as_binary"]
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
-_U32 = pa.uint32()
-_M_S = pa.scalar(_M, _U32)
-_S13 = pa.scalar(13, _U32)
-_S15 = pa.scalar(15, _U32)
-_S24 = pa.scalar(24, _U32)
+_M32 = np.uint32(_M)
+_BLOCK = 1 << 14      # keys hashed together: a round's arrays (64 KiB each) stay in cache
 
 
 # -- scalar hashing -----------------------------------------------------------------------------
@@ -106,100 +99,102 @@ def as_binary(keys) -> pa.Array:
     return keys
 
 
-def _u32_view(fixed: pa.Array, width: int) -> pa.Array:
-    """Reinterpret a binary array whose values are all ``width`` (1 or 4) bytes as uint8/uint32."""
-    n = len(fixed)
-    _, offsets, data = fixed.buffers()[:3]
-    wide = pa.types.is_large_binary(fixed.type)
-    start = struct.unpack_from("<q" if wide else "<i", offsets, (8 if wide else 4) * fixed.offset)[0]
-    buf = data.slice(start, n * width)
-    if buf.address % width:
-        buf = pa.py_buffer(buf.to_pybytes())
-    arr = pa.Array.from_buffers(pa.uint32() if width == 4 else pa.uint8(), n, [None, buf])
-    return arr if width == 4 else arr.cast(_U32)
+def _offsets_and_data(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The value offsets (``len + 1``) and data bytes of a binary or large_binary array."""
+    n = len(keys)
+    wide = pa.types.is_large_binary(keys.type)
+    _, off_buf, data_buf = keys.buffers()[:3]
+    dtype = np.int64 if wide else np.int32
+    offsets = np.frombuffer(off_buf, dtype, n + 1, keys.offset * dtype().itemsize)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return offsets, data
 
 
-def _bits(a: pa.Array) -> pa.Array:
-    """A null-free uint32 array's buffer seen as a boolean array of 32 bits per value."""
-    return pa.Array.from_buffers(pa.bool_(), 32 * len(a), [None, a.buffers()[1]], offset=32 * a.offset)
+def _blocks(keys: pa.Array, block: int) -> Iterator[tuple[slice | np.ndarray, np.ndarray]]:
+    """(which keys, ``(n, length)`` uint8 byte matrix) for blocks of keys of equal length."""
+    n = len(keys)
+    offsets, data = _offsets_and_data(keys)
+    lengths = np.diff(offsets)
+    lmin, lmax = int(lengths.min()), int(lengths.max())
+    if lmin == 0:
+        raise ValueError("bloom filter key length must be > 0")
+    if lmin == lmax:            # equal lengths: the data buffer is the matrix
+        start = int(offsets[0])
+        matrix = data[start:start + n * lmin].reshape(n, lmin)
+        for s in range(0, n, block):
+            yield slice(s, min(n, s + block)), matrix[s:s + block]
+        return
+    order = np.argsort(lengths.astype(np.uint16) if lmax < 1 << 16 else lengths, kind="stable")
+    sorted_len = lengths[order]
+    cuts = [0, *(np.flatnonzero(sorted_len[1:] != sorted_len[:-1]) + 1).tolist(), n]
+    for g0, g1 in zip(cuts, cuts[1:]):
+        span = np.arange(int(sorted_len[g0]), dtype=offsets.dtype)
+        for s in range(g0, g1, block):
+            idx = order[s:min(g1, s + block)]
+            yield idx, data[offsets[idx][:, None] + span]
 
 
-def _xor(a: pa.Array, b: pa.Array) -> pa.Array:
-    """``a ^ b`` for null-free uint32 arrays, a machine word at a time (see module doc)."""
-    out = pc.xor(_bits(a), _bits(b))
-    return pa.Array.from_buffers(_U32, len(a), [None, out.buffers()[1]], offset=out.offset // 32)
-
-
-def _words(group: pa.Array, length: int) -> tuple[list[pa.Array], pa.Array | None]:
-    """Mixed 4-byte words (``k *= m; k ^= k >>> 24; k *= m``) and the sign-extended tail."""
+def _hash_block(matrix: np.ndarray, nb_hash: int, vector_size: int, out: np.ndarray,
+                shift: np.ndarray | None = None) -> None:
+    """``out[r, i]``: round ``r``'s bit position of key ``i`` (row ``i`` of ``matrix``), plus
+    ``shift[i]`` when given."""
+    n, length = matrix.shape
     n4, left = length >> 2, length & 3
     words = []
-    for j in range(n4):
-        k = pc.multiply(_u32_view(pc.binary_slice(group, 4 * j, 4 * j + 4), 4), _M_S)
-        words.append(pc.multiply(_xor(k, pc.shift_right(k, _S24)), _M_S))
+    if n4:
+        packed = np.ascontiguousarray(matrix[:, :4 * n4]).view("<u4")
+        for j in range(n4):               # k *= m; k ^= k >>> 24; k *= m
+            k = packed[:, j] * _M32
+            k ^= k >> np.uint32(24)
+            k *= _M32
+            words.append(k)
     tail = None
-    for p in range(left):  # data[len - left + p], sign-extended, shifted into place
-        off = length - left + p
-        b = _u32_view(pc.binary_slice(group, off, off + 1), 1)
-        b = pc.add(pc.bit_wise_xor(b, pa.scalar(0x80, _U32)), pa.scalar(0xFFFFFF80, _U32))  # sign-extend
-        shift = 8 * (left - 1 - p)
-        if shift:
-            b = pc.shift_left(b, pa.scalar(shift, _U32))
-        tail = b if tail is None else _xor(tail, b)
-    return words, tail
-
-
-def _group_magnitudes(group: pa.Array, length: int, nb_hash: int) -> list[pa.Array]:
-    """``abs(int32 hash)`` of every round for keys of one byte ``length`` (uint32 arrays)."""
-    words, tail = _words(group, length)
-    len_s = pa.scalar(length, _U32)
-    h = pa.repeat(len_s, len(group))             # first round: seed 0 ^ length
-    out = []
+    for p in range(left):                 # data[len - left + p], sign-extended, shifted into place
+        b = matrix[:, length - left + p].view(np.int8).astype(np.int32).view(np.uint32)
+        b <<= np.uint32(8 * (left - 1 - p))
+        tail = b if tail is None else tail ^ b
+    size = np.uint32(vector_size)
+    h = np.full(n, length, np.uint32)     # first round: seed 0 ^ length
+    tmp = np.empty(n, np.uint32)
+    quot = np.empty(n, np.uint32)
     for r in range(nb_hash):
         if r:
-            h = pc.bit_wise_xor(h, len_s)        # the previous hash is the seed
+            h ^= np.uint32(length)        # the previous hash is the seed
         for k in words:
-            h = _xor(pc.multiply(h, _M_S), k)
+            h *= _M32
+            h ^= k
         if tail is not None:
-            h = pc.multiply(_xor(h, tail), _M_S)
-        h = _xor(h, pc.shift_right(h, _S13))
-        h = pc.multiply(h, _M_S)
-        h = _xor(h, pc.shift_right(h, _S15))
-        out.append(pc.abs(h.view(pa.int32())).view(_U32))   # wrapping abs: INT_MIN -> 2**31
-    return out
+            h ^= tail
+            h *= _M32
+        np.right_shift(h, np.uint32(13), out=tmp)
+        h ^= tmp
+        h *= _M32
+        np.right_shift(h, np.uint32(15), out=tmp)
+        h ^= tmp
+        np.abs(h.view(np.int32), out=tmp.view(np.int32))   # wrapping: INT_MIN -> 2**31
+        # tmp % size, as tmp - (tmp // size) * size: NumPy divides by a scalar with
+        # libdivide's multiply-and-shift, ~20x faster than its ``remainder``
+        np.floor_divide(tmp, size, out=quot)
+        quot *= size
+        tmp -= quot
+        if shift is None:
+            out[r] = tmp
+        else:
+            np.add(tmp, shift, out=out[r])
 
 
-def round_magnitudes(keys: pa.Array, nb_hash: int) -> tuple[list[pa.Array], pa.Array | None]:
-    """(``abs(h)`` of each round for every key, permutation) for a binary array of keys.
-
-    Keys of equal byte length are hashed together, so the arrays are in the order of
-    ``keys.take(permutation)`` (``None``: the keys' own order). Positions are these values
-    modulo the vector size.
-    """
-    lengths = pc.binary_length(keys)
-    lmin, lmax = pc.min_max(lengths).values()
-    if lmin.as_py() == 0:
-        raise ValueError("bloom filter key length must be > 0")
-    if lmin == lmax:
-        return _group_magnitudes(keys, lmin.as_py(), nb_hash), None
-    order = pc.sort_indices(lengths)
-    sorted_keys = keys.take(order)
-    ree = pc.run_end_encode(lengths.take(order))
-    cols: list[list[pa.Array]] = [[] for _ in range(nb_hash)]
-    start = 0
-    for end, length in zip(ree.run_ends.to_pylist(), ree.values.to_pylist()):
-        group = sorted_keys.slice(start, end - start)
-        for i, arr in enumerate(_group_magnitudes(group, length, nb_hash)):
-            cols[i].append(arr)
-        start = end
-    return [pa.concat_arrays(c) if len(c) != 1 else c[0] for c in cols], order
-
-
-def modulo(a: pa.Array, m: pa.Scalar) -> pa.Array:
-    """``a % m`` (pyarrow < 21 has no ``modulo``)."""
-    if hasattr(pc, "modulo"):
-        return pc.modulo(a, m)
-    return pc.subtract(a, pc.multiply(pc.divide(a, m), m))
+def iter_positions(keys: pa.Array, nb_hash: int, vector_size: int, block: int = _BLOCK,
+                   shift: np.ndarray | None = None) -> Iterator[tuple[slice | np.ndarray, np.ndarray]]:
+    """Bit positions of a binary array of keys (:func:`as_binary`), block by block:
+    ``(which keys, positions)`` with ``positions[r, i]`` (``intp``, ready to index with) round
+    ``r`` of the ``i``-th key the first item selects (a slice, or an index array when key
+    lengths differ), plus that key's entry of ``shift`` (int64, one per key) when given."""
+    if not len(keys):
+        return
+    for which, matrix in _blocks(keys, block):
+        out = np.empty((nb_hash, len(matrix)), np.intp)
+        _hash_block(matrix, nb_hash, vector_size, out, None if shift is None else shift[which])
+        yield which, out
 
 
 def hash_positions_all(keys, nb_hash: int, max_value: int) -> list[pa.Array]:
@@ -208,13 +203,7 @@ def hash_positions_all(keys, nb_hash: int, max_value: int) -> list[pa.Array]:
     Column ``i`` holds round ``i`` of :func:`hash_positions` for every key.
     """
     keys = as_binary(keys)
-    n = len(keys)
-    if n == 0:
-        return [pa.array([], _U32) for _ in range(nb_hash)]
-    mags, order = round_magnitudes(keys, nb_hash)
-    pos = modulo(pa.concat_arrays(mags), pa.scalar(max_value, _U32))
-    cols = [pos.slice(i * n, n) for i in range(nb_hash)]
-    if order is None:
-        return cols
-    inverse = pc.sort_indices(order)   # back to the caller's key order
-    return [c.take(inverse) for c in cols]
+    out = np.empty((nb_hash, len(keys)), np.uint32)
+    for which, pos in iter_positions(keys, nb_hash, max_value):
+        out[:, which] = pos
+    return [pa.array(out[r]) for r in range(nb_hash)]

@@ -22,6 +22,7 @@ from typing import Any
 import fastavro
 
 from ..errors import TimelineError
+from ..schema import strip_json_comments
 
 AVRO_MAGIC = b"Obj\x01"
 NAMESPACE = "org.apache.hudi.avro.model"
@@ -31,33 +32,7 @@ _NAMED = {"record", "error", "enum", "fixed"}
 
 def strip_comments(text: str) -> str:
     """Remove ``/* */`` and ``//`` comments outside JSON strings (URLs in docs survive)."""
-    out: list[str] = []
-    i, n, in_string = 0, len(text), False
-    while i < n:
-        c = text[i]
-        if in_string:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_string = False
-            i += 1
-        elif c == '"':
-            in_string = True
-            out.append(c)
-            i += 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return strip_json_comments(text)
 
 
 def _full_name(name: str, namespace: str | None) -> str:

@@ -13,11 +13,13 @@ import threading
 import uuid
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import write_base_file
+from ..base_file import BaseFileWriteResult, bloom_filter_from_options, read_footer, write_base_file
+from ..bloom import BloomFilter, resume
 from ..errors import InvalidOptionError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    next_log_version, write_log_file)
@@ -66,22 +68,32 @@ class WriteContext:
 
 
 def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str, file_name: str,
-              task: int, start: int = 0) -> pa.Table:
-    """Fill the five meta fields for freshly written records; ``start``: how many records the
-    file already holds (sequence numbers count on across the batches of a streamed file)."""
+              task: int, start: int = 0, encoded: bool = False) -> pa.Table:
+    """Fill the five meta fields for freshly written records. ``start``: how many records the
+    file already holds (sequence numbers count on across the batches of a streamed file).
+    ``encoded``: the meta fields that hold one value for the whole batch as dictionary arrays
+    (for a base file of these rows alone: no copy of the value per row, nor a dictionary built
+    by hashing them)."""
     n = rows.num_rows
     if not ctx.meta_fields:
         return align_table(rows, ctx.schema)
+    same = _constant if encoded else (lambda v, k: pa.repeat(pa.scalar(v), k))
     seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant}_{task}_"),
                                       pc.cast(row_numbers(n, start), pa.string()), "")
-    meta = {"_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant), n),
+    meta = {"_hoodie_commit_time": same(ctx.instant, n),
             "_hoodie_commit_seqno": seq,
             "_hoodie_record_key": pc.cast(keys, pa.string()),
-            "_hoodie_partition_path": pa.repeat(pa.scalar(partition), n),
-            "_hoodie_file_name": pa.repeat(pa.scalar(file_name), n)}
+            "_hoodie_partition_path": same(partition, n),
+            "_hoodie_file_name": same(file_name, n)}
     cols = [meta[f.name] if f.name in meta else (rows.column(f.name) if f.name in rows.column_names
                                                   else pa.nulls(n, f.type)) for f in ctx.schema]
-    return pa.Table.from_arrays(cols, schema=ctx.schema)
+    schema = pa.schema([f.with_type(c.type) for f, c in zip(ctx.schema, cols)]) if encoded else ctx.schema
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _constant(value: str, n: int) -> pa.DictionaryArray:
+    """``n`` times ``value`` as a one-entry dictionary array."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
 
 
 def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
@@ -89,14 +101,16 @@ def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
 
 
 def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
-                io_type: str = "CREATE") -> object:
+                io_type: str = "CREATE", bloom: dict | BloomFilter | None = None,
+                bloom_keys: pa.Array | None = None) -> BaseFileWriteResult:
     path = posixpath.join(partition, name) if partition else name
     create_marker(ctx.storage, ctx.instant, path, io_type)
     # Hudi keeps no bloom filter (nor min/max keys) in base files of tables without meta fields.
     keys = record_keys(table, ctx.spec) if ctx.meta_fields else None
     ctx.written.append(path)
-    return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys, bloom=ctx.bloom,
-                           compression=ctx.compression)
+    return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys,
+                           bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
+                           bloom_keys=bloom_keys)
 
 
 def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) -> WriteStat:
@@ -104,7 +118,7 @@ def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) ->
     file_id = ctx.file_id or new_file_id()
     task, token = ctx.next_token()
     name = _base_name(ctx, file_id, token)
-    table = with_meta(ctx, rows, keys, partition, name, task)
+    table = with_meta(ctx, rows, keys, partition, name, task, encoded=True)
     res = _write_base(ctx, partition, name, table)
     return WriteStat(file_id=file_id, path=res.path, partition_path=partition, num_writes=table.num_rows,
                      num_inserts=table.num_rows, total_write_bytes=res.file_size)
@@ -118,28 +132,105 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size or None), ctx.schema,
                       ctx.storage.uri(fs.base_file)) if fs.base_file else ctx.schema.empty_table()
     fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task)
-    old_keys = pc.cast(record_keys(old, ctx.spec), pa.string())
-    pieces, dels = [old, fresh], []
-    if deletes is not None and deletes.num_rows:
-        pieces.append(None)
-        dels.append((2, deletes))
-    merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
+    new_keys = _flat(pc.cast(upsert_keys, pa.string()))
+    in_place = _merge_in_place(ctx, old, fresh, new_keys) if deletes is None or not deletes.num_rows else None
+    if in_place is not None:
+        merged, updates, inserted = in_place
+        deleted = 0
+    else:
+        pieces, dels = [old, fresh], []
+        delete_keys = None
+        if deletes is not None and deletes.num_rows:
+            pieces.append(None)
+            dels.append((2, deletes))
+            delete_keys = pc.cast(deletes.column("record_key"), pa.string())
+        merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
+        updates, inserted, deleted = _merge_counts(ctx, old, merged, new_keys, delete_keys)
     if ctx.meta_fields:
         idx = ctx.schema.get_field_index("_hoodie_file_name")
-        merged = merged.set_column(idx, ctx.schema.field(idx), pa.repeat(pa.scalar(name), merged.num_rows))
-    merged_keys = pc.cast(record_keys(merged, ctx.spec), pa.string())
-    new_keys = pc.cast(upsert_keys, pa.string())
-    kept_old = pc.is_in(merged_keys, value_set=old_keys)
-    from_fresh = pc.is_in(merged_keys, value_set=new_keys)
-    if ctx.meta_fields:
-        from_fresh = pc.and_(from_fresh, pc.equal(merged.column("_hoodie_commit_time"), ctx.instant))
-    updates = pc.sum(pc.and_(kept_old, from_fresh)).as_py() or 0
-    inserts = pc.sum(pc.and_(pc.invert(kept_old), from_fresh)).as_py() or 0
-    deleted = old.num_rows - (pc.sum(pc.is_in(old_keys, value_set=merged_keys)).as_py() or 0)
-    res = _write_base(ctx, fs.partition_path, name, merged, "MERGE")
+        merged = merged.set_column(idx, ctx.schema.field(idx).with_type(pa.dictionary(pa.int32(), pa.string())),
+                                   _constant(name, merged.num_rows))
+    inserts = len(inserted)
+    bloom, bloom_keys = ctx.bloom, None
+    if ctx.meta_fields and fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
+        # Every old key stays: the old file's filter holds them, as Hudi's merge handle would add
+        # them again (in file order, updates in place, as _merge_in_place writes them); only
+        # the inserted keys are hashed.
+        stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size or None)
+        if stored.bloom_filter is not None and stored.num_rows == old.num_rows:
+            seeded = resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
+            if seeded is not None:
+                bloom, bloom_keys = seeded, inserted
+    res = _write_base(ctx, fs.partition_path, name, merged, "MERGE", bloom, bloom_keys)
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
+
+
+def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
+                    new_keys: pa.Array) -> tuple[pa.Table, int, pa.Array] | None:
+    """An upsert without deletes merged as Hudi's merge handle writes it: the old rows in file
+    order, each one a new record replaces in its place, then the new keys' records. Returns
+    (rows, updates, inserted keys), or ``None`` when the general merge must decide (keys
+    repeated in the old file or the batch, ``_hoodie_is_deleted``, several or null ordering
+    values). A new record replaces an old one unless the old one has the higher ordering
+    value (event-time ordering), as the general merge decides."""
+    ordering = [f for f in ctx.spec.ordering_fields if f in ctx.schema.names] if ctx.spec.event_time else []
+    if "_hoodie_is_deleted" in ctx.schema.names or len(ordering) > 1 or new_keys.null_count:
+        return None
+    old_keys = _flat(pc.cast(record_keys(old, ctx.spec), pa.string()))
+    if len(pc.unique(new_keys)) != len(new_keys) or len(pc.unique(old_keys)) != len(old_keys):
+        return None
+    n_old = old.num_rows
+    hit = pc.is_in(old_keys, value_set=new_keys)                 # the few old rows in play
+    old_pos = pc.indices_nonzero(hit).to_numpy().astype(np.int64)
+    at = pc.fill_null(pc.index_in(new_keys, value_set=old_keys.filter(hit)), -1).to_numpy()
+    upd_new = np.flatnonzero(at >= 0)
+    upd_old = old_pos[at[upd_new]]
+    if ordering and len(upd_new):
+        theirs = pc.take(old.column(ordering[0]), pa.array(upd_old))
+        mine = pc.take(fresh.column(ordering[0]), pa.array(upd_new))
+        if theirs.null_count or mine.null_count:
+            return None
+        keep = np.asarray(pc.invert(pc.greater(theirs, mine)).to_numpy(zero_copy_only=False), bool)
+        upd_new, upd_old = upd_new[keep], upd_old[keep]
+    ins_new = np.flatnonzero(at < 0)
+    order = np.arange(n_old, dtype=np.int64)
+    order[upd_old] = n_old + upd_new
+    order = np.concatenate([order, n_old + ins_new])
+    merged = pa.concat_tables([old, fresh]).take(pa.array(order))
+    return merged, len(upd_new), new_keys.take(pa.array(ins_new))
+
+
+def _merge_counts(ctx: WriteContext, old: pa.Table, merged: pa.Table, new_keys: pa.Array,
+                  delete_keys: pa.Array | None) -> tuple[int, pa.Array, int]:
+    """(updates, inserted keys, deletes) of a merge: merged rows this write's records won (of
+    keys the old file held / did not hold) and old rows whose key is gone. Only this write's
+    keys are hashed (the file's rows are probed against them), as only they can change a key."""
+    old_keys = pc.cast(record_keys(old, ctx.spec), pa.string())
+    merged_keys = pc.cast(record_keys(merged, ctx.spec), pa.string())
+    mentioned = new_keys if delete_keys is None else pa.chunked_array([new_keys, delete_keys], pa.string())
+    mentioned = mentioned.combine_chunks() if isinstance(mentioned, pa.ChunkedArray) else mentioned
+    in_merged = pc.is_in(merged_keys, value_set=mentioned)
+    old_mentioned = old_keys.filter(pc.is_in(old_keys, value_set=mentioned))   # the few old rows in play
+    from_fresh = pc.is_in(merged_keys, value_set=new_keys)
+    if ctx.meta_fields:
+        from_fresh = pc.and_(from_fresh, pc.equal(merged.column("_hoodie_commit_time"), ctx.instant))
+    won = _flat(merged_keys.filter(from_fresh))
+    is_update = pc.is_in(won, value_set=_flat(old_mentioned))
+    updates = pc.sum(is_update).as_py() or 0
+    inserted = won.filter(pc.invert(is_update))
+    if "_hoodie_is_deleted" in old.column_names and pc.any(old.column("_hoodie_is_deleted")).as_py():
+        # rows flagged deleted in the old file drop out whether or not this write names them
+        present = pc.sum(pc.is_in(old_keys, value_set=_flat(merged_keys))).as_py() or 0
+        return updates, inserted, old.num_rows - present
+    still = _flat(merged_keys.filter(in_merged))
+    deleted = len(old_mentioned) - (pc.sum(pc.is_in(old_mentioned, value_set=still)).as_py() or 0)
+    return updates, inserted, deleted
+
+
+def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,

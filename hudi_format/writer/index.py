@@ -9,12 +9,14 @@ any incoming key, so only candidate files are opened for their keys.
 from __future__ import annotations
 
 import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..options import option
-from ..read.merge import MergeSpec, existing_keys
+from ..read.merge import MergeSpec, merge_file_slice, record_keys
 from ..storage import Storage
 from ..view import FileSlice
 
@@ -47,7 +49,39 @@ def tag(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
     """Add ``file_id`` (null for new records) and ``existing_partition`` to ``incoming``.
 
     ``incoming`` has columns ``key`` and ``partition`` (plus ``row``, the position in the batch).
+    The stored records are first narrowed to the keys that arrive (a hash set of the incoming
+    keys, usually the smaller side); each incoming record then looks its (key, partition) - its
+    key, for a global index - up among them, in place (no join, no re-sort). A location stored
+    twice (a duplicated key) falls back to a join, which tags the record once per location.
     """
+    wanted = _one(incoming.column("key"))
+    existing = existing.filter(pc.is_in(existing.column("key"), value_set=wanted))
+    if global_index:
+        probe, stored = wanted, _one(existing.column("key"))
+    else:
+        probe = _pair(wanted, _one(incoming.column("partition")))
+        stored = _pair(_one(existing.column("key")), _one(existing.column("partition")))
+    if pc.count_distinct(stored).as_py() != len(stored):
+        return _tag_by_join(incoming, existing, global_index)
+    at = pc.index_in(probe, value_set=stored)
+    file_ids = pc.take(_one(existing.column("file_id")), at)
+    found = pc.take(_one(existing.column("partition")), at) if global_index else \
+        pc.if_else(pc.is_null(at), pa.scalar(None, pa.string()), _one(incoming.column("partition")))
+    return incoming.append_column("file_id", file_ids).append_column("existing_partition", found)
+
+
+def _one(col) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return col
+
+
+def _pair(keys: pa.Array, partitions: pa.Array) -> pa.Array:
+    """One string per (key, partition) pair; NUL cannot occur in a partition path."""
+    return pc.binary_join_element_wise(partitions, keys, "\x00")
+
+
+def _tag_by_join(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
     if global_index:
         right = existing.select(["key", "partition", "file_id"]).rename_columns(
             ["key", "existing_partition", "file_id"])
@@ -137,4 +171,39 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
             candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
         else:
             candidates = candidate_slices_by_bloom(storage, slices, str_keys, read_footer)
-    return existing_keys(storage, candidates, spec, schema, visible, only=str_keys)
+    return matching_keys(storage, candidates, spec, schema, visible, str_keys)
+
+
+def matching_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
+                  visible, keys: pa.Array) -> pa.Table:
+    """``(key, partition, file_id)`` of the live records in ``slices`` whose key is among
+    ``keys``. Each slice's keys are read (the key column only for a slice without logs, which
+    needs no merge; slices on threads, as Parquet decoding releases the GIL) and narrowed to
+    the incoming keys at once: nothing is kept for the stored keys no record updates."""
+    wanted = pc.unique(pc.drop_null(keys))
+    merge_cols = set(spec.needed_columns())
+    key_col = {"_hoodie_record_key"} if spec.has_meta_fields else {f.split(".")[0] for f in spec.record_key_fields}
+    with_logs = pa.schema([f for f in schema if f.name in merge_cols])
+    base_only = pa.schema([f for f in schema if f.name in key_col])
+
+    def one(s: FileSlice) -> pa.Table | None:
+        rows = merge_file_slice(storage, s, with_logs if s.log_files else base_only, spec, visible)
+        found = pc.cast(record_keys(rows, spec), pa.string()) if rows.num_rows else pa.array([], pa.string())
+        found = found.filter(pc.is_in(found, value_set=wanted))
+        n = len(found)
+        if not n:
+            return None
+        return pa.table({"key": found, "partition": pa.repeat(pa.scalar(s.partition_path), n),
+                         "file_id": pa.repeat(pa.scalar(s.file_id), n)})
+
+    parts: list[pa.Table | None] = []
+    if len(slices) > 1 and len(wanted):
+        with ThreadPoolExecutor(min(len(slices), os.cpu_count() or 1)) as pool:
+            parts = list(pool.map(one, slices))
+    elif len(wanted):
+        parts = [one(s) for s in slices]
+    found = [t for t in parts if t is not None]
+    if not found:
+        return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),
+                         "file_id": pa.array([], pa.string())})
+    return pa.concat_tables(found)

@@ -212,7 +212,10 @@ class WriteJob:
 
 
 def _flat(arr: Any) -> pa.Array:
-    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    """One array (a single chunk as is: ``combine_chunks`` would copy it)."""
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
 
 
 # -- prepare -------------------------------------------------------------------------------------

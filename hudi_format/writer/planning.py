@@ -10,15 +10,16 @@ becomes the write's buckets (:mod:`hudi_format.writer.job`).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
-from ..read.merge import MergeSpec
+from ..read.merge import MergeSpec, row_numbers
 from ..storage import Storage
 from .file_sizing import SmallFile, assign_inserts, average_record_size, small_files
 from .index import is_global, known_locations, tag
@@ -59,13 +60,52 @@ class WriteCounts:
 
 
 def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
-    """Row numbers (column ``row``) of ``table`` grouped by the ``by`` columns, in row order."""
+    """Row numbers (column ``row``) of ``table`` grouped by the ``by`` columns, in row order;
+    groups in order of first appearance. Dictionary codes and a stable sort, no hash join
+    engine (Acero's first group-by in a process costs more than the grouping itself)."""
     if table.num_rows == 0:
         return []
-    agg = table.group_by(by, use_threads=False).aggregate([("row", "list")])
-    keys = [agg.column(c).to_pylist() for c in by]
-    lists = agg.column("row_list")
-    return [(tuple(k[i] for k in keys), lists[i].values) for i in range(agg.num_rows)]
+    code = np.zeros(table.num_rows, np.int64)
+    dictionaries = []
+    for c in by:
+        enc = pc.dictionary_encode(_one_chunk(table.column(c)), null_encoding="encode")
+        dictionaries.append(enc.dictionary.to_pylist())
+        code *= len(enc.dictionary)
+        code += enc.indices.to_numpy()
+    if len(by) == 1:     # the codes already number the groups in order of appearance
+        gidx, values = code, list(range(len(dictionaries[0])))
+    else:
+        groups = pc.dictionary_encode(pa.array(code))
+        gidx, values = groups.indices.to_numpy(), groups.dictionary.to_pylist()
+    if len(values) <= 64:     # few groups (partitions, file groups): a mask per group beats a sort
+        members = [np.flatnonzero(gidx == g) for g in range(len(values))]
+    else:
+        order = np.argsort(gidx, kind="stable")
+        members = np.split(order, np.cumsum(np.bincount(gidx))[:-1])
+    row = _one_chunk(table.column("row"))
+    out = []
+    for value, idx in zip(values, members):
+        key = []
+        for d in reversed(dictionaries):
+            value, i = divmod(value, len(d))
+            key.append(d[i])
+        out.append((tuple(reversed(key)), pc.take(row, pa.array(idx))))
+    return out
+
+
+def _one_chunk(col) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+def record_size_bound(table: pa.Table) -> int:
+    """An upper bound of the bytes a record of ``table`` takes in a base file: its Arrow
+    (uncompressed) size twice over, for its data and a record key copied from it, plus the
+    other meta fields, doubled again for encoding overheads. Compression only makes it less."""
+    if table.num_rows == 0:
+        return 0
+    return 4 * -(-table.nbytes // table.num_rows) + 256
 
 
 def concat_rows(chunks: list) -> pa.Array:
@@ -116,7 +156,7 @@ class WritePlanner:
         just the key columns (its row count is what sizing needs), or ``None`` for a
         delete_partition by option."""
         plan = Plan()
-        rows = pa.array(range(table.num_rows), pa.int64()) if table is not None else None
+        rows = row_numbers(table.num_rows) if table is not None else None
         if op in REPLACE_OPS:
             if op == "insert_overwrite_table":
                 targets = None
@@ -139,7 +179,8 @@ class WritePlanner:
             # Hudi's bulk insert rolls files over by the bytes actually written; we size them
             # from the compressed size of a sample of this batch.
             sample = self.sample if self.sample is not None else table
-            self.plan_new_groups(plan, partitions, rows, self.measured_record_size(sample))
+            self.plan_new_groups(plan, partitions, rows, lambda: self.measured_record_size(sample),
+                                 record_size_bound(sample))
             return plan
 
         index_type = option(self.options, "hoodie.index.type")
@@ -280,9 +321,20 @@ class WritePlanner:
                 f"{len(blocked)} file group(s) this write updates are being clustered by a pending "
                 f"clustering (e.g. {blocked[0][0]}/{blocked[0][1]}); retry after it completes")
 
-    def plan_new_groups(self, plan: Plan, partitions, rows, avg: int) -> None:
+    def plan_new_groups(self, plan: Plan, partitions, rows, avg: int | Callable[[], int], bound: int = 0) -> None:
+        """New file groups for the rows of each partition, ``avg`` bytes a record. A callable
+        ``avg`` (a measurement) is asked only when the split depends on it: not when every
+        partition fits one file even at ``bound`` bytes a record (an upper bound)."""
         cfg = sizing_config(self.options)
-        for (part,), idx in groups_of(pa.table({"partition": partitions, "row": rows}), ["partition"]):
+        groups = groups_of(pa.table({"partition": partitions, "row": rows}), ["partition"])
+        if callable(avg):
+            if not cfg.auto_split:
+                avg = cfg.record_size_estimate      # files of insert_split_size records: no size needed
+            elif bound > 0 and all(len(idx) * bound <= cfg.max_file_size for _, idx in groups):
+                avg = bound
+            else:
+                avg = avg()
+        for (part,), idx in groups:
             pos = 0
             for b in assign_inserts(len(idx), [], avg, cfg, bin_pack=False):
                 plan.new_groups.append((part, idx.slice(pos, b.count)))

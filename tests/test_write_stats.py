@@ -1,0 +1,82 @@
+"""The write stats a copy-on-write merge records: updates, inserts and deletes per file group.
+
+Hudi's merge handle counts a record as an update when it replaces a stored record of the file,
+as an insert when its key is new to the file, and a delete when a stored key is gone; a
+record that loses to the stored one (event-time ordering) is neither.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+import hudi_format as hudi
+from hudi_format.config import TableConfig
+from hudi_format.storage import Storage
+from hudi_format.timeline import Timeline
+
+OPTS = dict(record_key="id", ordering_field="ts", partition_by="part")
+
+
+def _rows(ids: list[str], ts: int, part: str = "p1") -> pa.Table:
+    return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()),
+                     "part": [part] * len(ids), "v": [f"{i}-{ts}" for i in ids]})
+
+
+def _last_stats(path: str) -> dict[str, tuple[int, int, int, int]]:
+    storage = Storage(path)
+    tl = Timeline.load(storage, TableConfig.load(storage))
+    md = tl.metadata(tl.write_instants()[-1])
+    return {p: tuple(sum(getattr(s, f) or 0 for s in stats)
+                     for f in ("num_writes", "num_update_writes", "num_inserts", "num_deletes"))
+            for p, stats in md.partition_to_write_stats.items()}
+
+
+def test_cow_merge_counts_updates_inserts_and_deletes(tmp_path):
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows([f"k{i:03d}" for i in range(100)], 1), operation="insert", **OPTS)
+    # 10 updates, 5 new keys, and an older version of k050 that loses to the stored one
+    upd = pa.concat_tables([_rows([f"k{i:03d}" for i in range(10)], 2), _rows([f"n{i}" for i in range(5)], 2),
+                            _rows(["k050"], 0)])
+    hudi.write(path, upd, operation="upsert")
+    assert _last_stats(path) == {"p1": (105, 10, 5, 0)}
+    hudi.write(path, _rows(["k020", "k021", "k022", "missing"], 3), operation="delete")
+    assert _last_stats(path) == {"p1": (102, 0, 0, 3)}
+    rows = hudi.open_table(path).read()
+    assert rows.num_rows == 102
+    assert sorted(rows.filter(pa.compute.equal(rows.column("id"), "k050")).column("v").to_pylist()) == ["k050-1"]
+
+
+def _file_bloom(path: str):
+    from hudi_format.base_file import read_footer
+    table = hudi.open_table(path)
+    (s,) = table.file_slices()
+    return read_footer(table.storage, s.base_file), pq_keys(path, s.base_file)
+
+
+def pq_keys(path: str, base_file: str) -> list[str]:
+    import pyarrow.parquet as pq
+    return pq.read_table(f"{path}/{base_file}", columns=["_hoodie_record_key"]).column(0).to_pylist()
+
+
+def test_cow_merge_bloom_filter_is_hudis(tmp_path):
+    """A merge keeping every old key continues the old file's filter with the inserted keys:
+    the filter Hudi's merge handle builds (old keys in file order, updates in place, then the
+    inserts); a merge that drops keys builds it anew from the file's keys."""
+    from hudi_format.bloom import new_bloom_filter
+    bloom = {"hoodie.index.bloom.num_entries": "300", "hoodie.bloom.index.filter.dynamic.max.entries": "1000"}
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows([f"k{i:04d}" for i in range(1000)], 1), operation="insert", options=bloom, **OPTS)
+    _, old_keys = _file_bloom(path)
+    hudi.write(path, pa.concat_tables([_rows([f"k{i:04d}" for i in range(0, 1000, 100)], 2),
+                                       _rows([f"n{i}" for i in range(5)], 2)]), operation="upsert", options=bloom)
+    footer, keys = _file_bloom(path)
+    assert keys == old_keys + [f"n{i}" for i in range(5)]     # Hudi's order: updates in place
+    expected = new_bloom_filter(300, 1e-9, "DYNAMIC_V0", 1000)
+    expected.add_all(old_keys + [f"n{i}" for i in range(5)])
+    assert footer.bloom_filter.serialize() == expected.serialize()
+    assert footer.bloom_filter.num_rows == 4 and pa.compute.all(footer.bloom_filter.might_contain_all(keys)).as_py()
+    hudi.write(path, _rows(["k0001", "n3"], 3), operation="delete", options=bloom)
+    footer, keys = _file_bloom(path)
+    rebuilt = new_bloom_filter(300, 1e-9, "DYNAMIC_V0", 1000)
+    rebuilt.add_all(keys)
+    assert len(keys) == 1003 and footer.bloom_filter.serialize() == rebuilt.serialize()
