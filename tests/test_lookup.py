@@ -26,7 +26,7 @@ def _opened(monkeypatch, root) -> list[str]:
     """Data files (not under .hoodie) read through the table's storage."""
     seen: list[str] = []
     root = str(root)
-    for method in ("open", "read_bytes", "read_range"):
+    for method in ("open", "open_input", "read_bytes", "read_range"):   # open_input: base files
         real = getattr(Storage, method)
 
         def spy(self, rel, *args, _real=real, **kwargs):

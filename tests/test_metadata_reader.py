@@ -289,7 +289,7 @@ def _data_files_opened(monkeypatch, root) -> list[str]:
             return real(self, rel, *args, **kwargs)
         monkeypatch.setattr(Storage, method, spy)
 
-    for m in ("open", "read_bytes", "read_range"):
+    for m in ("open", "open_input", "read_bytes", "read_range"):   # open_input: base files
         wrap(m)
     return opened
 

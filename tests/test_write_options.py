@@ -107,7 +107,8 @@ def test_bloom_index_opens_only_candidate_files(tmp_path, monkeypatch):
     import hudi_format.read.merge as merge
     opened = []
     real = merge.read_base_file
-    monkeypatch.setattr(merge, "read_base_file", lambda s, p, c=None, size=None: opened.append(p) or real(s, p, c, size))
+    monkeypatch.setattr(merge, "read_base_file",
+                        lambda s, p, c=None, size=None, **kw: opened.append(p) or real(s, p, c, size, **kw))
     hudi.write(path, make_rows([3, 4], ts=2, seed=1, partitions=("a",)), record_key="id",
                ordering_field="ts", partition_by="p", options=opts)
     tagged = [p for p in opened if p.endswith(".parquet")]
