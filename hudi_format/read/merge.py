@@ -67,19 +67,20 @@ def record_keys(table: pa.Table, spec: MergeSpec) -> pa.ChunkedArray:
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None,
-                   size: int | None = None) -> pa.Table:
+                   size: int | None = None, dictionary: list[str] | None = None) -> pa.Table:
     """A base file's ``columns``. ``size``: as listed (spares asking for it; a small file on an
-    object store is read whole in one request, shared with the other readers of it)."""
+    object store is read whole in one request, shared with the other readers of it).
+    ``dictionary``: columns to keep dictionary-encoded, as stored (no value copied per row)."""
     try:
         whole = storage.read_immutable(path, size) if size else None
         if whole is not None:
             sink = pa.BufferOutputStream()   # Arrow-owned memory (see base_file.read_parquet_bytes)
             sink.write(whole)
-            pf = pq.ParquetFile(pa.BufferReader(sink.getvalue()))
+            pf = pq.ParquetFile(pa.BufferReader(sink.getvalue()), read_dictionary=dictionary)
             available = set(pf.schema_arrow.names)
             return pf.read(columns=None if columns is None else [c for c in columns if c in available])
         with storage.open(path, size=size or None) as f:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, read_dictionary=dictionary)
             available = set(pf.schema_arrow.names)
             cols = None if columns is None else [c for c in columns if c in available]
             return pf.read(columns=cols)
