@@ -236,7 +236,9 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged: pa.Table, new_keys: 
 
 
 def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    if isinstance(a, pa.ChunkedArray):
+        return a.chunk(0) if a.num_chunks == 1 else a.combine_chunks()
+    return a
 
 
 def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
