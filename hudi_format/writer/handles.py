@@ -2,7 +2,12 @@
 
 - create: a new file group, one new base file.
 - merge (COW): the latest base file rewritten with updates, deletes and bin-packed inserts; rows
-  left untouched keep their commit time and sequence number, as Hudi's merge handle does.
+  left untouched keep their commit time and sequence number, as Hudi's merge handle does. An
+  upsert without deletes is written in that handle's order (old rows in file order, updates in
+  place, then inserts), which lets the old file's bloom filter be continued rather than rebuilt.
+
+Constant meta fields (commit time, partition path, file name) travel as one-entry dictionary
+arrays, and are read back dictionary-encoded by a merge: no copy of the value per row.
 - append (MOR): updates, deletes and bin-packed inserts as log blocks on the latest slice.
 """
 
