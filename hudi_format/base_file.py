@@ -124,7 +124,7 @@ def _key_array(record_keys, table: pa.Table, where: str) -> pa.Array:
             raise SchemaError(f"{where}: record key column {record_keys!r} is not in the data")
         record_keys = table.column(record_keys)
     if isinstance(record_keys, pa.ChunkedArray):
-        record_keys = record_keys.combine_chunks()
+        record_keys = record_keys.chunk(0) if record_keys.num_chunks == 1 else record_keys.combine_chunks()
     if not isinstance(record_keys, pa.Array):
         record_keys = pa.array(list(record_keys), pa.string())
     if len(record_keys) != table.num_rows:

@@ -166,6 +166,14 @@ class BaseFileReader:
             fields.append(field)
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=schema.metadata))
 
+    def read_encoded(self, columns: list[str] | None, dictionary: list[str],
+                     use_threads: bool = True) -> pa.Table:
+        """``columns`` with those of ``dictionary`` read as Arrow dictionaries, as stored: for a
+        writer that copies them back unchanged (no value decoded per row)."""
+        names = set(self.pf.schema_arrow.names)
+        return self._reopen(read_dictionary=[c for c in dictionary if c in names]).read(
+            columns=self.present(columns), use_threads=use_threads)
+
     def _reopen(self, **options: Any) -> pq.ParquetFile:
         # the same source and the footer already parsed: only the read options differ
         return pq.ParquetFile(self.source, metadata=self.pf.metadata, **options)
@@ -205,11 +213,14 @@ def open_base_file(storage: Storage, path: str, size: int | None = None) -> Base
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None,
-                   size: int | None = None, decode: bool = True, use_threads: bool = True) -> pa.Table:
+                   size: int | None = None, decode: bool = True, use_threads: bool = True,
+                   dictionary: list[str] | None = None) -> pa.Table:
     """A base file's ``columns`` (those it has; all when ``None``); ``decode``, ``use_threads``:
-    see :meth:`BaseFileReader.read`."""
+    see :meth:`BaseFileReader.read`; ``dictionary``: see :meth:`BaseFileReader.read_encoded`."""
     with open_base_file(storage, path, size) as reader:
         try:
+            if dictionary:
+                return reader.read_encoded(columns, dictionary, use_threads=use_threads)
             return reader.read(columns, use_threads=use_threads, decode=decode)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc

@@ -2,7 +2,12 @@
 
 - create: a new file group, one new base file.
 - merge (COW): the latest base file rewritten with updates, deletes and bin-packed inserts; rows
-  left untouched keep their commit time and sequence number, as Hudi's merge handle does.
+  left untouched keep their commit time and sequence number, as Hudi's merge handle does. An
+  upsert without deletes is written in that handle's order (old rows in file order, updates in
+  place, then inserts), which lets the old file's bloom filter be continued rather than rebuilt.
+
+Constant meta fields (commit time, partition path, file name) travel as one-entry dictionary
+arrays, and are read back dictionary-encoded by a merge: no copy of the value per row.
 - append (MOR): updates, deletes and bin-packed inserts as log blocks on the latest slice.
 """
 
@@ -91,6 +96,10 @@ def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str,
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+_CONSTANT_META = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
+_DICT = pa.dictionary(pa.int32(), pa.string())
+
+
 def _constant(value: str, n: int) -> pa.DictionaryArray:
     """``n`` times ``value`` as a one-entry dictionary array."""
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
@@ -129,15 +138,20 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     """Rewrite the base file of ``fs`` (COW) with upserts and deletes applied."""
     task, token = ctx.next_token()
     name = _base_name(ctx, fs.file_id, token)
-    old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size or None), ctx.schema,
-                      ctx.storage.uri(fs.base_file)) if fs.base_file else ctx.schema.empty_table()
-    fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task)
+    # the constant meta fields stay dictionary-encoded, as stored: no copy of their value per row
+    encoded = pa.schema([f.with_type(_DICT) if f.name in _CONSTANT_META else f for f in ctx.schema]) \
+        if ctx.meta_fields else ctx.schema
+    old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size or None,
+                                     dictionary=list(_CONSTANT_META) if ctx.meta_fields else None),
+                      encoded, ctx.storage.uri(fs.base_file)) if fs.base_file else encoded.empty_table()
+    fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded=True)
     new_keys = _flat(pc.cast(upsert_keys, pa.string()))
     in_place = _merge_in_place(ctx, old, fresh, new_keys) if deletes is None or not deletes.num_rows else None
     if in_place is not None:
         merged, updates, inserted = in_place
         deleted = 0
     else:
+        old, fresh = old.cast(ctx.schema), fresh.cast(ctx.schema)
         pieces, dels = [old, fresh], []
         delete_keys = None
         if deletes is not None and deletes.num_rows:
@@ -148,8 +162,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         updates, inserted, deleted = _merge_counts(ctx, old, merged, new_keys, delete_keys)
     if ctx.meta_fields:
         idx = ctx.schema.get_field_index("_hoodie_file_name")
-        merged = merged.set_column(idx, ctx.schema.field(idx).with_type(pa.dictionary(pa.int32(), pa.string())),
-                                   _constant(name, merged.num_rows))
+        merged = merged.set_column(idx, ctx.schema.field(idx).with_type(_DICT), _constant(name, merged.num_rows))
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
     if ctx.meta_fields and fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
@@ -230,7 +243,9 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged: pa.Table, new_keys: 
 
 
 def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    if isinstance(a, pa.ChunkedArray):
+        return a.chunk(0) if a.num_chunks == 1 else a.combine_chunks()
+    return a
 
 
 def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,

@@ -1,9 +1,10 @@
 """Tagging: which file group already holds each incoming record key.
 
-The simple index joins the incoming keys with the keys stored in the latest file slices of the
-affected partitions (all partitions for the global variant). With the bloom index, each base
+The simple index matches the incoming keys with the keys stored in the latest file slices of
+the affected partitions (all partitions for the global variant). With the bloom index, each base
 file's footer bloom filter (and min/max key range) first rules out the files that cannot hold
-any incoming key, so only candidate files are opened for their keys.
+any incoming key, so only candidate files are opened for their keys. Either way only the key
+column is read, and only the stored keys that arrive are kept (hash sets of the incoming side).
 """
 
 from __future__ import annotations
