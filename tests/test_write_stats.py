@@ -80,3 +80,21 @@ def test_cow_merge_bloom_filter_is_hudis(tmp_path):
     rebuilt = new_bloom_filter(300, 1e-9, "DYNAMIC_V0", 1000)
     rebuilt.add_all(keys)
     assert len(keys) == 1003 and footer.bloom_filter.serialize() == rebuilt.serialize()
+
+
+def test_cow_merge_keeps_repeated_keys_it_does_not_update(tmp_path):
+    """An insert may store a key twice (no pre-combining); a later upsert of other keys copies
+    those rows as stored, as Hudi's merge handle does; an upsert naming the repeated key leaves
+    one row for it."""
+    from tests.support.writemodel import hudi_rs_read
+    path = str(tmp_path / "t")
+    hudi.write(path, pa.concat_tables([_rows(["a", "b", "c"], 1), _rows(["b"], 1)]), operation="insert", **OPTS)
+    hudi.write(path, _rows(["c", "d"], 2), operation="upsert")
+    assert _last_stats(path) == {"p1": (5, 1, 1, 0)}
+    rows = sorted(zip(*hudi.open_table(path).read(columns=["id", "v"]).to_pydict().values()))
+    assert rows == [("a", "a-1"), ("b", "b-1"), ("b", "b-1"), ("c", "c-2"), ("d", "d-2")]
+    theirs = hudi_rs_read(path)
+    assert sorted(zip(theirs.column("id").to_pylist(), theirs.column("v").to_pylist())) == rows
+    hudi.write(path, _rows(["b"], 3), operation="upsert")
+    rows = sorted(zip(*hudi.open_table(path).read(columns=["id", "v"]).to_pydict().values()))
+    assert rows == [("a", "a-1"), ("b", "b-3"), ("c", "c-2"), ("d", "d-2")]

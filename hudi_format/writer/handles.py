@@ -184,19 +184,23 @@ def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
                     new_keys: pa.Array) -> tuple[pa.Table, int, pa.Array] | None:
     """An upsert without deletes merged as Hudi's merge handle writes it: the old rows in file
     order, each one a new record replaces in its place, then the new keys' records. Returns
-    (rows, updates, inserted keys), or ``None`` when the general merge must decide (keys
-    repeated in the old file or the batch, ``_hoodie_is_deleted``, several or null ordering
-    values). A new record replaces an old one unless the old one has the higher ordering
+    (rows, updates, inserted keys), or ``None`` when the general merge must decide (a key
+    repeated in the batch, an updated key repeated in the old file, ``_hoodie_is_deleted``,
+    several or null ordering values). A new record replaces an old one unless the old one has the higher ordering
     value (event-time ordering), as the general merge decides."""
     ordering = [f for f in ctx.spec.ordering_fields if f in ctx.schema.names] if ctx.spec.event_time else []
     if "_hoodie_is_deleted" in ctx.schema.names or len(ordering) > 1 or new_keys.null_count:
         return None
     old_keys = _flat(pc.cast(record_keys(old, ctx.spec), pa.string()))
-    if len(pc.unique(new_keys)) != len(new_keys) or len(pc.unique(old_keys)) != len(old_keys):
+    if len(pc.unique(new_keys)) != len(new_keys):
         return None
     n_old = old.num_rows
     hit = pc.is_in(old_keys, value_set=new_keys)                 # the few old rows in play
     old_pos = pc.indices_nonzero(hit).to_numpy().astype(np.int64)
+    if len(pc.unique(old_keys.take(pa.array(old_pos)))) != len(old_pos):
+        return None   # an updated key the old file holds twice: the general merge decides
+    # (old rows of keys this write does not name pass through as stored, repeated or not, as
+    # Hudi's merge handle copies them: only the few old rows in play are hashed)
     at = pc.fill_null(pc.index_in(new_keys, value_set=old_keys.filter(hit)), -1).to_numpy()
     upd_new = np.flatnonzero(at >= 0)
     upd_old = old_pos[at[upd_new]]
