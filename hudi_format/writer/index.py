@@ -13,6 +13,7 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -28,22 +29,44 @@ def candidate_slices_by_bloom(storage: Storage, slices: list[FileSlice], keys: p
                               read_footer) -> list[FileSlice]:
     """Slices whose base file may hold one of ``keys`` (range + bloom check); log files are
     not indexed by blooms, so slices with logs always stay candidates."""
+    return [s for s, _ in candidate_keys_by_bloom(storage, slices, [keys] * len(slices), read_footer)]
+
+
+def candidate_keys_by_bloom(storage: Storage, slices: list[FileSlice], keys: list[pa.Array],
+                            read_footer) -> list[tuple[FileSlice, pa.Array]]:
+    """Each slice that may hold one of its ``keys`` (``keys[i]`` for ``slices[i]``) with the
+    keys that passed its base file's key range and bloom filter: Hudi's bloom index then reads
+    the file's keys for those candidates only. Slices with logs keep all their keys (log files
+    are not indexed by blooms)."""
     out = []
-    for s in slices:
+    for s, ks in zip(slices, keys):
         if s.log_files or not s.base_file:
-            out.append(s)
+            out.append((s, ks))
             continue
         footer = read_footer(storage, s.base_file, s.base_file_size or None)
         if footer.min_key is not None and footer.max_key is not None:
-            in_range = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
-            subset = pc.filter(keys, in_range)
-        else:
-            subset = keys
-        if len(subset) == 0:
-            continue
-        if footer.bloom_filter is None or pc.any(footer.bloom_filter.might_contain_all(subset)).as_py():
-            out.append(s)
+            in_range = pc.and_(pc.greater_equal(ks, footer.min_key), pc.less_equal(ks, footer.max_key))
+            ks = pc.filter(ks, in_range)
+        if len(ks) and footer.bloom_filter is not None:
+            ks = ks.filter(footer.bloom_filter.might_contain_all(ks))
+        if len(ks):
+            out.append((s, ks))
     return out
+
+
+def keys_by_partition(slices: list[FileSlice], keys: pa.Array, partitions: pa.Array) -> list[pa.Array]:
+    """For each slice, the incoming keys written to its partition: all a non-global index can
+    match there (the hash set built per slice is then a partition's keys, not the batch's)."""
+    if isinstance(partitions, pa.ChunkedArray):
+        partitions = partitions.combine_chunks()
+    codes = pc.dictionary_encode(partitions)
+    names = codes.dictionary.to_pylist()
+    idx = codes.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(idx, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=len(names)))])
+    part_keys = {name: keys.take(pa.array(order[bounds[i]:bounds[i + 1]])) for i, name in enumerate(names)}
+    empty = pa.array([], keys.type)
+    return [part_keys.get(s.partition_path, empty) for s in slices]
 
 
 def tag(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
@@ -143,7 +166,8 @@ def candidate_slices_by_metadata_bloom(mdt, slices: list[FileSlice], keys: pa.Ar
 
 
 def known_locations(storage: Storage, config, options, state, slices: list[FileSlice], keys: pa.Array,
-                    spec: MergeSpec, schema: pa.Schema, read_footer) -> pa.Table:
+                    spec: MergeSpec, schema: pa.Schema, read_footer,
+                    partitions: pa.Array | None = None) -> pa.Table:
     """``(key, partition, file_id)`` of the live records among ``slices`` that ``keys`` may
     update, by the index ``hoodie.index.type`` names:
 
@@ -153,7 +177,8 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
       the candidates' keys are read;
     - ``SIMPLE``/``GLOBAL_SIMPLE``: the keys of every slice are read.
 
-    Without a usable metadata partition the record index falls back to the global simple index
+    ``partitions``: the incoming records' partition paths; a non-global index given them looks
+    for each slice's partition's keys only. Without a usable metadata partition the record index falls back to the global simple index
     and the metadata bloom index to footers.
     """
     index_type = option(options, "hoodie.index.type")
@@ -164,30 +189,45 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
         mdt = usable_metadata_table(storage, config, timeline, "record_index")
         if mdt is not None:
             return record_index_locations(mdt, slices, str_keys)
-    candidates = slices
+    per_slice = [str_keys] * len(slices)
+    if partitions is not None and not is_global(index_type) and slices:
+        per_slice = keys_by_partition(slices, str_keys, partitions)
     if index_type.endswith("BLOOM") and slices:
         mdt = usable_metadata_table(storage, config, timeline, "bloom_filters") \
             if option(options, "hoodie.bloom.index.use.metadata") else None
         if mdt is not None:
-            candidates = candidate_slices_by_metadata_bloom(mdt, slices, str_keys)
+            kept = {id(s) for s in candidate_slices_by_metadata_bloom(mdt, slices, str_keys)}
+            per_slice = [ks for s, ks in zip(slices, per_slice) if id(s) in kept]
+            slices = [s for s in slices if id(s) in kept]
         else:
-            candidates = candidate_slices_by_bloom(storage, slices, str_keys, read_footer)
-    return matching_keys(storage, candidates, spec, schema, visible, str_keys)
+            pairs = candidate_keys_by_bloom(storage, slices, per_slice, read_footer)
+            slices, per_slice = [s for s, _ in pairs], [ks for _, ks in pairs]
+    return matching_keys(storage, slices, spec, schema, visible, str_keys, per_slice)
 
 
 def matching_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
-                  visible, keys: pa.Array) -> pa.Table:
+                  visible, keys: pa.Array, per_slice: list[pa.Array] | None = None) -> pa.Table:
     """``(key, partition, file_id)`` of the live records in ``slices`` whose key is among
-    ``keys``. Each slice's keys are read (the key column only for a slice without logs, which
-    needs no merge; slices on threads, as Parquet decoding releases the GIL) and narrowed to
-    the incoming keys at once: nothing is kept for the stored keys no record updates."""
-    wanted = pc.unique(pc.drop_null(keys))
+    ``keys`` (``per_slice[i]`` instead for ``slices[i]``, when given). Each slice's keys are
+    read (the key column only for a slice without logs, which needs no merge; slices on
+    threads, as Parquet decoding releases the GIL) and narrowed to the incoming keys at once:
+    nothing is kept for the stored keys no record updates. Building the hash set of the keys
+    looked for costs more than probing it, so the narrower each slice's set, the better."""
+    everyone = pc.unique(pc.drop_null(keys)) if per_slice is None else None
+    distinct: dict[int, pa.Array] = {}     # slices of one partition share their keys' set
+    for ks in per_slice or ():
+        if id(ks) not in distinct:
+            distinct[id(ks)] = pc.unique(pc.drop_null(ks))
     merge_cols = set(spec.needed_columns())
     key_col = {"_hoodie_record_key"} if spec.has_meta_fields else {f.split(".")[0] for f in spec.record_key_fields}
     with_logs = pa.schema([f for f in schema if f.name in merge_cols])
     base_only = pa.schema([f for f in schema if f.name in key_col])
 
-    def one(s: FileSlice) -> pa.Table | None:
+    def one(i: int) -> pa.Table | None:
+        s = slices[i]
+        wanted = everyone if per_slice is None else distinct[id(per_slice[i])]
+        if not len(wanted):
+            return None
         rows = merge_file_slice(storage, s, with_logs if s.log_files else base_only, spec, visible)
         found = pc.cast(record_keys(rows, spec), pa.string()) if rows.num_rows else pa.array([], pa.string())
         found = found.filter(pc.is_in(found, value_set=wanted))
@@ -198,11 +238,13 @@ def matching_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, sc
                          "file_id": pa.repeat(pa.scalar(s.file_id), n)})
 
     parts: list[pa.Table | None] = []
-    if len(slices) > 1 and len(wanted):
+    if everyone is not None and not len(everyone):
+        pass
+    elif len(slices) > 1:
         with ThreadPoolExecutor(min(len(slices), os.cpu_count() or 1)) as pool:
-            parts = list(pool.map(one, slices))
-    elif len(wanted):
-        parts = [one(s) for s in slices]
+            parts = list(pool.map(one, range(len(slices))))
+    else:
+        parts = [one(i) for i in range(len(slices))]
     found = [t for t in parts if t is not None]
     if not found:
         return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),

@@ -191,7 +191,7 @@ class WritePlanner:
         if op in ("upsert", "delete") or option(self.options, "hoodie.datasource.write.insert.drop.duplicates"):
             from ..base_file import read_footer
             known = known_locations(self.storage, self.config, self.options, state, slices, keys,
-                                    self.spec, full_schema, read_footer)
+                                    self.spec, full_schema, read_footer, partitions)
             incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions, "row": rows})
             tagged = tag(incoming, known, global_index)
 
