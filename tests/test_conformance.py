@@ -23,6 +23,10 @@ from conformance.runner import ERROR, FAIL, PASS, SKIP, Suite, compare_rows, run
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# one worker under pytest-xdist: the module's fixtures (the suite's tables, both engines' runs)
+# are built once, not once per worker
+pytestmark = pytest.mark.xdist_group("conformance")
+
 # What hudi-rs 0.5 is known not to do (checked below so that a new failure is noticed):
 # incremental queries do not consult the archived timeline, and MOR incremental queries return
 # log records without merging them with the base file under event-time ordering.
