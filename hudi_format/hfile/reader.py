@@ -67,18 +67,6 @@ class _DataBlock:
         return self._values
 
 
-def _bisect_left(arr: pa.Array, value: bytes, lo: int = 0) -> int:
-    """``bisect_left`` over a sorted binary Arrow array (a few scalar reads, no list)."""
-    hi = len(arr)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if arr[mid].as_py() < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 class HFileReader:
     """An HFile opened for lookups and scans (see the module docstring for the cost model).
 
@@ -397,15 +385,7 @@ class HFileReader:
         if not self.num_entries or not len(keys):
             return empty, empty
         refs = list(self.data_blocks())
-        wanted = []
-        lo = _bisect_left(keys, self._first_key)  # keys below the first key are absent
-        for i, (_, offset, size) in enumerate(refs):
-            hi = _bisect_left(keys, refs[i + 1][0], lo) if i + 1 < len(refs) else len(keys)
-            # a run of equal rows may start at the end of this block and go on in the next
-            run = hi < len(keys) and i + 1 < len(refs) and keys[hi].as_py() == refs[i + 1][0]
-            if hi > lo or run:
-                wanted.append((offset, size))
-            lo = hi
+        wanted = [(refs[i][1], refs[i][2]) for i in self._blocks_holding(keys.to_pylist(), refs)]
         if not wanted:
             return empty, empty
         rows, values = find_cells(
@@ -428,6 +408,31 @@ class HFileReader:
                 buf = self._read(start, end - start)
                 return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
         return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
+
+    def _blocks_holding(self, keys: list[bytes], refs: list[tuple[bytes, int, int]]) -> list[int]:
+        """Indexes (in file order) of the data blocks that may hold one of the sorted distinct
+        ``keys``: block ``i`` holds the rows from its index row up to the next block's, and a
+        run of equal rows may start at the end of a block and go on in the next, so a key equal
+        to a block's index row also wants the block before. C-level bisects over whichever of
+        keys and blocks is fewer (a point lookup touches few of many blocks)."""
+        lo = bisect.bisect_left(keys, self._first_key)  # keys below the first key are absent
+        if lo == len(keys):
+            return []
+        starts = [row for row, _, _ in refs]
+        if len(keys) - lo < len(refs):
+            hit: set[int] = set()
+            for key in keys[lo:]:  # the blocks from the one before the first starting at key
+                hit.update(range(max(bisect.bisect_left(starts, key) - 1, 0),
+                                 bisect.bisect_right(starts, key)))
+            return sorted(hit)
+        out = []
+        n = len(keys)
+        for i in range(len(refs)):
+            hi = bisect.bisect_left(keys, starts[i + 1], lo) if i + 1 < len(refs) else n
+            if hi > lo or (hi < n and i + 1 < len(refs) and keys[hi] == starts[i + 1]):
+                out.append(i)
+            lo = hi
+        return out
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())
