@@ -384,8 +384,11 @@ class HFileReader:
         keys = keys.cast(pa.binary())
         if not self.num_entries or not len(keys):
             return empty, empty
-        refs = list(self.data_blocks())
-        wanted = [(refs[i][1], refs[i][2]) for i in self._blocks_holding(keys.to_pylist(), refs)]
+        if self.trailer.num_data_index_levels == 1:  # the root lists the data blocks
+            starts, offsets, sizes = self._root.rows, self._root.offsets, self._root.sizes
+        else:
+            starts, offsets, sizes = (list(c) for c in zip(*self.data_blocks()))
+        wanted = [(offsets[i], sizes[i]) for i in self._blocks_holding(keys.to_pylist(), starts)]
         if not wanted:
             return empty, empty
         rows, values = find_cells(
@@ -409,7 +412,7 @@ class HFileReader:
                 return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
         return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
 
-    def _blocks_holding(self, keys: list[bytes], refs: list[tuple[bytes, int, int]]) -> list[int]:
+    def _blocks_holding(self, keys: list[bytes], starts: list[bytes]) -> list[int]:
         """Indexes (in file order) of the data blocks that may hold one of the sorted distinct
         ``keys``: block ``i`` holds the rows from its index row up to the next block's, and a
         run of equal rows may start at the end of a block and go on in the next, so a key equal
@@ -418,8 +421,7 @@ class HFileReader:
         lo = bisect.bisect_left(keys, self._first_key)  # keys below the first key are absent
         if lo == len(keys):
             return []
-        starts = [row for row, _, _ in refs]
-        if len(keys) - lo < len(refs):
+        if len(keys) - lo < len(starts):
             hit: set[int] = set()
             for key in keys[lo:]:  # the blocks from the one before the first starting at key
                 hit.update(range(max(bisect.bisect_left(starts, key) - 1, 0),
@@ -427,9 +429,10 @@ class HFileReader:
             return sorted(hit)
         out = []
         n = len(keys)
-        for i in range(len(refs)):
-            hi = bisect.bisect_left(keys, starts[i + 1], lo) if i + 1 < len(refs) else n
-            if hi > lo or (hi < n and i + 1 < len(refs) and keys[hi] == starts[i + 1]):
+        last = len(starts) - 1
+        for i in range(len(starts)):
+            hi = bisect.bisect_left(keys, starts[i + 1], lo) if i < last else n
+            if hi > lo or (hi < n and i < last and keys[hi] == starts[i + 1]):
                 out.append(i)
             lo = hi
         return out

@@ -3,11 +3,12 @@
 
 Block size: Hudi cuts every metadata HFile into 1 MiB blocks (``hoodie.hfile.block.size``,
 ``HFileUtils.DEFAULT_BLOCK_SIZE_FOR_LOG_FILE``), which suits the partitions read whole or by
-key prefix. The ``record_index`` partition is read by point lookups instead, one key per
-block at a time: a key costs inflating and locating the cells of its whole block, so its
-HFiles are cut into :data:`RECORD_INDEX_BLOCK_SIZE` blocks (HBase's default). Readers take
-any block size from the block index (Hudi's, HBase's, hudi-rs), and the rest of the layout is
-unchanged.
+key prefix. The ``record_index`` partition is read by point lookups instead: a key costs
+inflating and locating the cells of its whole block, so its HFiles are cut into
+:data:`RECORD_INDEX_BLOCK_SIZE` blocks (16 KiB measured fastest for both a 1,000-key lookup
+and a 100k-key tagging of a 5M-entry index; the files grow by half, the index stays one
+level up to ~60 MB per file). Readers take any block size from the block index (Hudi's,
+HBase's, hudi-rs), and the rest of the layout is unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from . import payloads as P
 
 __all__ = ["hfile_data_block", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
 
-RECORD_INDEX_BLOCK_SIZE = 64 * 1024
+RECORD_INDEX_BLOCK_SIZE = 16 * 1024
 
 
 def _block_size(partition: str | None, default: int) -> int:
