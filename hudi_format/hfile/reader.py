@@ -384,11 +384,7 @@ class HFileReader:
         keys = keys.cast(pa.binary())
         if not self.num_entries or not len(keys):
             return empty, empty
-        if self.trailer.num_data_index_levels == 1:  # the root lists the data blocks
-            starts, offsets, sizes = self._root.rows, self._root.offsets, self._root.sizes
-        else:
-            starts, offsets, sizes = (list(c) for c in zip(*self.data_blocks()))
-        wanted = [(offsets[i], sizes[i]) for i in self._blocks_holding(keys.to_pylist(), starts)]
+        wanted = self._data_blocks_holding(keys.to_pylist())
         if not wanted:
             return empty, empty
         rows, values = find_cells(
@@ -412,9 +408,23 @@ class HFileReader:
                 return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
         return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
 
+    def _data_blocks_holding(self, keys: list[bytes]) -> list[tuple[int, int]]:
+        """``(offset, size)`` of the data blocks that may hold one of the sorted distinct
+        ``keys``, in file order. A multi-level index is descended level by level through the
+        index blocks that may hold a key only (a point lookup reads a few leaves, not all)."""
+        rows, offsets, sizes = self._root.rows, self._root.offsets, self._root.sizes
+        for _ in range(self.trailer.num_data_index_levels - 1):
+            children = [self._index_block(offsets[i], sizes[i]) for i in self._blocks_holding(keys, rows)]
+            rows = [r for c in children for r in c.rows]
+            offsets = [o for c in children for o in c.offsets]
+            sizes = [z for c in children for z in c.sizes]
+        return [(offsets[i], sizes[i]) for i in self._blocks_holding(keys, rows)]
+
     def _blocks_holding(self, keys: list[bytes], starts: list[bytes]) -> list[int]:
-        """Indexes (in file order) of the data blocks that may hold one of the sorted distinct
-        ``keys``: block ``i`` holds the rows from its index row up to the next block's, and a
+        """Indexes (in file order) of the blocks (data blocks, or index blocks one level up)
+        that may hold one of the sorted distinct ``keys``, ``starts`` being their first rows
+        (of a contiguous run of blocks, or of several runs no key falls between): block ``i``
+        holds the rows from its index row up to the next block's, and a
         run of equal rows may start at the end of a block and go on in the next, so a key equal
         to a block's index row also wants the block before. C-level bisects over whichever of
         keys and blocks is fewer (a point lookup touches few of many blocks)."""
