@@ -100,6 +100,58 @@ def test_lookup_arrays_on_written_file_with_many_blocks(tmp_path):
     assert values.to_pylist() == [b"v" + k for k in found.to_pylist()]
 
 
+@pytest.mark.parametrize("levels", [1, 3])
+@pytest.mark.parametrize("few", [1, 5, 40, 5000])
+def test_lookup_arrays_with_fewer_keys_than_blocks(tmp_path, few, levels):
+    """A point lookup (fewer keys than blocks) picks blocks key by key, and descends a
+    multi-level index through the leaves it needs: keys equal to an index entry (real or
+    shortened first keys), between blocks, before the first and after the last key, and
+    repeated rows, all answer as :meth:`HFileReader.get`."""
+    w = HFileWriter(Storage(str(tmp_path)), "x.hfile", block_size=128, compression="GZ",
+                    index_block_max_size=128 * 1024 if levels == 1 else 256)
+    keys = sorted(b"rec-%05d" % i for i in range(0, 9000, 3))
+    for k in keys:
+        for j in range(3 if k.endswith(b"0") else 1):  # runs of equal rows
+            w.append(k, b"v%d" % j + k)
+    w.close()
+    r = HFileReader(Storage(str(tmp_path)), "x.hfile")
+    assert r.trailer.num_data_index_levels == levels
+    starts = [row for row, _, _ in r.data_blocks()]
+    assert len(starts) > 200 and any(s not in set(keys) for s in starts)  # shortened index keys
+    rng = random.Random(few)
+    pool = starts + keys + [k + b"\x00" for k in keys] + [b"", b"rec-", b"rec-99999", b"\xff"]
+    for _ in range(20 if few < 1000 else 2):
+        probes = sorted(set(rng.sample(pool, few)))
+        found, values = r.lookup_arrays(pa.array(probes, pa.binary()))
+        expect = {k: r.get(k) for k in probes if r.get(k) is not None}
+        assert dict(zip(found.to_pylist(), values.to_pylist())) == expect
+        assert found.to_pylist() == sorted(expect)
+
+
+@pytest.mark.parametrize("index_block_max_size", [128 * 1024, 64])
+def test_lookup_arrays_with_runs_cut_across_blocks(tmp_path, index_block_max_size):
+    """Other writers may cut a block inside a run of equal rows: the next block's index key is
+    then that row, and the run's first entry (the one returned) sits in the block before (in
+    a multi-level index, maybe under the leaf before)."""
+    w = HFileWriter(Storage(str(tmp_path)), "x.hfile", block_size=1 << 20, compression="GZ",
+                    index_block_max_size=index_block_max_size, index_min_entries=2)
+    keys = [b"k%04d" % i for i in range(0, 400, 2)]
+    for k in keys:
+        w.append(k, b"first-" + k)
+        if k.endswith(b"0"):  # cut here, as HBase does not but other writers may
+            w._finish_block()
+            w._write_leaves(False)
+        w.append(k, b"second-" + k)
+    w.close()
+    r = HFileReader(Storage(str(tmp_path)), "x.hfile")
+    starts = [row for row, _, _ in r.data_blocks()]
+    assert len(starts) == 41 and starts[1] == b"k0000"
+    assert (r.trailer.num_data_index_levels > 2) == (index_block_max_size < 1024)  # intermediate levels
+    for probes in ([b"k0000"], [b"k0010", b"k0011"], [b"k0020", b"k0380"], keys[:30]):
+        found, values = r.lookup_arrays(pa.array(probes, pa.binary()))
+        assert dict(zip(found.to_pylist(), values.to_pylist())) == {k: b"first-" + k for k in probes if k in keys}
+
+
 def test_file_group_indexes_equal_hudis_mapping():
     rng = random.Random(11)
     keys = ([f"trip-{rng.randrange(10**9)}" for _ in range(3000)]

@@ -831,3 +831,40 @@ def test_metadata_table_services_are_handed_in_by_the_services_layer(tmp_path):
     plan = {"instantToRollback": {"commitTime": "1", "action": "deltacommit"}, "RollbackRequests": [], "version": 1}
     with pytest.raises(MetadataTableError, match="no table services"):
         w.execute_rollback_plan(plan, "2")
+
+
+@pytest.mark.parametrize("key_len", [12, 300])
+def test_record_index_hfiles_take_small_blocks_and_stay_one_level(tmp_path, key_len):
+    """Record index HFiles (base files and log blocks) are cut into small blocks for point
+    lookups, yet never so many that the block index goes multi-level (Hudi 1.0's reader reads
+    the root index only); the other partitions keep Hudi's 1 MiB blocks."""
+    from hudi_format.hfile.blocks import HEADER_SIZE
+    from hudi_format.metadata.hfiles import RECORD_INDEX_BLOCK_SIZE, hfile_data_block, write_base_hfile
+    n = 60000 if key_len > 100 else 20000
+    items = [(b"k%0*d" % (key_len - 1, i), b"v" * 40) for i in range(n)]
+    storage = Storage(str(tmp_path))
+
+    def blocks_of(reader: HFileReader) -> list[int]:
+        """Uncompressed payload sizes of the data blocks (from their headers)."""
+        assert reader.trailer.num_data_index_levels == 1
+        return [int.from_bytes(reader._read(o, HEADER_SIZE)[12:16], "big") for _, o, _ in reader.data_blocks()]
+
+    write_base_hfile(storage, "ri.hfile", items, K.RECORD_INDEX)
+    write_base_hfile(storage, "files.hfile", items, K.FILES)
+    block = next(iter(read_log_file(storage, _write_log(storage, hfile_data_block(items, "1", K.RECORD_INDEX)))))
+    for reader in (HFileReader(storage, "ri.hfile"), HFileReader.from_bytes(block.content())):
+        sizes = blocks_of(reader)
+        if key_len < 100:
+            assert all(RECORD_INDEX_BLOCK_SIZE <= s < RECORD_INDEX_BLOCK_SIZE + 400 for s in sizes[:-1])
+        else:  # 16 KiB blocks would need a multi-level index: larger blocks instead
+            assert len(sizes) > 300 and min(sizes[:-1]) > 2 * RECORD_INDEX_BLOCK_SIZE
+        probe = [items[i][0] for i in range(0, n, 997)]
+        found, values = reader.lookup_arrays(pa.array(probe, pa.binary()))
+        assert found.to_pylist() == probe and set(values.to_pylist()) == {b"v" * 40}
+    assert min(blocks_of(HFileReader(storage, "files.hfile"))[:-1]) >= 1 << 20  # Hudi's 1 MiB blocks
+
+
+def _write_log(storage: Storage, block: bytes) -> str:
+    with storage.open("x.log", "wb") as f:
+        f.write(block)
+    return "x.log"

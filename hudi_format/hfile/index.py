@@ -34,6 +34,7 @@ __all__ = ["IndexBlock", "parse_root_index", "parse_non_root_index", "midpoint_k
 
 _ENTRY = struct.Struct(">qi")
 _MID_KEY = struct.Struct(">qii")
+_ROOT_ENTRY = struct.Struct(">qib")  # offset, size, first byte of the key length vint
 
 
 @attrs.frozen(eq=False)
@@ -58,21 +59,31 @@ class IndexBlock:
 
 
 def parse_root_index(payload: bytes, count: int, where: str, *, key_only: bool = False) -> IndexBlock:
-    """``count`` root-format entries; ``key_only`` for the meta index (names, not KeyValues)."""
+    """``count`` root-format entries; ``key_only`` for the meta index (names, not KeyValues).
+
+    One tight pass (a root of small blocks has thousands of entries, parsed on every open):
+    the usual one-byte key length is read with the offset and size."""
     rows, offsets, sizes, keys = [], [], [], []
+    payload = payload if isinstance(payload, bytes) else bytes(payload)
     pos, end = 0, len(payload)
+    unpack = _ROOT_ENTRY.unpack_from
     try:
         for _ in range(count):
-            offset, size = _ENTRY.unpack_from(payload, pos)
-            n, pos = decode_vint(payload, pos + 12)
-            if n < 0 or pos + n > end:
+            offset, size, n = unpack(payload, pos)
+            if n >= 0:  # a one-byte vint
+                pos += 13
+            else:
+                n, pos = decode_vint(payload, pos + 12)
+                if n < 0:
+                    raise ValueError(f"negative key length {n}")
+            if pos + n > end:
                 raise ValueError(f"key of {n} bytes does not fit the block")
-            key = bytes(payload[pos:pos + n])
+            key = payload[pos:pos + n]
             pos += n
             offsets.append(offset)
             sizes.append(size)
             keys.append(key)
-            rows.append(key if key_only else key_row(key))
+            rows.append(key if key_only else key[2:2 + ((key[0] << 8) | key[1])])
     except (struct.error, IndexError, ValueError) as exc:
         raise CorruptFileError(f"{where}: root index block is truncated or corrupt "
                                f"({len(offsets)} of {count} entries read: {exc})") from exc

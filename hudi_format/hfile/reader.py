@@ -67,18 +67,6 @@ class _DataBlock:
         return self._values
 
 
-def _bisect_left(arr: pa.Array, value: bytes, lo: int = 0) -> int:
-    """``bisect_left`` over a sorted binary Arrow array (a few scalar reads, no list)."""
-    hi = len(arr)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if arr[mid].as_py() < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 class HFileReader:
     """An HFile opened for lookups and scans (see the module docstring for the cost model).
 
@@ -396,16 +384,7 @@ class HFileReader:
         keys = keys.cast(pa.binary())
         if not self.num_entries or not len(keys):
             return empty, empty
-        refs = list(self.data_blocks())
-        wanted = []
-        lo = _bisect_left(keys, self._first_key)  # keys below the first key are absent
-        for i, (_, offset, size) in enumerate(refs):
-            hi = _bisect_left(keys, refs[i + 1][0], lo) if i + 1 < len(refs) else len(keys)
-            # a run of equal rows may start at the end of this block and go on in the next
-            run = hi < len(keys) and i + 1 < len(refs) and keys[hi].as_py() == refs[i + 1][0]
-            if hi > lo or run:
-                wanted.append((offset, size))
-            lo = hi
+        wanted = self._data_blocks_holding(keys.to_pylist())
         if not wanted:
             return empty, empty
         rows, values = find_cells(
@@ -428,6 +407,45 @@ class HFileReader:
                 buf = self._read(start, end - start)
                 return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
         return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
+
+    def _data_blocks_holding(self, keys: list[bytes]) -> list[tuple[int, int]]:
+        """``(offset, size)`` of the data blocks that may hold one of the sorted distinct
+        ``keys``, in file order. A multi-level index is descended level by level through the
+        index blocks that may hold a key only (a point lookup reads a few leaves, not all)."""
+        rows, offsets, sizes = self._root.rows, self._root.offsets, self._root.sizes
+        for _ in range(self.trailer.num_data_index_levels - 1):
+            children = [self._index_block(offsets[i], sizes[i]) for i in self._blocks_holding(keys, rows)]
+            rows = [r for c in children for r in c.rows]
+            offsets = [o for c in children for o in c.offsets]
+            sizes = [z for c in children for z in c.sizes]
+        return [(offsets[i], sizes[i]) for i in self._blocks_holding(keys, rows)]
+
+    def _blocks_holding(self, keys: list[bytes], starts: list[bytes]) -> list[int]:
+        """Indexes (in file order) of the blocks (data blocks, or index blocks one level up)
+        that may hold one of the sorted distinct ``keys``, ``starts`` being their first rows
+        (of a contiguous run of blocks, or of several runs no key falls between): block ``i``
+        holds the rows from its index row up to the next block's, and a
+        run of equal rows may start at the end of a block and go on in the next, so a key equal
+        to a block's index row also wants the block before. C-level bisects over whichever of
+        keys and blocks is fewer (a point lookup touches few of many blocks)."""
+        lo = bisect.bisect_left(keys, self._first_key)  # keys below the first key are absent
+        if lo == len(keys):
+            return []
+        if len(keys) - lo < len(starts):
+            hit: set[int] = set()
+            for key in keys[lo:]:  # the blocks from the one before the first starting at key
+                hit.update(range(max(bisect.bisect_left(starts, key) - 1, 0),
+                                 bisect.bisect_right(starts, key)))
+            return sorted(hit)
+        out = []
+        n = len(keys)
+        last = len(starts) - 1
+        for i in range(len(starts)):
+            hi = bisect.bisect_left(keys, starts[i + 1], lo) if i < last else n
+            if hi > lo or (hi < n and i < last and keys[hi] == starts[i + 1]):
+                out.append(i)
+            lo = hi
+        return out
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())

@@ -127,7 +127,7 @@ class MetadataCompaction:
                 name = BaseFileName(s.file_id, f"{task}-0-{task}", instant, ".hfile").name
                 rel = posixpath.join(s.partition_path, name)
                 written.append(rel)
-                size = write_base_hfile(self.md, rel, items)
+                size = write_base_hfile(self.md, rel, items, s.partition_path)
                 stats.append(WriteStat(file_id=s.file_id, path=rel, partition_path=s.partition_path,
                                        num_writes=len(items), total_write_bytes=size,
                                        total_log_files_compacted=len(s.log_files),

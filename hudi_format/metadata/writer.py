@@ -295,7 +295,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                 name = BaseFileName(fid, f"{i}-0-{i}", instant, ".hfile").name
                 rel = posixpath.join(partition, name)
                 written.append(rel)
-                size = write_base_hfile(self.md, rel, items)
+                size = write_base_hfile(self.md, rel, items, partition)
                 stats.append(WriteStat(file_id=fid, path=rel, partition_path=partition, num_writes=len(items),
                                        num_inserts=len(items), total_write_bytes=size))
             meta = commit_metadata(stats, operation_type="BULK_INSERT_PREPPED",
@@ -353,7 +353,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     s = slices[i]
                     blocks = []
                     if ups.get(i):
-                        blocks.append(hfile_data_block(sorted(ups[i]), instant))
+                        blocks.append(hfile_data_block(sorted(ups[i]), instant, partition))
                     if dels.get(i):
                         keys = sorted(dels[i])
                         blocks.append(encode_delete_block(pa.table({
