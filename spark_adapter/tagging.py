@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from hudi_format import engine
 
 from .arrow import local_frame, string_fields
-from .tasks import FILE_ID, FOUND_IN, KEY, PARTITION
+from .tasks import FILE_ID, FIRST, FOUND_IN, KEY, PARTITION
 
 TASK = "__hoodie_lookup_task"
 LOCATIONS_SCHEMA = f"{KEY} string, {FOUND_IN} string, {FILE_ID} string"
@@ -104,3 +104,56 @@ def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -
         found = engine.lookup(lookup.tasks[i], keys, storage_options)
         if found.num_rows:
             yield _locations(found)
+
+
+# -- tagging the rows where they are (an index whose tasks are a partition's file slices) ----------
+
+def tags_locally(lookup) -> bool:
+    """Whether the rows themselves can be tagged in one stage (:func:`tag_rows`): a non-global
+    index whose tasks are file slices of the incoming records' own partitions (simple, bloom),
+    so one Spark task holding all rows of a partition can run that partition's lookups."""
+    return not lookup.global_index and all(t.kind != engine.index.RECORD_INDEX and t.partition is not None
+                                           for t in lookup.tasks)
+
+
+def tag_rows(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
+    """Rows (with ``KEY`` and ``PARTITION``; all rows of a partition in this Spark partition)
+    with the index's answer (``FOUND_IN``, ``FILE_ID``) and ``FIRST``: each lookup task of
+    the partitions present runs once, on the distinct keys routed to it by
+    ``IndexLookup.assign`` (partition, key range)."""
+    import numpy as np
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    n = table.num_rows
+    keys = table.column(KEY).combine_chunks()
+    parts = table.column(PARTITION).combine_chunks()
+    rows, task = lookup.assign(keys, parts)
+    pos = np.full(n, -1, dtype=np.int64)
+    found_ids: list = []
+    offset = 0
+    task_np = task.to_numpy(zero_copy_only=False)
+    rows_np = rows.to_numpy(zero_copy_only=False)
+    for i in np.unique(task_np).tolist():
+        mine = rows_np[task_np == i]
+        found = engine.lookup(lookup.tasks[i], keys.take(pa.array(mine)), storage_options)
+        if not found.num_rows:
+            continue
+        at = pc.index_in(keys.take(pa.array(mine)), value_set=found.column("key").combine_chunks())
+        hit = ~np.asarray(at.is_null().to_numpy(zero_copy_only=False))
+        pos[mine[hit]] = offset + at.filter(pa.array(hit)).to_numpy(zero_copy_only=False)
+        found_ids.append(found.column("file_id").combine_chunks())
+        offset += found.num_rows
+    ids = pa.concat_arrays(found_ids) if found_ids else pa.array([], pa.string())
+    file_id = ids.take(pa.array(pos, mask=pos < 0)) if len(ids) else pa.nulls(n, pa.string())
+    found_in = pc.if_else(pc.is_valid(file_id), parts, pa.scalar(None, pa.string()))
+    # the first row of each (key, partition): with precombining a key counts once
+    first = np.zeros(n, dtype=bool)
+    firsts = pa.table({"k": keys, "p": parts, "r": pa.array(np.arange(n))}).group_by(
+        ["k", "p"], use_threads=False).aggregate([("r", "min")]).column("r_min")
+    first[firsts.to_numpy()] = True
+    names = list(table.column_names) + [FOUND_IN, FILE_ID, FIRST]
+    cols = list(table.columns) + [found_in, file_id, pa.array(first)]
+    for batch in pa.Table.from_arrays(cols, names=names).to_batches():
+        yield batch

@@ -33,7 +33,8 @@ DELETE = "__hoodie_delete"
 SLOT = "__hoodie_slot"
 FOUND_IN = "__hoodie_found_in"      # the partition the index found the key in (null: new)
 FILE_ID = "__hoodie_file_id"        # the file group it found it in
-_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT, FOUND_IN, FILE_ID)
+FIRST = "__hoodie_first"            # the first row of its (key, partition) where it was tagged
+_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT, FOUND_IN, FILE_ID, FIRST)
 
 
 @attrs.frozen(eq=False)

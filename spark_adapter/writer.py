@@ -171,16 +171,29 @@ class DistributedWrite:
                                                _with_key_schema(self.df))
                     persisted.append(keyed.persist())
                 keys_df = keyed.select(tasks.KEY, tasks.PARTITION)
-                if job.dedupe:      # one record per key: the task writing it merges its duplicates
-                    keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
-                with self._step("index lookup"):
-                    lookup, locations = self._lookup(job, keys_df, parts.inserts if parts else None)
-                persisted.append(locations)
-                tagged = spread.tag(_join(keyed, locations, lookup), lookup)
+                incoming = parts.inserts if parts else None
+                lookup = None
+                if not is_global_index(job):
+                    if incoming is None:
+                        incoming = _per_partition(keys_df)
+                    with self._step("plan index lookup"):
+                        lookup = engine.plan_index_lookup(job, list(incoming))
+                if lookup is not None and tagging_tasks.tags_locally(lookup):
+                    # the rows of each partition meet in one task, which runs that
+                    # partition's lookups: no join, no keys shuffled apart from their rows
+                    rows = self._tag_rows(keyed, lookup, incoming)
+                else:
+                    if job.dedupe:      # one record per key: the task writing it merges its duplicates
+                        keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
+                    with self._step("index lookup"):
+                        lookup, locations = self._lookup(job, keys_df, incoming, lookup)
+                    persisted.append(locations)
+                    rows = _join(keyed, locations, lookup)
+                tagged = spread.tag(rows, lookup)
                 persisted.append(tagged.persist())
                 with self._step("count tagged"):
                     counts = _write_counts(spread.count_tagged(tagged, job.dedupe).toArrow())
-                for df in (keyed, locations):     # the tagged rows hold what the write needs
+                for df in persisted[:-1]:     # the tagged rows hold what the write needs
                     df.unpersist()
             else:
                 key_cols = [c for c in keyer.columns if c in self.df.columns]
@@ -218,15 +231,33 @@ class DistributedWrite:
             for df in persisted:
                 df.unpersist()
 
-    def _lookup(self, job, keys_df, incoming: dict | None = None):
-        """The index's lookup tasks and, computed on the executors, ``(key, found_in,
-        file_id)`` of the incoming keys the table holds, persisted. ``incoming``: the
-        records per partition, when already known (else counted here, one row per
-        partition)."""
+    def _tag_rows(self, keyed, lookup, incoming: dict):
+        """``keyed`` with the index's answer (``FOUND_IN``, ``FILE_ID``, ``FIRST``): the rows
+        shuffled by partition path to the tasks that run their partition's lookups
+        (:func:`tagging.tag_rows`)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BooleanType, StringType, StructField, StructType
+        if not lookup.tasks:     # new partitions only: every record is new
+            return keyed.select("*", F.lit(None).cast("string").alias(tasks.FOUND_IN),
+                                F.lit(None).cast("string").alias(tasks.FILE_ID), F.lit(True).alias(tasks.FIRST))
+        parallelism = self.df.sparkSession.sparkContext.defaultParallelism
+        width = max(1, min(len(incoming), 2 * parallelism))
+        schema = StructType(list(keyed.schema.fields) + [
+            StructField(tasks.FOUND_IN, StringType()), StructField(tasks.FILE_ID, StringType()),
+            StructField(tasks.FIRST, BooleanType())])
+        return keyed.repartition(width, tasks.PARTITION).mapInArrow(
+            functools.partial(tagging_tasks.tag_rows, lookup=lookup, storage_options=self.storage_options), schema)
+
+    def _lookup(self, job, keys_df, incoming: dict | None = None, lookup=None):
+        """The index's lookup tasks (``lookup``: when planned already) and, computed on the
+        executors, ``(key, found_in, file_id)`` of the incoming keys the table holds,
+        persisted. ``incoming``: the records per partition, when already known (else counted
+        here, one row per partition)."""
         spark = self.df.sparkSession
-        if incoming is None and not is_global_index(job):
-            incoming = _per_partition(keys_df)
-        lookup = engine.plan_index_lookup(job, None if is_global_index(job) else list(incoming or ()))
+        if lookup is None:
+            if incoming is None and not is_global_index(job):
+                incoming = _per_partition(keys_df)
+            lookup = engine.plan_index_lookup(job, None if is_global_index(job) else list(incoming or ()))
         n = len(lookup.tasks)
         if not n:
             return lookup, local_frame(spark, [], string_fields(tasks.KEY, tasks.FOUND_IN, tasks.FILE_ID))
