@@ -176,7 +176,7 @@ def with_keys(df, keyer: "tasks.Keyer", values: PartitionValues):
     return joined.select(*[df[c] for c in df.columns], key, paths[tasks.PARTITION])
 
 
-_KIND, _JP, _JF = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"
+_KIND, _JP, _JF = tasks.KIND, tasks.TARGET_PARTITION, tasks.TARGET_FILE
 
 
 def tag(rows, lookup):

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from hudi_format import engine
 
 from .arrow import local_frame, string_fields
-from .tasks import FILE_ID, FIRST, FOUND_IN, KEY, PARTITION
+from .tasks import FILE_ID, FIRST, FOUND_IN, KEY, KIND, PARTITION, TARGET_FILE, TARGET_PARTITION
 
 TASK = "__hoodie_lookup_task"
 LOCATIONS_SCHEMA = f"{KEY} string, {FOUND_IN} string, {FILE_ID} string"
@@ -118,9 +118,10 @@ def tags_locally(lookup) -> bool:
 
 def tag_rows(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
     """Rows (with ``KEY`` and ``PARTITION``; all rows of a partition in this Spark partition)
-    with the index's answer (``FOUND_IN``, ``FILE_ID``) and ``FIRST``: each lookup task of
-    the partitions present runs once, on the distinct keys routed to it by
-    ``IndexLookup.assign`` (partition, key range)."""
+    tagged as :func:`spark_adapter.spread.tag` tags them (``KIND``, ``TARGET_PARTITION``,
+    ``TARGET_FILE``; dropped records left out), with ``FIRST``: each lookup task of the
+    partitions present runs once, on the keys ``IndexLookup.assign`` routes to it
+    (partition, key range); ``IndexLookup.actions`` decides."""
     import numpy as np
     batches = [b for b in batches if b.num_rows]
     if not batches:
@@ -137,23 +138,32 @@ def tag_rows(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> I
     rows_np = rows.to_numpy(zero_copy_only=False)
     for i in np.unique(task_np).tolist():
         mine = rows_np[task_np == i]
-        found = engine.lookup(lookup.tasks[i], keys.take(pa.array(mine)), storage_options)
+        sent = keys.take(pa.array(mine))
+        found = engine.lookup(lookup.tasks[i], sent, storage_options)
         if not found.num_rows:
             continue
-        at = pc.index_in(keys.take(pa.array(mine)), value_set=found.column("key").combine_chunks())
-        hit = ~np.asarray(at.is_null().to_numpy(zero_copy_only=False))
+        at = pc.index_in(sent, value_set=found.column("key").combine_chunks())
+        hit = at.is_valid().to_numpy(zero_copy_only=False)
         pos[mine[hit]] = offset + at.filter(pa.array(hit)).to_numpy(zero_copy_only=False)
         found_ids.append(found.column("file_id").combine_chunks())
         offset += found.num_rows
     ids = pa.concat_arrays(found_ids) if found_ids else pa.array([], pa.string())
     file_id = ids.take(pa.array(pos, mask=pos < 0)) if len(ids) else pa.nulls(n, pa.string())
-    found_in = pc.if_else(pc.is_valid(file_id), parts, pa.scalar(None, pa.string()))
+    acts = lookup.actions(parts, pc.if_else(pc.is_valid(file_id), parts, pa.scalar(None, pa.string())), file_id)
     # the first row of each (key, partition): with precombining a key counts once
     first = np.zeros(n, dtype=bool)
     firsts = pa.table({"k": keys, "p": parts, "r": pa.array(np.arange(n))}).group_by(
         ["k", "p"], use_threads=False).aggregate([("r", "min")]).column("r_min")
     first[firsts.to_numpy()] = True
-    names = list(table.column_names) + [FOUND_IN, FILE_ID, FIRST]
-    cols = list(table.columns) + [found_in, file_id, pa.array(first)]
-    for batch in pa.Table.from_arrays(cols, names=names).to_batches():
-        yield batch
+    code: list = [None] * 5
+    code[engine.index.UPDATE], code[engine.index.DELETE], code[engine.index.INSERT] = "U", "D", "I"
+    kind = pa.array(code, pa.string()).take(acts)
+    kept = pc.not_equal(acts, engine.index.DROP)
+    is_insert = pc.equal(kind, "I")
+    names = list(table.column_names) + [FIRST, KIND, TARGET_PARTITION, TARGET_FILE]
+    cols = [c.combine_chunks() for c in table.columns] + [
+        pa.array(first), kind, parts, pc.if_else(is_insert, pa.scalar(None, pa.string()), file_id)]
+    out = pa.Table.from_arrays(cols, names=names)
+    if not pc.all(kept).as_py():
+        out = out.filter(kept)
+    yield from out.to_batches()

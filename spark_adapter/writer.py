@@ -181,15 +181,14 @@ class DistributedWrite:
                 if lookup is not None and tagging_tasks.tags_locally(lookup):
                     # the rows of each partition meet in one task, which runs that
                     # partition's lookups: no join, no keys shuffled apart from their rows
-                    rows = self._tag_rows(keyed, lookup, incoming)
+                    tagged = self._tag_rows(keyed, lookup, incoming)
                 else:
                     if job.dedupe:      # one record per key: the task writing it merges its duplicates
                         keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
                     with self._step("index lookup"):
                         lookup, locations = self._lookup(job, keys_df, incoming, lookup)
                     persisted.append(locations)
-                    rows = _join(keyed, locations, lookup)
-                tagged = spread.tag(rows, lookup)
+                    tagged = spread.tag(_join(keyed, locations, lookup), lookup)
                 persisted.append(tagged.persist())
                 with self._step("count tagged"):
                     counts = _write_counts(spread.count_tagged(tagged, job.dedupe).toArrow())
@@ -232,19 +231,18 @@ class DistributedWrite:
                 df.unpersist()
 
     def _tag_rows(self, keyed, lookup, incoming: dict):
-        """``keyed`` with the index's answer (``FOUND_IN``, ``FILE_ID``, ``FIRST``): the rows
+        """``keyed`` tagged as :func:`spread.tag` tags rows (with ``FIRST``): the rows
         shuffled by partition path to the tasks that run their partition's lookups
         (:func:`tagging.tag_rows`)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import BooleanType, StringType, StructField, StructType
         if not lookup.tasks:     # new partitions only: every record is new
-            return keyed.select("*", F.lit(None).cast("string").alias(tasks.FOUND_IN),
-                                F.lit(None).cast("string").alias(tasks.FILE_ID), F.lit(True).alias(tasks.FIRST))
+            return spread.tag(keyed.select("*", F.lit(None).cast("string").alias(tasks.FOUND_IN),
+                                           F.lit(None).cast("string").alias(tasks.FILE_ID)), lookup)
         parallelism = self.df.sparkSession.sparkContext.defaultParallelism
         width = max(1, min(len(incoming), 2 * parallelism))
-        schema = StructType(list(keyed.schema.fields) + [
-            StructField(tasks.FOUND_IN, StringType()), StructField(tasks.FILE_ID, StringType()),
-            StructField(tasks.FIRST, BooleanType())])
+        schema = StructType(list(keyed.schema.fields) + [StructField(tasks.FIRST, BooleanType())] + [
+            StructField(c, StringType()) for c in (tasks.KIND, tasks.TARGET_PARTITION, tasks.TARGET_FILE)])
         return keyed.repartition(width, tasks.PARTITION).mapInArrow(
             functools.partial(tagging_tasks.tag_rows, lookup=lookup, storage_options=self.storage_options), schema)
 
