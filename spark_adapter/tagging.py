@@ -1,8 +1,10 @@
 """Index tagging on the executors: the driver plans lookup tasks, never collects a record key.
 
 The driver plans the index's lookup tasks from the table state (``engine.plan_index_lookup``:
-one per candidate file slice, or per metadata-table record index file group). Then, on the
-executors:
+one per candidate file slice, or per metadata-table record index file group). A non-global
+simple or bloom index (:func:`tags_locally`) tags the rows themselves: Spark brings all rows
+of a partition to one task, which runs that partition's lookups and decides each row's
+action (:func:`tag_rows`), so no key leaves its row. Other indexes, on the executors:
 
 - simple index: a stage with one row per task lists the live keys of its slice
   (:func:`list_keys`), and Spark joins them with the incoming keys;

@@ -5,12 +5,16 @@ The driver does what only it can do: open the instant and plan it. Executors do 
 1. Keys: a ``mapInArrow`` stage over the key columns computes every row's record key and
    partition path with the core's key generator; they stay on the executors.
 2. Tag (upsert, delete, insert with ``insert.drop.duplicates``; :mod:`.tagging`): the engine
-   API plans the index's lookup tasks from the table state (``engine.plan_index_lookup``);
-   the executors run them (the keys of candidate file slices, or the incoming keys checked
-   against bloom filters or the metadata table's record index) and Spark joins the answer with
-   the incoming keys. Each tagged record is an update, insert, delete, move or drop
-   (``IndexLookup.actions``, the core planner's own rule), and only their counts per file
-   group and partition reach the driver (other operations: counts per partition).
+   API plans the index's lookup tasks from the table state (``engine.plan_index_lookup``).
+   A non-global simple or bloom index (lookup tasks are file slices of the records' own
+   partitions) tags the rows where they are: the rows go by partition path to tasks that
+   run their partitions' lookups and tag them (one shuffle, no join). Otherwise (global
+   indexes, record index) the executors run the lookups (the keys of candidate file slices,
+   or the incoming keys checked against bloom filters or the record index) and Spark joins
+   the answer with the rows. Each tagged record is an update, insert, delete, move or drop
+   (``IndexLookup.actions``, the core planner's own rule); the tagged rows are kept (a local
+   checkpoint) and only their counts per file group and partition reach the driver (other
+   operations: counts per partition).
 3. Plan: ``engine.plan_write(job, counts=...)`` (small-file top-up, file sizing, replaced
    file groups, pending-clustering checks, as the core plans a batch it holds) turns the
    counts into *buckets*: an existing file group to merge into (COW) or append to (MOR), or a
@@ -18,7 +22,7 @@ The driver does what only it can do: open the instant and plan it. Executors do 
    A write without an index (bulk_insert, insert) whose partition path is a plain rendering
    of the values is counted by Spark per partition value instead (:mod:`.spread`): the rows
    then cross into Python once, in the task writing them, which computes their keys.
-4. Route and shuffle: the rows, joined again with the index's answer (persisted), get their
+4. Route and shuffle: the tagged rows (kept from step 2) get their
    bucket by Spark expressions and a broadcast join with the plan (:mod:`.spread`; a
    timestamp-based key generator in a ``mapInArrow``): updates and deletes that of the file group the index found;
    inserts of a partition are spread over its buckets by a hash of the key, in proportion to
@@ -33,7 +37,9 @@ The DataFrame is computed twice (keys, then rows): a source that can give differ
 second computation must be ``persist()``-ed first; records of a partition the plan never saw
 fail the write instead of being dropped.
 
-Failures: files are written under a requested/inflight instant with write markers and a
+Failures: the tagged rows are a local checkpoint (no lineage to recompute them from): an
+executor lost between tagging and writing fails the write, which is aborted as below.
+Files are written under a requested/inflight instant with write markers and a
 heartbeat, so a failed task or job leaves nothing visible. A failed job is cleaned up at once
 (its files, markers and pending instant removed); if the driver dies, the next write rolls the
 instant back (its heartbeat has expired). Files of task attempts that Spark discarded (retries,
