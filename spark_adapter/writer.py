@@ -8,8 +8,9 @@ The driver does what only it can do: open the instant and plan it. Executors do 
    API plans the index's lookup tasks from the table state (``engine.plan_index_lookup``).
    A non-global simple or bloom index (lookup tasks are file slices of the records' own
    partitions) tags the rows where they are: the rows go by partition path to tasks that
-   run their partitions' lookups and tag them (one shuffle, no join). Otherwise (global
-   indexes, record index) the executors run the lookups (the keys of candidate file slices,
+   run their partitions' lookups and tag them (one shuffle, no join), unless one partition
+   holds more than a core's share of many records. Otherwise (global indexes, record
+   index, such a partition) the executors run the lookups (the keys of candidate file slices,
    or the incoming keys checked against bloom filters or the record index) and Spark joins
    the answer with the rows. Each tagged record is an update, insert, delete, move or drop
    (``IndexLookup.actions``, the core planner's own rule); the tagged rows are kept (a local
@@ -73,6 +74,8 @@ log = logging.getLogger(__name__)
 
 # bulk_insert sizes its new files from the compressed size of this many of the first rows
 SAMPLE_ROWS = 20_000
+# a partition of up to this many incoming records may be tagged by one task
+LOCAL_TAG_ROWS = 1_000_000
 MODES = ("append", "overwrite", "errorifexists", "ignore")
 _MODE_ALIASES = {"error": "errorifexists", "default": "errorifexists", None: "errorifexists"}
 # Read-side keys users may leave in a shared option map; they do not concern a write.
@@ -184,7 +187,7 @@ class DistributedWrite:
                         incoming = _per_partition(keys_df)
                     with self._step("plan index lookup"):
                         lookup = engine.plan_index_lookup(job, list(incoming))
-                if lookup is not None and tagging_tasks.tags_locally(lookup):
+                if lookup is not None and tagging_tasks.tags_locally(lookup) and self._spreads(incoming):
                     # the rows of each partition meet in one task, which runs that
                     # partition's lookups: no join, no keys shuffled apart from their rows
                     tagged = self._tag_rows(keyed, lookup, incoming)
@@ -239,6 +242,15 @@ class DistributedWrite:
         finally:
             for df in persisted:
                 _release(df)
+
+    def _spreads(self, incoming: dict) -> bool:
+        """Whether tagging by partition keeps the cores busy: no partition holds more than a
+        core's share of the records, or too few for it to matter (:data:`LOCAL_TAG_ROWS`);
+        else (say one partition of a big table) the lookups run per file slice and Spark
+        joins their answer."""
+        parallelism = self.df.sparkSession.sparkContext.defaultParallelism
+        total = sum(incoming.values())
+        return not incoming or max(incoming.values()) <= max(LOCAL_TAG_ROWS, total / max(parallelism, 1))
 
     def _tag_rows(self, keyed, lookup, incoming: dict):
         """``keyed`` tagged as :func:`spread.tag` tags rows (with ``FIRST``): the rows

@@ -116,6 +116,25 @@ def test_composite_keys_tag_where_the_rows_are_as_the_core_does(spark, tmp_path,
     assert len(content(ours)) == 400 - 10
 
 
+@pytest.mark.parametrize("limit,local", [(0, False), (10_000, True)])
+def test_one_big_partition_is_tagged_per_file_slice(spark, tmp_path, monkeypatch, limit, local):
+    """A partition holding more than a core's share of the records (and more than
+    ``LOCAL_TAG_ROWS``) is not tagged by one task: the lookups run per file slice instead."""
+    from spark_adapter import writer
+    monkeypatch.setattr(writer, "LOCAL_TAG_ROWS", limit)
+    calls = []
+    orig = writer.DistributedWrite._tag_rows
+    monkeypatch.setattr(writer.DistributedWrite, "_tag_rows", lambda self, *a: calls.append(1) or orig(self, *a))
+    ours, core = tmp_path / "spark", tmp_path / "core"
+    for op, data in [("insert", rows(range(0, 300), ts=1, partitions=("a",))),
+                     ("upsert", rows(range(250, 400), ts=2, partitions=("a",)))]:
+        o = opts("SIMPLE", "COPY_ON_WRITE", 8, op)
+        spark_write(spark, ours, data, o)
+        core_write(core, data, o)
+        assert content(ours) == content(core), op
+    assert bool(calls) == local
+
+
 # -- rows reaching the driver ----------------------------------------------------------------------
 class DriverRows:
     """Counts the rows DataFrames hand to the driver (toArrow, collect, toPandas, take)."""
