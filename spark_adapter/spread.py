@@ -176,7 +176,7 @@ def with_keys(df, keyer: "tasks.Keyer", values: PartitionValues):
     return joined.select(*[df[c] for c in df.columns], key, paths[tasks.PARTITION])
 
 
-_KIND, _JP, _JF = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"
+_KIND, _JP, _JF = tasks.KIND, tasks.TARGET_PARTITION, tasks.TARGET_FILE
 
 
 def tag(rows, lookup):
@@ -215,10 +215,13 @@ def count_tagged(tagged, dedupe: bool):
     found, inserts per partition; with ``dedupe`` a key counts once per partition (the task
     writing it merges its duplicates)."""
     from pyspark.sql import functions as F
-    if dedupe:
+    n = F.count(F.lit(1))
+    if dedupe and tasks.FIRST in tagged.columns:    # tagged where all rows of a key met
+        n = F.sum(F.col(tasks.FIRST).cast("long"))
+    elif dedupe:
         tagged = tagged.dropDuplicates([tasks.KEY, tasks.PARTITION, _KIND])
     return tagged.groupBy(F.col(_KIND).alias("kind"), F.col(_JP).alias("partition"),
-                          F.col(_JF).alias("file_id")).agg(F.count(F.lit(1)).alias("n"))
+                          F.col(_JF).alias("file_id")).agg(n.alias("n"))
 
 
 def route_tagged(tagged, assignment: "tasks.Assignment"):
@@ -245,6 +248,6 @@ def route_tagged(tagged, assignment: "tasks.Assignment"):
     cond = (tagged[_JP].eqNullSafe(plan["__hoodie_tp"])
             & tagged[_JF].eqNullSafe(plan["__hoodie_tf"]) & (h >= plan[_LO]) & (h < plan[_HI]))
     joined = tagged.join(plan, on=cond, how="left")
-    data = [c for c in tagged.columns if c not in (_KIND, _JP, _JF)]
+    data = [c for c in tagged.columns if c not in (_KIND, _JP, _JF, tasks.FIRST)]
     return joined.select(*[tagged[c] for c in data], plan[tasks.BUCKET], plan[tasks.SLOT],
                          (tagged[_KIND] == "D").alias(tasks.DELETE))

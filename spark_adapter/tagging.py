@@ -1,8 +1,10 @@
 """Index tagging on the executors: the driver plans lookup tasks, never collects a record key.
 
 The driver plans the index's lookup tasks from the table state (``engine.plan_index_lookup``:
-one per candidate file slice, or per metadata-table record index file group). Then, on the
-executors:
+one per candidate file slice, or per metadata-table record index file group). A non-global
+simple or bloom index (:func:`tags_locally`) tags the rows themselves: Spark brings all rows
+of a partition to one task, which runs that partition's lookups and decides each row's
+action (:func:`tag_rows`), so no key leaves its row. Other indexes, on the executors:
 
 - simple index: a stage with one row per task lists the live keys of its slice
   (:func:`list_keys`), and Spark joins them with the incoming keys;
@@ -29,7 +31,7 @@ import pyarrow.compute as pc
 from hudi_format import engine
 
 from .arrow import local_frame, string_fields
-from .tasks import FILE_ID, FOUND_IN, KEY, PARTITION
+from .tasks import FILE_ID, FIRST, FOUND_IN, KEY, KIND, PARTITION, TARGET_FILE, TARGET_PARTITION
 
 TASK = "__hoodie_lookup_task"
 LOCATIONS_SCHEMA = f"{KEY} string, {FOUND_IN} string, {FILE_ID} string"
@@ -104,3 +106,66 @@ def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -
         found = engine.lookup(lookup.tasks[i], keys, storage_options)
         if found.num_rows:
             yield _locations(found)
+
+
+# -- tagging the rows where they are (an index whose tasks are a partition's file slices) ----------
+
+def tags_locally(lookup) -> bool:
+    """Whether the rows themselves can be tagged in one stage (:func:`tag_rows`): a non-global
+    index whose tasks are file slices of the incoming records' own partitions (simple, bloom),
+    so one Spark task holding all rows of a partition can run that partition's lookups."""
+    return not lookup.global_index and all(t.kind != engine.index.RECORD_INDEX and t.partition is not None
+                                           for t in lookup.tasks)
+
+
+def tag_rows(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
+    """Rows (with ``KEY`` and ``PARTITION``; all rows of a partition in this Spark partition)
+    tagged as :func:`spark_adapter.spread.tag` tags them (``KIND``, ``TARGET_PARTITION``,
+    ``TARGET_FILE``; dropped records left out), with ``FIRST``: each lookup task of the
+    partitions present runs once, on the keys ``IndexLookup.assign`` routes to it
+    (partition, key range); ``IndexLookup.actions`` decides."""
+    import numpy as np
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    n = table.num_rows
+    keys = table.column(KEY).combine_chunks()
+    parts = table.column(PARTITION).combine_chunks()
+    rows, task = lookup.assign(keys, parts)
+    pos = np.full(n, -1, dtype=np.int64)
+    found_ids: list = []
+    offset = 0
+    task_np = task.to_numpy(zero_copy_only=False)
+    rows_np = rows.to_numpy(zero_copy_only=False)
+    for i in np.unique(task_np).tolist():
+        mine = rows_np[task_np == i]
+        sent = keys.take(pa.array(mine))
+        found = engine.lookup(lookup.tasks[i], sent, storage_options)
+        if not found.num_rows:
+            continue
+        at = pc.index_in(sent, value_set=found.column("key").combine_chunks())
+        hit = at.is_valid().to_numpy(zero_copy_only=False)
+        pos[mine[hit]] = offset + at.filter(pa.array(hit)).to_numpy(zero_copy_only=False)
+        found_ids.append(found.column("file_id").combine_chunks())
+        offset += found.num_rows
+    ids = pa.concat_arrays(found_ids) if found_ids else pa.array([], pa.string())
+    file_id = ids.take(pa.array(pos, mask=pos < 0)) if len(ids) else pa.nulls(n, pa.string())
+    acts = lookup.actions(parts, pc.if_else(pc.is_valid(file_id), parts, pa.scalar(None, pa.string())), file_id)
+    # the first row of each (key, partition): with precombining a key counts once
+    first = np.zeros(n, dtype=bool)
+    firsts = pa.table({"k": keys, "p": parts, "r": pa.array(np.arange(n))}).group_by(
+        ["k", "p"], use_threads=False).aggregate([("r", "min")]).column("r_min")
+    first[firsts.to_numpy()] = True
+    code: list = [None] * 5
+    code[engine.index.UPDATE], code[engine.index.DELETE], code[engine.index.INSERT] = "U", "D", "I"
+    kind = pa.array(code, pa.string()).take(acts)
+    kept = pc.not_equal(acts, engine.index.DROP)
+    is_insert = pc.equal(kind, "I")
+    names = list(table.column_names) + [FIRST, KIND, TARGET_PARTITION, TARGET_FILE]
+    cols = [c.combine_chunks() for c in table.columns] + [
+        pa.array(first), kind, parts, pc.if_else(is_insert, pa.scalar(None, pa.string()), file_id)]
+    out = pa.Table.from_arrays(cols, names=names)
+    if not pc.all(kept).as_py():
+        out = out.filter(kept)
+    yield from out.to_batches()

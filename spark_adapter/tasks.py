@@ -33,7 +33,10 @@ DELETE = "__hoodie_delete"
 SLOT = "__hoodie_slot"
 FOUND_IN = "__hoodie_found_in"      # the partition the index found the key in (null: new)
 FILE_ID = "__hoodie_file_id"        # the file group it found it in
-_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT, FOUND_IN, FILE_ID)
+FIRST = "__hoodie_first"            # the first row of its (key, partition) where it was tagged
+# a tagged row's action: U(pdate), D(elete) or I(nsert), in target partition / file group
+KIND, TARGET_PARTITION, TARGET_FILE = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"
+_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT, FOUND_IN, FILE_ID, FIRST, KIND, TARGET_PARTITION, TARGET_FILE)
 
 
 @attrs.frozen(eq=False)

@@ -5,12 +5,17 @@ The driver does what only it can do: open the instant and plan it. Executors do 
 1. Keys: a ``mapInArrow`` stage over the key columns computes every row's record key and
    partition path with the core's key generator; they stay on the executors.
 2. Tag (upsert, delete, insert with ``insert.drop.duplicates``; :mod:`.tagging`): the engine
-   API plans the index's lookup tasks from the table state (``engine.plan_index_lookup``);
-   the executors run them (the keys of candidate file slices, or the incoming keys checked
-   against bloom filters or the metadata table's record index) and Spark joins the answer with
-   the incoming keys. Each tagged record is an update, insert, delete, move or drop
-   (``IndexLookup.actions``, the core planner's own rule), and only their counts per file
-   group and partition reach the driver (other operations: counts per partition).
+   API plans the index's lookup tasks from the table state (``engine.plan_index_lookup``).
+   A non-global simple or bloom index (lookup tasks are file slices of the records' own
+   partitions) tags the rows where they are: the rows go by partition path to tasks that
+   run their partitions' lookups and tag them (one shuffle, no join), unless one partition
+   holds more than a core's share of many records. Otherwise (global indexes, record
+   index, such a partition) the executors run the lookups (the keys of candidate file slices,
+   or the incoming keys checked against bloom filters or the record index) and Spark joins
+   the answer with the rows. Each tagged record is an update, insert, delete, move or drop
+   (``IndexLookup.actions``, the core planner's own rule); the tagged rows are kept (a local
+   checkpoint) and only their counts per file group and partition reach the driver (other
+   operations: counts per partition).
 3. Plan: ``engine.plan_write(job, counts=...)`` (small-file top-up, file sizing, replaced
    file groups, pending-clustering checks, as the core plans a batch it holds) turns the
    counts into *buckets*: an existing file group to merge into (COW) or append to (MOR), or a
@@ -18,7 +23,7 @@ The driver does what only it can do: open the instant and plan it. Executors do 
    A write without an index (bulk_insert, insert) whose partition path is a plain rendering
    of the values is counted by Spark per partition value instead (:mod:`.spread`): the rows
    then cross into Python once, in the task writing them, which computes their keys.
-4. Route and shuffle: the rows, joined again with the index's answer (persisted), get their
+4. Route and shuffle: the tagged rows (kept from step 2) get their
    bucket by Spark expressions and a broadcast join with the plan (:mod:`.spread`; a
    timestamp-based key generator in a ``mapInArrow``): updates and deletes that of the file group the index found;
    inserts of a partition are spread over its buckets by a hash of the key, in proportion to
@@ -33,7 +38,9 @@ The DataFrame is computed twice (keys, then rows): a source that can give differ
 second computation must be ``persist()``-ed first; records of a partition the plan never saw
 fail the write instead of being dropped.
 
-Failures: files are written under a requested/inflight instant with write markers and a
+Failures: the tagged rows are a local checkpoint (no lineage to recompute them from): an
+executor lost between tagging and writing fails the write, which is aborted as below.
+Files are written under a requested/inflight instant with write markers and a
 heartbeat, so a failed task or job leaves nothing visible. A failed job is cleaned up at once
 (its files, markers and pending instant removed); if the driver dies, the next write rolls the
 instant back (its heartbeat has expired). Files of task attempts that Spark discarded (retries,
@@ -67,6 +74,8 @@ log = logging.getLogger(__name__)
 
 # bulk_insert sizes its new files from the compressed size of this many of the first rows
 SAMPLE_ROWS = 20_000
+# a partition of up to this many incoming records may be tagged by one task
+LOCAL_TAG_ROWS = 1_000_000
 MODES = ("append", "overwrite", "errorifexists", "ignore")
 _MODE_ALIASES = {"error": "errorifexists", "default": "errorifexists", None: "errorifexists"}
 # Read-side keys users may leave in a shared option map; they do not concern a write.
@@ -171,17 +180,33 @@ class DistributedWrite:
                                                _with_key_schema(self.df))
                     persisted.append(keyed.persist())
                 keys_df = keyed.select(tasks.KEY, tasks.PARTITION)
-                if job.dedupe:      # one record per key: the task writing it merges its duplicates
-                    keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
-                with self._step("index lookup"):
-                    lookup, locations = self._lookup(job, keys_df, parts.inserts if parts else None)
-                persisted.append(locations)
-                tagged = spread.tag(_join(keyed, locations, lookup), lookup)
-                persisted.append(tagged.persist())
+                incoming = parts.inserts if parts else None
+                lookup = None
+                if not is_global_index(job):
+                    if incoming is None:
+                        incoming = _per_partition(keys_df)
+                    with self._step("plan index lookup"):
+                        lookup = engine.plan_index_lookup(job, list(incoming))
+                if lookup is not None and tagging_tasks.tags_locally(lookup) and self._spreads(incoming):
+                    # the rows of each partition meet in one task, which runs that
+                    # partition's lookups: no join, no keys shuffled apart from their rows
+                    tagged = self._tag_rows(keyed, lookup, incoming)
+                else:
+                    if job.dedupe:      # one record per key: the task writing it merges its duplicates
+                        keys_df = keys_df.dropDuplicates([tasks.KEY, tasks.PARTITION])
+                    with self._step("index lookup"):
+                        lookup, locations = self._lookup(job, keys_df, incoming, lookup)
+                    persisted.append(locations)
+                    tagged = spread.tag(_join(keyed, locations, lookup), lookup)
+                # kept as rows where they were computed (a local checkpoint: no columnar cache
+                # to build, ~40% of the tagging stage); an executor lost before the write
+                # fails the write, which is then aborted
+                tagged = tagged.localCheckpoint(eager=False)
+                persisted.append(tagged)
                 with self._step("count tagged"):
                     counts = _write_counts(spread.count_tagged(tagged, job.dedupe).toArrow())
-                for df in (keyed, locations):     # the tagged rows hold what the write needs
-                    df.unpersist()
+                for df in persisted[:-1]:     # the tagged rows hold what the write needs
+                    _release(df)
             else:
                 key_cols = [c for c in keyer.columns if c in self.df.columns]
                 keys_df = self.df.select(*key_cols).mapInArrow(
@@ -216,17 +241,43 @@ class DistributedWrite:
                 raise
         finally:
             for df in persisted:
-                df.unpersist()
+                _release(df)
 
-    def _lookup(self, job, keys_df, incoming: dict | None = None):
-        """The index's lookup tasks and, computed on the executors, ``(key, found_in,
-        file_id)`` of the incoming keys the table holds, persisted. ``incoming``: the
-        records per partition, when already known (else counted here, one row per
-        partition)."""
+    def _spreads(self, incoming: dict) -> bool:
+        """Whether tagging by partition keeps the cores busy: no partition holds more than a
+        core's share of the records, or too few for it to matter (:data:`LOCAL_TAG_ROWS`);
+        else (say one partition of a big table) the lookups run per file slice and Spark
+        joins their answer."""
+        parallelism = self.df.sparkSession.sparkContext.defaultParallelism
+        total = sum(incoming.values())
+        return not incoming or max(incoming.values()) <= max(LOCAL_TAG_ROWS, total / max(parallelism, 1))
+
+    def _tag_rows(self, keyed, lookup, incoming: dict):
+        """``keyed`` tagged as :func:`spread.tag` tags rows (with ``FIRST``): the rows
+        shuffled by partition path to the tasks that run their partition's lookups
+        (:func:`tagging.tag_rows`)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BooleanType, StringType, StructField, StructType
+        if not lookup.tasks:     # new partitions only: every record is new
+            return spread.tag(keyed.select("*", F.lit(None).cast("string").alias(tasks.FOUND_IN),
+                                           F.lit(None).cast("string").alias(tasks.FILE_ID)), lookup)
+        parallelism = self.df.sparkSession.sparkContext.defaultParallelism
+        width = max(1, min(len(incoming), 2 * parallelism))
+        schema = StructType(list(keyed.schema.fields) + [StructField(tasks.FIRST, BooleanType())] + [
+            StructField(c, StringType()) for c in (tasks.KIND, tasks.TARGET_PARTITION, tasks.TARGET_FILE)])
+        return keyed.repartition(width, tasks.PARTITION).mapInArrow(
+            functools.partial(tagging_tasks.tag_rows, lookup=lookup, storage_options=self.storage_options), schema)
+
+    def _lookup(self, job, keys_df, incoming: dict | None = None, lookup=None):
+        """The index's lookup tasks (``lookup``: when planned already) and, computed on the
+        executors, ``(key, found_in, file_id)`` of the incoming keys the table holds,
+        persisted. ``incoming``: the records per partition, when already known (else counted
+        here, one row per partition)."""
         spark = self.df.sparkSession
-        if incoming is None and not is_global_index(job):
-            incoming = _per_partition(keys_df)
-        lookup = engine.plan_index_lookup(job, None if is_global_index(job) else list(incoming or ()))
+        if lookup is None:
+            if incoming is None and not is_global_index(job):
+                incoming = _per_partition(keys_df)
+            lookup = engine.plan_index_lookup(job, None if is_global_index(job) else list(incoming or ()))
         n = len(lookup.tasks)
         if not n:
             return lookup, local_frame(spark, [], string_fields(tasks.KEY, tasks.FOUND_IN, tasks.FILE_ID))
@@ -277,6 +328,18 @@ class DistributedWrite:
                     StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
                     StructField(tasks.SLOT, IntegerType())]))
         return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
+
+
+def _release(df) -> None:
+    """Drop what ``df`` keeps on the executors: its cache, or the blocks of its local
+    checkpoint (which ``unpersist`` leaves to the garbage collector)."""
+    df.unpersist()
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+    except Exception:  # noqa: BLE001 - not a checkpoint, or no JVM (the blocks go with the RDD)
+        pass
 
 
 def _root_cause(exc: BaseException) -> str:

@@ -91,6 +91,50 @@ def test_index_types_tag_on_executors_as_the_core_does(spark, tmp_path, index, t
         assert where["k0000005"] == "z" and where["k0000001"] == "b"   # moved, and moved back
 
 
+@pytest.mark.parametrize("index", ["SIMPLE", "BLOOM"])
+def test_composite_keys_tag_where_the_rows_are_as_the_core_does(spark, tmp_path, index):
+    """Keys Spark cannot render (COMPLEX: ``id:..,v:..``) are computed in Python before the
+    rows go to the tasks tagging their partition; duplicates in a batch are precombined."""
+    ours, core = tmp_path / "spark", tmp_path / "core"
+    composite = {"hoodie.datasource.write.recordkey.field": "id,ts0",
+                 "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.ComplexKeyGenerator"}
+
+    def keyed(t: pa.Table) -> pa.Table:
+        return t.append_column("ts0", pa.array([7] * t.num_rows, pa.int64()))
+
+    steps = [
+        ("insert", keyed(rows(range(0, 300), ts=1))),
+        ("upsert", keyed(pa.concat_tables([rows(range(250, 400), ts=2, seed=1), rows(range(20, 24), ts=3, seed=5),
+                                           rows(range(20, 24), ts=2, seed=6)]))),
+        ("delete", keyed(rows(list(range(100, 110)) + list(range(9000, 9003)), ts=3))),
+    ]
+    for op, data in steps:
+        o = {**opts(index, "COPY_ON_WRITE", 8, op), **composite}
+        spark_write(spark, ours, data, o)
+        core_write(core, data, o)
+        assert content(ours) == content(core), (op, index)
+    assert len(content(ours)) == 400 - 10
+
+
+@pytest.mark.parametrize("limit,local", [(0, False), (10_000, True)])
+def test_one_big_partition_is_tagged_per_file_slice(spark, tmp_path, monkeypatch, limit, local):
+    """A partition holding more than a core's share of the records (and more than
+    ``LOCAL_TAG_ROWS``) is not tagged by one task: the lookups run per file slice instead."""
+    from spark_adapter import writer
+    monkeypatch.setattr(writer, "LOCAL_TAG_ROWS", limit)
+    calls = []
+    orig = writer.DistributedWrite._tag_rows
+    monkeypatch.setattr(writer.DistributedWrite, "_tag_rows", lambda self, *a: calls.append(1) or orig(self, *a))
+    ours, core = tmp_path / "spark", tmp_path / "core"
+    for op, data in [("insert", rows(range(0, 300), ts=1, partitions=("a",))),
+                     ("upsert", rows(range(250, 400), ts=2, partitions=("a",)))]:
+        o = opts("SIMPLE", "COPY_ON_WRITE", 8, op)
+        spark_write(spark, ours, data, o)
+        core_write(core, data, o)
+        assert content(ours) == content(core), op
+    assert bool(calls) == local
+
+
 # -- rows reaching the driver ----------------------------------------------------------------------
 class DriverRows:
     """Counts the rows DataFrames hand to the driver (toArrow, collect, toPandas, take)."""
