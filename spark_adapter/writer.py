@@ -198,10 +198,11 @@ class DistributedWrite:
                         lookup, locations = self._lookup(job, keys_df, incoming, lookup)
                     persisted.append(locations)
                     tagged = spread.tag(_join(keyed, locations, lookup), lookup)
-                # kept as rows where they were computed (a local checkpoint: no columnar cache
-                # to build, ~40% of the tagging stage); an executor lost before the write
-                # fails the write, which is then aborted
-                tagged = tagged.localCheckpoint(eager=False)
+                # kept where they were computed. In local mode a local checkpoint (no columnar
+                # cache to build: ~40% of the tagging stage; no executor can be lost); on a
+                # cluster a cache, which Spark recomputes when an executor is lost (a local
+                # checkpoint would fail the write then)
+                tagged = tagged.localCheckpoint(eager=False) if _local_master(self.df) else tagged.persist()
                 persisted.append(tagged)
                 with self._step("count tagged"):
                     counts = _write_counts(spread.count_tagged(tagged, job.dedupe).toArrow())
@@ -244,13 +245,11 @@ class DistributedWrite:
                 _release(df)
 
     def _spreads(self, incoming: dict) -> bool:
-        """Whether tagging by partition keeps the cores busy: no partition holds more than a
-        core's share of the records, or too few for it to matter (:data:`LOCAL_TAG_ROWS`);
-        else (say one partition of a big table) the lookups run per file slice and Spark
-        joins their answer."""
-        parallelism = self.df.sparkSession.sparkContext.defaultParallelism
-        total = sum(incoming.values())
-        return not incoming or max(incoming.values()) <= max(LOCAL_TAG_ROWS, total / max(parallelism, 1))
+        """Whether tagging by partition is safe: no partition brings more than
+        :data:`LOCAL_TAG_ROWS` records (one task holds a partition's rows in its Python worker,
+        so the bound is absolute, whatever the cluster's size); else (say one partition of a
+        big table) the lookups run per file slice and Spark joins their answer."""
+        return not incoming or max(incoming.values()) <= LOCAL_TAG_ROWS
 
     def _tag_rows(self, keyed, lookup, incoming: dict):
         """``keyed`` tagged as :func:`spread.tag` tags rows (with ``FIRST``): the rows
@@ -328,6 +327,11 @@ class DistributedWrite:
                     StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
                     StructField(tasks.SLOT, IntegerType())]))
         return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
+
+
+def _local_master(df) -> bool:
+    """Whether the session runs in local mode (driver and executors in one JVM)."""
+    return str(df.sparkSession.sparkContext.master).startswith("local")
 
 
 def _release(df) -> None:

@@ -118,8 +118,8 @@ def test_composite_keys_tag_where_the_rows_are_as_the_core_does(spark, tmp_path,
 
 @pytest.mark.parametrize("limit,local", [(0, False), (10_000, True)])
 def test_one_big_partition_is_tagged_per_file_slice(spark, tmp_path, monkeypatch, limit, local):
-    """A partition holding more than a core's share of the records (and more than
-    ``LOCAL_TAG_ROWS``) is not tagged by one task: the lookups run per file slice instead."""
+    """A partition bringing more than ``LOCAL_TAG_ROWS`` records is not tagged by one task:
+    the lookups run per file slice instead."""
     from spark_adapter import writer
     monkeypatch.setattr(writer, "LOCAL_TAG_ROWS", limit)
     calls = []
@@ -225,3 +225,21 @@ def test_bad_input_fails_on_the_driver_and_leaves_the_table(spark, table, monkey
     assert str(err.value)
     _unchanged(table, before_files, before_rows)
     shutil.rmtree(table / ".hoodie" / ".temp", ignore_errors=True)
+
+
+def test_tagged_rows_are_cached_not_checkpointed_on_a_cluster(spark, tmp_path, monkeypatch):
+    """Off local mode the tagged rows are a cache Spark can recompute when an executor is lost
+    (a local checkpoint would fail the write): the same table either way."""
+    from spark_adapter import writer
+    monkeypatch.setattr(writer, "_local_master", lambda df: False)
+    DataFrame = type(spark.range(1))       # the session's class (pyspark.sql.classic's)
+    checkpoints = []
+    orig = DataFrame.localCheckpoint
+    monkeypatch.setattr(DataFrame, "localCheckpoint", lambda self, *a, **k: checkpoints.append(1) or orig(self, *a, **k))
+    ours, core = tmp_path / "spark", tmp_path / "core"
+    for op, data in [("insert", rows(range(0, 300), ts=1)), ("upsert", rows(range(250, 400), ts=2))]:
+        o = opts("SIMPLE", "MERGE_ON_READ", 8, op)
+        spark_write(spark, ours, data, o)
+        core_write(core, data, o)
+        assert content(ours) == content(core), op
+    assert not checkpoints
