@@ -180,9 +180,11 @@ def test_plan_write_from_keys_routes_rows_by_bucket(tmp_path):
 # -- spark_adapter uses only public names of the core --------------------------------------------
 def private_core_uses(package: pathlib.Path) -> list[str]:
     """``_private`` names of hudi_format that ``package`` imports, or reads as attributes of
-    anything but its own objects (attributes it defines itself, and pyspark's ``_df``)."""
+    anything but its own objects (attributes it defines itself, and pyspark's ``_df``, ``_jdf``)."""
     trees = {p: ast.parse(p.read_text()) for p in sorted(package.glob("*.py"))}
-    own: set[str] = {"_df"}     # DataFrameWriter._df: pyspark's, the DataFrame being written
+    # pyspark's, not the core's: DataFrameWriter._df (the DataFrame being written) and
+    # DataFrame._jdf (its JVM side, to release a local checkpoint's blocks)
+    own: set[str] = {"_df", "_jdf"}
     for tree in trees.values():
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):

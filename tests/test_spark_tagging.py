@@ -64,7 +64,7 @@ def content(path) -> list[dict]:
 @pytest.mark.parametrize("index,table_type,version", [
     ("SIMPLE", "COPY_ON_WRITE", 8), ("BLOOM", "MERGE_ON_READ", 8), ("GLOBAL_SIMPLE", "MERGE_ON_READ", 6),
     ("GLOBAL_BLOOM", "COPY_ON_WRITE", 6), ("RECORD_INDEX", "COPY_ON_WRITE", 8),
-    ("RECORD_INDEX", "MERGE_ON_READ", 8), ("BLOOM", "COPY_ON_WRITE", 6)])   # the core writes v6 and v8
+    ("RECORD_INDEX", "MERGE_ON_READ", 8)])   # the core writes v6 and v8
 def test_index_types_tag_on_executors_as_the_core_does(spark, tmp_path, index, table_type, version):
     ours, core = tmp_path / "spark", tmp_path / "core"
     moved = ("z",)   # global indexes move these keys; the others insert them again in z

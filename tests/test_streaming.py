@@ -13,7 +13,7 @@ from writemodel import hudi_rs_read
 pytestmark = pytest.mark.slow
 
 
-COMMITS = 120   # a dozen archival cycles (keep.max.commits 10) and 24 inline compactions
+COMMITS = 80    # eight archival cycles (keep.max.commits 10) and 16 inline compactions
 
 
 def test_a_long_stream_stays_bounded(tmp_path):
