@@ -178,8 +178,8 @@ def _upsert_driver_rows(spark, tmp_path, monkeypatch, n: int, index: str) -> int
 
 @pytest.mark.parametrize("index", ["SIMPLE", "GLOBAL_BLOOM"])
 def test_rows_reaching_the_driver_do_not_grow_with_the_input(spark, tmp_path, monkeypatch, index):
-    small = _upsert_driver_rows(spark, tmp_path, monkeypatch, 20_000, index)
-    large = _upsert_driver_rows(spark, tmp_path, monkeypatch, 200_000, index)
+    small = _upsert_driver_rows(spark, tmp_path, monkeypatch, 10_000, index)
+    large = _upsert_driver_rows(spark, tmp_path, monkeypatch, 100_000, index)
     assert small == large
     assert 0 < large < 100   # partitions, per file group counts, one result per bucket
 
