@@ -363,8 +363,9 @@ def test_the_input_is_pulled_lazily_and_not_held(tmp_path, monkeypatch):
     assert total[0] > 15_000_000
     assert max(held) < total[0] / 3, (max(held), total[0])
     assert finished[30] > 0 and finished[-1] > finished[30]
-    # row groups were cut to fit the budget
-    s = hudi.open_table(str(path)).file_slices()[0]
+    # row groups were cut to fit the budget (the largest file: a partition's last file may be a
+    # small tail with one row group; slices come in file-id order, which is random)
+    s = max(hudi.open_table(str(path)).file_slices(), key=lambda f: f.base_file_size)
     assert pq.read_metadata(str(path / s.base_file)).num_row_groups > 1
 
 
