@@ -219,7 +219,7 @@ class Storage:
         for it again (a HEAD per file)."""
         if "r" not in mode or "+" in mode:
             _changed(self.fs, self.full(rel))
-        if size is not None and "r" in mode and self.is_object_store:
+        if size and "r" in mode and self.is_object_store:   # 0: not known (FileSlice's default)
             kwargs["size"] = int(size)
         if "r" in mode:
             # a folder listing cached before another process wrote the file would deny it

@@ -262,8 +262,9 @@ def _planned_slices(group: Mapping[str, Any]) -> list[FileSlice]:
     return out
 
 
-def _check_unchanged(ts: TableState, planned: list[FileSlice], instant_time: str) -> None:
-    """Every input file group must still be exactly the slice that was planned."""
+def _check_unchanged(ts: TableState, planned: list[FileSlice], instant_time: str) -> dict:
+    """Every input file group must still be exactly the slice that was planned; returns the
+    current slices by (partition, file id): the plan's carry no file sizes, these do."""
     current = {(s.partition_path, s.file_id): s for s in ts.latest_slices({p.partition_path for p in planned})}
     for p in planned:
         now = current.get((p.partition_path, p.file_id))
@@ -279,6 +280,7 @@ def _check_unchanged(ts: TableState, planned: list[FileSlice], instant_time: str
                 f"clustering {instant_time}: file group {p.file_id} in {p.partition_path!r} was written "
                 "to after the clustering was planned; completing it would drop that write, so the "
                 "clustering is aborted (writers must not update file groups under pending clustering)")
+    return current
 
 
 def _bytes_per_row(sample: pa.Table, codec: str) -> float:
@@ -317,9 +319,9 @@ def _restamp(table: pa.Table, instant_time: str, task: int) -> pa.Table:
 
 def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict, instant_time: str,
                    group: Mapping[str, Any], first_task: int, params: Mapping[str, str],
-                   opts: Mapping[str, Any], preserve: bool, written: list) -> list[dict]:
+                   opts: Mapping[str, Any], preserve: bool, written: list, current: Mapping) -> list[dict]:
     t0 = time.monotonic()
-    slices = _planned_slices(group)
+    slices = [current.get((s.partition_path, s.file_id), s) for s in _planned_slices(group)]
     part = slices[0].partition_path if slices else ""
     data = _read_group(ts, slices, schema, spec)
     cols = _sort_columns(params.get(SORT_COLUMNS), {})
@@ -393,7 +395,7 @@ def _run(ts: TableState, instant: "Instant | str | None", opts: Mapping[str, Any
 
     with Transaction.resume(storage, config, inst, opts, leftovers=leftovers) as txn:
         try:
-            _check_unchanged(ts, planned, inst.timestamp)
+            current = _check_unchanged(ts, planned, inst.timestamp)
             written = txn.written
             firsts, task = [], 0
             for g in groups:
@@ -401,7 +403,7 @@ def _run(ts: TableState, instant: "Instant | str | None", opts: Mapping[str, Any
                 task += 10_000
             jobs = list(zip(groups, firsts))
             run = lambda j: _cluster_group(ts, spec, schema, avro, inst.timestamp, j[0], j[1], params,  # noqa: E731
-                                           opts, preserve, written)
+                                           opts, preserve, written, current)
             workers = min(len(jobs), os.cpu_count() or 1)
             if workers > 1:
                 with ThreadPoolExecutor(workers) as pool:
