@@ -21,6 +21,7 @@ from ..options import option
 from ..read.merge import MergeSpec, merge_file_slice, record_keys
 from ..storage import Storage
 from ..view import FileSlice
+from .grouping import groups_of
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +58,8 @@ def candidate_keys_by_bloom(storage: Storage, slices: list[FileSlice], keys: lis
 def keys_by_partition(slices: list[FileSlice], keys: pa.Array, partitions: pa.Array) -> list[pa.Array]:
     """For each slice, the incoming keys written to its partition: all a non-global index can
     match there (the hash set built per slice is then a partition's keys, not the batch's)."""
-    if isinstance(partitions, pa.ChunkedArray):
-        partitions = partitions.combine_chunks()
-    codes = pc.dictionary_encode(partitions)
-    names = codes.dictionary.to_pylist()
-    idx = codes.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(idx, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=len(names)))])
-    part_keys = {name: keys.take(pa.array(order[bounds[i]:bounds[i + 1]])) for i, name in enumerate(names)}
+    rows = pa.array(np.arange(len(keys), dtype=np.int64))
+    part_keys = {part: keys.take(idx) for (part,), idx in groups_of(pa.table({"p": partitions, "row": rows}), ["p"])}
     empty = pa.array([], keys.type)
     return [part_keys.get(s.partition_path, empty) for s in slices]
 

@@ -13,7 +13,6 @@ from collections import defaultdict
 from typing import Any, Callable, Mapping
 
 import attrs
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,6 +20,7 @@ from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
 from ..read.merge import MergeSpec, row_numbers
 from ..storage import Storage
+from .grouping import groups_of
 from .file_sizing import SmallFile, assign_inserts, average_record_size, small_files
 from .index import is_global, known_locations, tag
 from .index_lookup import INSERT, MOVE, UPDATE, actions_of, moves_partitions
@@ -57,46 +57,6 @@ class WriteCounts:
     deletes: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
     inserts: Mapping[str, int] = attrs.field(factory=dict)
     partitions: frozenset = frozenset()
-
-
-def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
-    """Row numbers (column ``row``) of ``table`` grouped by the ``by`` columns, in row order;
-    groups in order of first appearance. Dictionary codes and a stable sort, no hash join
-    engine (Acero's first group-by in a process costs more than the grouping itself)."""
-    if table.num_rows == 0:
-        return []
-    code = np.zeros(table.num_rows, np.int64)
-    dictionaries = []
-    for c in by:
-        enc = pc.dictionary_encode(_one_chunk(table.column(c)), null_encoding="encode")
-        dictionaries.append(enc.dictionary.to_pylist())
-        code *= len(enc.dictionary)
-        code += enc.indices.to_numpy()
-    if len(by) == 1:     # the codes already number the groups in order of appearance
-        gidx, values = code, list(range(len(dictionaries[0])))
-    else:
-        groups = pc.dictionary_encode(pa.array(code))
-        gidx, values = groups.indices.to_numpy(), groups.dictionary.to_pylist()
-    if len(values) <= 64:     # few groups (partitions, file groups): a mask per group beats a sort
-        members = [np.flatnonzero(gidx == g) for g in range(len(values))]
-    else:
-        order = np.argsort(gidx, kind="stable")
-        members = np.split(order, np.cumsum(np.bincount(gidx))[:-1])
-    row = _one_chunk(table.column("row"))
-    out = []
-    for value, idx in zip(values, members):
-        key = []
-        for d in reversed(dictionaries):
-            value, i = divmod(value, len(d))
-            key.append(d[i])
-        out.append((tuple(reversed(key)), pc.take(row, pa.array(idx))))
-    return out
-
-
-def _one_chunk(col) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    return col
 
 
 def record_size_bound(table: pa.Table) -> int:

@@ -58,7 +58,8 @@ from .job import (BucketResult, WriteBucket, WriteJob, abort_write, commit_write
                   should_dedupe, write_bucket, write_context)
 from ..options import option
 from .options import sizing_config
-from .planning import SAMPLE_ROWS, groups_of
+from .grouping import groups_of
+from .planning import SAMPLE_ROWS
 
 STREAMED_OPERATIONS = ("insert", "bulk_insert")
 DEFAULT_BUFFER_BYTES = 256 * 1024 * 1024   # Arrow bytes of rows held by open files, all together
