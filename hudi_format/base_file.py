@@ -32,7 +32,7 @@ import json
 import posixpath
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 import pyarrow as pa
@@ -156,11 +156,20 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
     return tuple(md.schema.column(i).path for i in range(md.num_columns))
 
 
-def _dictionary_columns(schema: pa.Schema, dictionary: bool) -> bool | list[str]:
-    """``use_dictionary`` of the Parquet writer: every column but the unique meta columns."""
-    if not dictionary or not any(n in schema.names for n in _UNIQUE_COLUMNS):
+def unique_key_columns(record_key_fields: Sequence[str]) -> tuple[str, ...]:
+    """The data columns a table's records hold unique values in: its record-key field when
+    there is one (of a complex key, one field alone may repeat)."""
+    return tuple(record_key_fields) if len(record_key_fields) == 1 else ()
+
+
+def _dictionary_columns(schema: pa.Schema, dictionary: bool, plain: Sequence[str] = ()) -> bool | list[str]:
+    """``use_dictionary`` of the Parquet writer: every column but the unique meta columns and
+    ``plain`` (a single record-key field: unique too). A dictionary of unique values only
+    overflows and falls back to plain, after the work of building it (~10% of encoding)."""
+    unique = set(_UNIQUE_COLUMNS) | set(plain)
+    if not dictionary or not any(n in schema.names for n in unique):
         return dictionary
-    return [p for p in _leaf_paths(schema) if p.split(".", 1)[0] not in _UNIQUE_COLUMNS]
+    return [p for p in _leaf_paths(schema) if p.split(".", 1)[0] not in unique]
 
 
 @attrs.frozen
@@ -191,8 +200,10 @@ class BaseFileWriter:
                  keyed: bool = True, bloom: Mapping[str, Any] | BloomFilter | None = None,
                  compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
                  block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
-                 dictionary: bool = True, extra_metadata: Mapping[str, str] | None = None):
+                 dictionary: bool = True, extra_metadata: Mapping[str, str] | None = None,
+                 plain: Sequence[str] = ()):
         self.storage, self.rel_path = storage, rel_path
+        self._plain = tuple(plain)
         self._where = storage.uri(rel_path)
         parsed = parse_avro_schema(avro_schema)
         self._avro_text = avro_schema if isinstance(avro_schema, str) else json.dumps(parsed, separators=(",", ":"))
@@ -227,7 +238,7 @@ class BaseFileWriter:
             raise StorageError(f"cannot create {self._where}: {exc}") from exc
         self._writer = pq.ParquetWriter(
             self._file, schema, compression=self._codec,
-            compression_level=self._level, use_dictionary=_dictionary_columns(schema, self._dictionary),
+            compression_level=self._level, use_dictionary=_dictionary_columns(schema, self._dictionary, self._plain),
             data_page_size=self._page_size, store_schema=False, version="2.6",
             write_statistics=True)
 
@@ -383,20 +394,22 @@ def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | 
                     compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
                     block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
                     dictionary: bool = True,
-                    extra_metadata: Mapping[str, str] | None = None, bloom_keys=None) -> BaseFileWriteResult:
+                    extra_metadata: Mapping[str, str] | None = None, bloom_keys=None,
+                    plain: Sequence[str] = ()) -> BaseFileWriteResult:
     """Write ``table`` as one Parquet base file at ``rel_path`` with Hudi's footer.
 
     ``table``: anything ``pyarrow.table()`` takes, or a ``RecordBatchReader`` (streamed when
     ``record_keys`` is a column name or None). ``record_keys`` (string array, or a column name) feed the bloom filter and min/max keys;
     ``None`` writes neither, as Hudi does without meta fields. ``bloom``: Hudi's bloom options
     (dict) or a :class:`BloomFilter` to fill; ``None`` means Hudi's defaults. ``bloom_keys``:
-    see :meth:`BaseFileWriter.write` (not with a streamed reader).
+    see :meth:`BaseFileWriter.write` (not with a streamed reader). ``plain``: columns of unique
+    values (a single record-key field), written without a dictionary.
     """
     writer = BaseFileWriter(storage, rel_path, avro_schema, keyed=record_keys is not None,
                             bloom=bloom, compression=compression,
                             compression_level=compression_level, block_size=block_size,
                             page_size=page_size, dictionary=dictionary,
-                            extra_metadata=extra_metadata)
+                            extra_metadata=extra_metadata, plain=plain)
     try:
         if isinstance(table, pa.RecordBatchReader) and not isinstance(record_keys, pa.Array | pa.ChunkedArray):
             for batch in table:       # streamed: keys, if any, come from a column of each batch

@@ -337,3 +337,33 @@ def test_corrupt_files(tmp_path):
     for name in ("cut", "tiny", "len", "junk"):
         with pytest.raises(CorruptFileError, match=name):
             read_footer(storage, f"{name}.parquet")
+
+
+@pytest.mark.parametrize("key", ["id", "id,city"])
+def test_unique_columns_are_written_without_a_dictionary(tmp_path, key):
+    """Record keys and sequence numbers are unique: a dictionary for them only overflows and
+    falls back to plain after it was built. A single record-key field is unique too; a field of
+    a complex key alone is not, and keeps its dictionary. Every writer of base files does this
+    (insert, COW merge, clustering, compaction)."""
+    import hudi_format as hudi
+
+    n = 3000
+    data = pa.table({"id": [f"k{i:06d}" for i in range(n)], "city": [f"c{i % 2}" for i in range(n)],
+                     "ts": list(range(n)), "rider": [f"r{i % 5}" for i in range(n)]})
+    path = str(tmp_path / "t")
+    kw = dict(record_key=key.split(","), ordering_field="ts", partition_by="city", table_type="MERGE_ON_READ")
+    hudi.write(path, data, operation="insert", **kw)
+    hudi.write(path, data.slice(0, 100), operation="upsert", **kw)
+    table = hudi.open_table(path)
+    assert table.compact()
+    table = hudi.open_table(path)
+    assert table.cluster(options={"hoodie.clustering.plan.strategy.small.file.limit": 10**9})
+    files = [f for f in (tmp_path / "t").rglob("*.parquet") if ".hoodie" not in f.parts]
+    assert len(files) >= 6   # two inserts, two compacted, two clustered
+    for f in files:
+        md = pq.read_metadata(f).row_group(0)
+        enc = {md.column(i).path_in_schema: md.column(i).encodings for i in range(md.num_columns)}
+        assert "RLE_DICTIONARY" not in enc["_hoodie_record_key"] + enc["_hoodie_commit_seqno"], f
+        assert ("RLE_DICTIONARY" in enc["id"]) == (key != "id"), (f, enc["id"])
+        assert "RLE_DICTIONARY" in enc["rider"], f
+    assert len(hudi.open_table(path).read()) == n

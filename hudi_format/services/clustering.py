@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..base_file import write_base_file
+from ..base_file import unique_key_columns, write_base_file
 from ..config import TableConfig
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 from ..options import option
@@ -350,7 +350,8 @@ def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dic
             chunk = chunk.set_column(idx, schema.field(idx), pa.repeat(pa.scalar(name, pa.string()), chunk.num_rows))
         keys = pc.cast(record_keys(chunk, spec), pa.string()) if ts.config.populate_meta_fields else None
         written.append(rel)
-        res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom, compression=codec)
+        res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom, compression=codec,
+                              plain=unique_key_columns(spec.record_key_fields))
         stats.append(WriteStat(file_id=fid, path=rel, partition_path=part, prev_commit=None,
                                 num_writes=chunk.num_rows, num_inserts=chunk.num_rows,
                                 total_write_bytes=res.file_size,

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import write_base_file
+from ..base_file import unique_key_columns, write_base_file
 from ..config import TableConfig
 from ..errors import HudiError, TimelineError
 from ..log import BlockType
@@ -306,7 +306,8 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     written.append(rel)
     res = write_base_file(storage, rel, merged, avro, keys,
                           bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
-                          compression=option(opts, "hoodie.parquet.compression.codec"))
+                          compression=option(opts, "hoodie.parquet.compression.codec"),
+                          plain=unique_key_columns(spec.record_key_fields))
     t_done = time.monotonic()
 
     old_keys = pc.cast(record_keys(old, spec), pa.string())

@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import BaseFileWriteResult, bloom_filter_from_options, read_footer, write_base_file
+from ..base_file import (BaseFileWriteResult, bloom_filter_from_options, read_footer, unique_key_columns,
+                         write_base_file)
 from ..bloom import BloomFilter, resume
 from ..errors import InvalidOptionError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
@@ -119,7 +120,7 @@ def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
     ctx.written.append(path)
     return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys,
                            bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
-                           bloom_keys=bloom_keys)
+                           bloom_keys=bloom_keys, plain=unique_key_columns(ctx.spec.record_key_fields))
 
 
 def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) -> WriteStat:

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import DEFAULT_BLOCK_SIZE, BaseFileWriter
+from ..base_file import DEFAULT_BLOCK_SIZE, BaseFileWriter, unique_key_columns
 from ..config import TableConfig
 from ..read.merge import row_numbers
 from ..storage import Storage
@@ -126,7 +126,8 @@ class _NewFile:
         create_marker(job.storage, job.instant_time, self.path, "CREATE")
         self.ctx.written.append(self.path)
         self.writer = BaseFileWriter(job.storage, self.path, self.ctx.avro_schema, keyed=self.ctx.meta_fields,
-                                     bloom=self.ctx.bloom, compression=self.ctx.compression)
+                                     bloom=self.ctx.bloom, compression=self.ctx.compression,
+                                     plain=unique_key_columns(job.spec.config.record_key_fields))
         self.rows = 0                       # records given to the file so far
         self.written = 0                    # of which handed to the Parquet writer
         self.pending: list[tuple[pa.Table, pa.Array]] = []
