@@ -253,7 +253,29 @@ class Timeline(TimelineView):
         name = self._files[self.key(instant)].get(State.COMPLETED)
         if name is None:
             raise TimelineError(f"instant {instant} has no completed file in {self.timeline_dir}")
-        return self._decode(name), self.storage.uri(f"{self.timeline_dir}/{name}")
+        try:
+            return self._decode(name), self.storage.uri(f"{self.timeline_dir}/{name}")
+        except TimelineError:
+            moved = self._archived_since_listing(instant, name)
+            if moved is None:
+                raise
+            return moved
+
+    def _archived_since_listing(self, instant: Instant, name: str) -> tuple[Mapping[str, Any], str] | None:
+        """The payload of a completed instant whose active file is gone, from the archive: another
+        process archived it after this timeline was listed (archival writes the archive before
+        it deletes the active files). ``None`` when the file is there (a real read failure) or
+        the archive does not hold the instant either."""
+        if self.storage.exists(f"{self.timeline_dir}/{name}"):
+            return None
+        from .archived import ArchivedTimeline
+        archive = ArchivedTimeline.load(self.storage, self.config)
+        try:
+            found = archive._completed_payload(instant)
+        except TimelineError:
+            return None
+        self._archived = archive      # newer than the one loaded before, if any
+        return found
 
     def _plan_payload(self, instant: Instant, state: State | None) -> dict:
         if not self._is_active(instant):
