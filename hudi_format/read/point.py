@@ -51,7 +51,7 @@ def _base_rows(storage: Storage, task: ScanTask, keys: pa.Array) -> pa.Table:
     path = s.base_file or ""
     where = storage.uri(path)
     try:
-        with storage.open(path, size=s.base_file_size or None) as f:
+        with storage.open(path, size=s.base_file_size) as f:
             pf = pq.ParquetFile(f)
             names = pf.schema_arrow.names
             present = [c for c in task.read_schema.names if c in names]

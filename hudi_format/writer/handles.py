@@ -142,7 +142,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     # the constant meta fields stay dictionary-encoded, as stored: no copy of their value per row
     encoded = pa.schema([f.with_type(_DICT) if f.name in _CONSTANT_META else f for f in ctx.schema]) \
         if ctx.meta_fields else ctx.schema
-    old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size or None,
+    old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size,
                                      dictionary=list(_CONSTANT_META) if ctx.meta_fields else None),
                       encoded, ctx.storage.uri(fs.base_file)) if fs.base_file else encoded.empty_table()
     fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded=True)
@@ -170,7 +170,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         # Every old key stays: the old file's filter holds them, as Hudi's merge handle would add
         # them again (in file order, updates in place, as _merge_in_place writes them); only
         # the inserted keys are hashed.
-        stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size or None)
+        stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size)
         if stored.bloom_filter is not None and stored.num_rows == old.num_rows:
             seeded = resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
             if seeded is not None:

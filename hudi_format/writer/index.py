@@ -13,12 +13,11 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..options import option
-from ..read.merge import MergeSpec, merge_file_slice, record_keys
+from ..read.merge import MergeSpec, merge_file_slice, record_keys, row_numbers
 from ..storage import Storage
 from ..view import FileSlice
 from .grouping import groups_of
@@ -44,7 +43,7 @@ def candidate_keys_by_bloom(storage: Storage, slices: list[FileSlice], keys: lis
         if s.log_files or not s.base_file:
             out.append((s, ks))
             continue
-        footer = read_footer(storage, s.base_file, s.base_file_size or None)
+        footer = read_footer(storage, s.base_file, s.base_file_size)
         if footer.min_key is not None and footer.max_key is not None:
             in_range = pc.and_(pc.greater_equal(ks, footer.min_key), pc.less_equal(ks, footer.max_key))
             ks = pc.filter(ks, in_range)
@@ -58,8 +57,8 @@ def candidate_keys_by_bloom(storage: Storage, slices: list[FileSlice], keys: lis
 def keys_by_partition(slices: list[FileSlice], keys: pa.Array, partitions: pa.Array) -> list[pa.Array]:
     """For each slice, the incoming keys written to its partition: all a non-global index can
     match there (the hash set built per slice is then a partition's keys, not the batch's)."""
-    rows = pa.array(np.arange(len(keys), dtype=np.int64))
-    part_keys = {part: keys.take(idx) for (part,), idx in groups_of(pa.table({"p": partitions, "row": rows}), ["p"])}
+    grouped = groups_of(pa.table({"p": partitions, "row": row_numbers(len(keys))}), ["p"])
+    part_keys = {part: keys.take(idx) for (part,), idx in grouped}
     empty = pa.array([], keys.type)
     return [part_keys.get(s.partition_path, empty) for s in slices]
 
