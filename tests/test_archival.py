@@ -390,9 +390,11 @@ def test_a_timeline_listed_before_an_archival_still_reads_what_it_moved(tmp_path
         hudi.write(path, make_rows(range(i * 10, i * 10 + 10), ts=i), operation="upsert",
                    **_opts("COPY_ON_WRITE", version))
     before = hudi.open_table(path).timeline
-    first = before.completed_instants()[0] if hasattr(before, "completed_instants") else list(before)[0]
+    first = before.completed[0]
     assert hudi.open_table(path).archive(LOW)
-    meta = before.metadata(first)
-    assert meta.partition_to_write_stats
+    after = hudi.open_table(path).timeline
+    assert first not in after.completed   # archived since ``before`` was listed
+    assert before.raw_metadata(first) == after.raw_metadata(first)
+    assert before.metadata(first).partition_to_write_stats
     with pytest.raises(hudi.HudiError):   # an instant neither active nor archived still fails
         before.metadata("20000101000000000")
