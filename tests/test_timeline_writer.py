@@ -501,6 +501,26 @@ def test_create_if_absent_keeps_existing_content(tmp_path):
     assert sorted(os.listdir(tmp_path / "a")) == ["x.commit"]  # no temp file left
 
 
+def test_a_write_syncs_the_files_with_content_only(tmp_path, monkeypatch):
+    """Completed instants, properties and plans reach the disk before their name appears; markers
+    and empty requested/inflight files hold nothing a power loss could lose, and a sync of each
+    was half of a write's syncs."""
+    import hudi_format as hudi
+    import pyarrow as pa
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.fstat(fd).st_size), real(fd))[1])
+    path = str(tmp_path / "t")
+    data = pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "p": ["x", "y", "x"]})
+    hudi.write(path, data, operation="insert", record_key="id", ordering_field="ts", partition_by="p")
+    synced.clear()
+    hudi.write(path, data, operation="upsert")
+    assert synced and min(synced) > 0
+    assert len(synced) >= 2   # at least the data table's and the metadata table's completed commits
+    markers = list((tmp_path / "t" / ".hoodie").glob("**/*.marker.*"))
+    assert not markers   # markers were created (unsynced) and removed at the commit
+
+
 def test_create_if_absent_never_exposes_partial_content(tmp_path, monkeypatch):
     storage = Storage(tmp_path)
 
