@@ -221,8 +221,8 @@ def hudi_rs_gap(url: str, storage_options=None) -> dict:
     gap: dict[str, int | None] = {}
     for s in state.file_slices(table._view):
         compaction = pending.get((s.partition_path, s.file_id))
-        skipped = [(parse_log_file_name(posixpath.basename(f)) or None) for f in s.log_files]
-        keep = [i for i, lf in enumerate(skipped) if lf is None or lf.instant_time != compaction]
+        names = [parse_log_file_name(posixpath.basename(f)) for f in s.log_files]
+        keep = [i for i, lf in enumerate(names) if lf is None or lf.instant_time != compaction]
         if compaction is None or len(keep) == len(s.log_files):
             continue
         without = attrs.evolve(s, log_files=tuple(s.log_files[i] for i in keep),
