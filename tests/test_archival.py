@@ -27,7 +27,7 @@ import hudi_format as hudi
 from canonical import canonical_rows
 from hudi_format.options import values
 from hudi_format.services import archival, cleaning
-from hudi_format.timeline import Timeline, TimelineWriter
+from hudi_format.timeline import State, Timeline, TimelineWriter
 from hudi_format.timeline.history_writer import LSMTimelineWriter, ActiveAction
 from test_cleaning import (VARIANTS, data_files, decode_reference, reference_schema,
                            storage_config)
@@ -398,3 +398,66 @@ def test_a_timeline_listed_before_an_archival_still_reads_what_it_moved(tmp_path
     assert before.metadata(first).partition_to_write_stats
     with pytest.raises(hudi.HudiError):   # an instant neither active nor archived still fails
         before.metadata("20000101000000000")
+
+
+def _plan_files(plan, action):
+    """What a service plan is about, for comparing an active read with an archived one."""
+    if action == "clean":
+        return plan.get("policy"), (plan.get("earliestInstantToRetain") or {}).get("timestamp")
+    if "operations" in plan:   # compaction
+        return sorted(op["fileId"] for op in plan["operations"])
+    groups = (plan.get("clusteringPlan") or {}).get("inputGroups") or ()
+    return sorted(s["fileId"] for g in groups for s in g["slices"])
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_timeline_listed_before_an_archival_still_reads_the_plans_it_moved(tmp_path, version):
+    """As above for plans (requested/inflight files): archival deletes them with the completed
+    file, and plans of completed services are read (archival reads the last clean's plan); the
+    archive keeps compaction, clustering and clean plans. A plan file still there but unreadable,
+    or a plan the archive does not hold, still fails naming the file."""
+    path = str(tmp_path / "t")
+    opts = _opts("MERGE_ON_READ", version)
+
+    def write(i, keys):
+        hudi.write(path, make_rows(keys, ts=i), operation="upsert", **opts)
+
+    for i in range(3):
+        write(i, range(i * 10, i * 10 + 10))
+    one = {"hoodie.compact.inline.max.delta.commits": 1}
+    compaction = hudi.open_table(path).compact(one)
+    clustering = hudi.open_table(path).cluster()
+    for i in range(3, 6):
+        write(i, range(i * 10, i * 10 + 10))
+    clean = hudi.open_table(path).clean({"hoodie.cleaner.commits.retained": 1})
+    for i in range(6, 12):
+        write(i, range(10))
+    last_compaction = hudi.open_table(path).compact(one)
+    last_clean = hudi.open_table(path).clean({"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                                              "hoodie.cleaner.fileversions.retained": 1})
+    for i in range(12, 14):
+        write(i, range(10))
+    services = [compaction, clustering, clean]
+    assert all(services) and last_compaction and last_clean
+    witness = hudi.open_table(path).timeline
+    active_plans = {i.timestamp: _plan_files(witness.plan(i), i.action) for i in services}
+    before, broken = hudi.open_table(path).timeline, hudi.open_table(path).timeline
+    moved = hudi.open_table(path).archive(LOW)
+    assert {i.timestamp for i in services} <= {i.timestamp for i in moved}
+    after = hudi.open_table(path).timeline
+    for inst in moved:
+        assert before.plan(inst) == after.plan(inst), inst
+    for inst in services:
+        assert _plan_files(before.plan(inst), inst.action) == active_plans[inst.timestamp]
+        assert before.plan(inst.timestamp, State.REQUESTED) == after.plan(inst.timestamp, State.REQUESTED)
+    tdir = Path(path) / after.timeline_dir
+    # a plan file that is there but unreadable is not replaced by the archived copy
+    garbage = before.files_of(clustering)[State.REQUESTED]
+    (tdir / garbage).write_bytes(b"not a plan")
+    with pytest.raises(hudi.TimelineError, match=re.escape(garbage)):
+        broken.plan(clustering)
+    # a plan gone from an instant the archive does not hold (its writer removed it)
+    gone = after.files_of(last_clean)[State.REQUESTED]
+    (tdir / gone).unlink()
+    with pytest.raises(hudi.TimelineError, match=re.escape(gone) + ".*not found"):
+        broken.plan(last_clean)

@@ -12,7 +12,7 @@ first use by a query that reaches before the first active instant (``archived()`
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
 from ..config import TableConfig
 from ..errors import StorageError, TimelineError
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .archived import ArchivedTimeline
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def _is_instant_candidate(name: str) -> bool:
@@ -256,22 +257,22 @@ class Timeline(TimelineView):
         try:
             return self._decode(name), self.storage.uri(f"{self.timeline_dir}/{name}")
         except TimelineError:
-            moved = self._archived_since_listing(instant, name)
+            moved = self._archived_since_listing(name, lambda a: a._completed_payload(instant))
             if moved is None:
                 raise
             return moved
 
-    def _archived_since_listing(self, instant: Instant, name: str) -> tuple[Mapping[str, Any], str] | None:
-        """The payload of a completed instant whose active file is gone, from the archive: another
-        process archived it after this timeline was listed (archival writes the archive before
-        it deletes the active files). ``None`` when the file is there (a real read failure) or
-        the archive does not hold the instant either."""
+    def _archived_since_listing(self, name: str, read: Callable[["ArchivedTimeline"], _T]) -> _T | None:
+        """``read`` of a fresh archive when the active file ``name`` is gone: another process
+        archived its instant after this timeline was listed (archival writes the archive before
+        it deletes the active files, plans first). ``None`` when the file is there (a real read
+        failure) or the archive does not hold the instant either (``read`` raises)."""
         if self.storage.exists(f"{self.timeline_dir}/{name}"):
             return None
         from .archived import ArchivedTimeline
         archive = ArchivedTimeline.load(self.storage, self.config)
         try:
-            found = archive._completed_payload(instant)
+            found = read(archive)
         except TimelineError:
             return None
         self._archived = archive      # newer than the one loaded before, if any
@@ -287,7 +288,14 @@ class Timeline(TimelineView):
             wanted = " or ".join(s.name.lower() for s in states)
             raise TimelineError(f"instant {instant} has no {wanted} file in {self.timeline_dir}")
         for name in present:
-            payload = self._decode(name, allow_empty=True)
+            try:
+                payload = self._decode(name, allow_empty=True)
+            except TimelineError:
+                # the whole plan from the archive: it keeps what the active files held
+                moved = self._archived_since_listing(name, lambda a: a._plan_payload(instant, state))
+                if moved is None:
+                    raise
+                return moved
             if payload is not None:
                 return dict(payload)
         return {}
