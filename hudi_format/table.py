@@ -25,7 +25,7 @@ from .services import rollback as rollbacks
 from .services import savepoint as savepoints
 from .storage import Storage
 from .timeline import Instant, Timeline
-from .transaction import WriteResult
+from .transaction import WriteResult, table_lock
 from .view import FileSlice
 
 if TYPE_CHECKING:
@@ -258,8 +258,12 @@ class Table:
 
     def archive(self, options: Mapping[str, Any] | None = None) -> list[Instant]:
         """Move old completed instants from the active timeline into the archived one, so
-        loading the timeline stays fast. Returns the archived instants, oldest first."""
-        return self._refreshed(archival.archive(self.storage, self.config, options))
+        loading the timeline stays fast. Returns the archived instants, oldest first.
+
+        Under the table lock, as inline archival runs (and Hudi's archiver): two archivers over
+        the same instants would copy files the other is deleting."""
+        with table_lock(self.storage, options):
+            return self._refreshed(archival.archive(self.storage, self.config, options))
 
     def rollback(self, instant: str | Instant, options: Mapping[str, Any] | None = None) -> Instant:
         """Undo ``instant``: a pending one, or the latest completed write (its files are

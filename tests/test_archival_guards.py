@@ -170,3 +170,30 @@ def test_metadata_table_bounds_archival_both_ways(tmp_path, version):
     md_archived = md_tl.archived().instants
     assert md_archived and all(i.timestamp < first_active for i in md_archived)
     _check(path, set(range(N)), "after archiving both timelines")
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_table_archive_waits_for_the_table_lock(tmp_path, version):
+    """``Table.archive`` (and the CLI's archive) is one archiver: it runs under the table lock as
+    inline archival does (Hudi's archiver takes it), so it never races a writer's own archival
+    over the same instants (one deleting active files the other is copying to the archive)."""
+    import threading
+    from hudi_format.transaction import table_lock
+    path = str(tmp_path / "t")
+    opts = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
+            "hoodie.cleaner.commits.retained": "1", "hoodie.archive.automatic": "false",
+            "hoodie.metadata.enable": "false", "hoodie.write.table.version": str(version)}
+    for c in range(6):
+        hudi.write(path, _rows(range(c, c + 3), c, "v"), record_key="id", ordering_field="ts",
+                   partition_by="p", options=opts)
+    table = hudi.open_table(path)
+    done: list = []
+    with table_lock(Storage(path), {}):
+        worker = threading.Thread(target=lambda: done.append(table.archive(opts)))
+        worker.start()
+        worker.join(1.5)
+        assert not done, "archived while another process held the table lock"
+    worker.join(30)
+    assert done and done[0], "archival ran once the lock was released"
+    after = hudi.open_table(path)
+    assert after.timeline.archived().write_instants()
