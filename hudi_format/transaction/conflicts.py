@@ -19,12 +19,17 @@ pending with a plan. Two rules keep an acknowledged write from being lost:
   would be dropped by the compaction, which therefore could never complete. Such a write
   conflicts with the compaction.
 
+- "Completed since it started" includes instants archival moved out of the active timeline
+  meanwhile: a clustering completed, its replaced files cleaned and its replacecommit archived
+  while a write tagged to one of those groups ran; judged on the active timeline alone, the write
+  committed into the replaced group, whose rows then came back beside the clustering's.
+
 Writes that only create new file groups never conflict.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from ..errors import ConcurrentWriteError, HudiError
 from ..timeline import Instant, Timeline
@@ -50,11 +55,19 @@ def new_file_groups(write_stats: Mapping[str, Any]) -> set[FileGroup]:
             if st.get("prevCommit") in (None, "null")}
 
 
-def started_with(timeline: Timeline | None) -> frozenset[str]:
-    """What an operation saw when it started: the instant times of completed writes."""
+class StartedFrom(NamedTuple):
+    """What an operation saw when it started: the times of the completed writes (``seen``) and
+    of every instant, in any state, on that active timeline (``instants``)."""
+    seen: frozenset[str]
+    instants: frozenset[str]
+
+
+def started_with(timeline: Timeline | None) -> StartedFrom:
+    """What an operation saw when it started (see :class:`StartedFrom`)."""
     if timeline is None:
-        return frozenset()
-    return frozenset(i.timestamp for i in timeline.write_instants())
+        return StartedFrom(frozenset(), frozenset())
+    return StartedFrom(frozenset(i.timestamp for i in timeline.write_instants()),
+                       frozenset(i.timestamp for i in timeline.instants))
 
 
 def instant_file_groups(timeline: Timeline, inst: Instant) -> set[FileGroup]:
@@ -82,10 +95,39 @@ def clustering_plan_groups(timeline: Timeline, inst: Instant) -> set[FileGroup] 
             for g in (cplan.get("inputGroups") or ()) for s in (g.get("slices") or ())}
 
 
-def candidate_instants(timeline: Timeline, my_instant: str, seen: Iterable[str]) -> list[Instant]:
-    """Completed write instants not on the timeline the operation started from."""
-    known = set(seen)
-    return [i for i in timeline.write_instants() if i.timestamp not in known and i.timestamp != my_instant]
+def candidate_instants(timeline: Timeline, my_instant: str, seen: StartedFrom | Iterable[str]) -> list[Instant]:
+    """Completed write instants not on the timeline the operation started from (with
+    :class:`StartedFrom`, also those archived since it started)."""
+    return [i for i, _ in _candidates(timeline, my_instant, seen)]
+
+
+def _candidates(timeline: Timeline, my_instant: str,
+                seen: StartedFrom | Iterable[str]) -> list[tuple[Instant, Any]]:
+    """``(instant, the timeline holding its metadata)`` of every candidate."""
+    started = seen if isinstance(seen, StartedFrom) else StartedFrom(frozenset(seen), frozenset())
+    out: list[tuple[Instant, Any]] = [(i, timeline) for i in timeline.write_instants()
+                                      if i.timestamp not in started.seen and i.timestamp != my_instant]
+    return out + [(i, archive) for i, archive in _archived_since(timeline, started, my_instant)]
+
+
+def _archived_since(timeline: Timeline, started: StartedFrom, my_instant: str) -> list[tuple[Instant, Any]]:
+    """Completed writes the operation did not see that archival moved out since it started.
+
+    Only when an instant it saw is gone from the active timeline (archival takes the oldest
+    first, so it always does: no archive read otherwise). Of the archived writes, those pending
+    when it started, or newer than everything it saw (instant times only grow), are candidates;
+    older ones were archived before it started."""
+    if not started.instants or not hasattr(timeline, "archived"):
+        return []
+    active = {i.timestamp for i in timeline.instants}
+    if started.instants <= active:
+        return []
+    from ..timeline.archived import ArchivedTimeline
+    archive = ArchivedTimeline.load(timeline.storage, timeline.config)   # fresh: under the lock
+    newest = max(started.instants)
+    return [(i, archive) for i in archive.write_instants()
+            if i.timestamp not in started.seen and i.timestamp not in active and i.timestamp != my_instant
+            and (i.timestamp in started.instants or i.timestamp > newest)]
 
 
 def compaction_plan_groups(timeline: Timeline, inst: Instant) -> set[FileGroup]:
@@ -100,7 +142,7 @@ def compaction_plan_groups(timeline: Timeline, inst: Instant) -> set[FileGroup]:
     return {(op.get("partitionPath") or "", op.get("fileId")) for op in (ops or ())}
 
 
-def check_write_conflicts(timeline: Timeline, my_instant: str, seen: Iterable[str],
+def check_write_conflicts(timeline: Timeline, my_instant: str, seen: StartedFrom | Iterable[str],
                           mine: set[FileGroup], new_groups: set[FileGroup],
                           v6_log_files: Mapping[FileGroup, Iterable[str]] | None = None) -> None:
     """Raise ``ConcurrentWriteError`` when a write that completed since we started, or a pending
@@ -110,9 +152,9 @@ def check_write_conflicts(timeline: Timeline, my_instant: str, seen: Iterable[st
     existing = mine - new_groups
     if not existing:
         return
-    for inst in candidate_instants(timeline, my_instant, seen):
+    for inst, source in _candidates(timeline, my_instant, seen):
         try:
-            theirs = instant_file_groups(timeline, inst)
+            theirs = instant_file_groups(source, inst)
         except HudiError:
             theirs = None  # unreadable metadata: assume the worst
         overlap = existing & theirs if theirs is not None else existing
