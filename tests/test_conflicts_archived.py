@@ -84,3 +84,44 @@ def test_a_replacecommit_archived_during_a_write_still_conflicts(tmp_path, monke
     assert isinstance(outcome[0], (ConcurrentWriteError, StorageError)), outcome[0]
     assert {r["id"]: r["v"] for r in rows}["k03"] == "a3"          # the refused update is not visible
     assert canonical_rows(hudi_rs_read(path).select(SCHEMA.names)) == rows
+
+
+def test_two_writers_taking_the_same_v6_log_version_is_a_conflict(tmp_path, monkeypatch):
+    """Table version 6 names a log file by its slice's base instant, so two writers appending to
+    one file group list the same next version; the one that finds it taken meanwhile fails with
+    a retryable ``ConcurrentWriteError`` (found by the v6 soak, where it was an
+    ``InvalidOptionError`` telling the caller to pass another version)."""
+    import hudi_format.writer.handles as handles
+    path = str(tmp_path / "t")
+    w = dict(record_key="id", ordering_field="ts", partition_by="p", table_type="MERGE_ON_READ",
+             options={"hoodie.write.table.version": "6", "hoodie.metadata.enable": "false"})
+    hudi.write(path, _rows(range(0, 10), 1, "a"), **w)
+    listed, go = threading.Event(), threading.Event()
+    real_next = handles.next_log_version
+
+    def slow_next(*args, **kwargs):
+        version = real_next(*args, **kwargs)
+        if threading.current_thread().name == "slow-writer":
+            listed.set()
+            assert go.wait(60)
+        return version
+
+    monkeypatch.setattr(handles, "next_log_version", slow_next)
+    outcome: list = []
+
+    def slow_write():
+        try:
+            outcome.append(hudi.write(path, _rows([1], 2, "slow"), operation="upsert", **w))
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            outcome.append(exc)
+
+    writer = threading.Thread(target=slow_write, name="slow-writer")
+    writer.start()
+    assert listed.wait(60)
+    hudi.write(path, _rows([2], 2, "fast"), operation="upsert", **w)   # takes log version 1
+    go.set()
+    writer.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], ConcurrentWriteError), outcome
+    rows = {r["id"]: r["v"] for r in hudi.open_table(path).read().to_pylist()}
+    assert rows["k02"] == "fast2" and rows["k01"] == "a1"
+    assert {r["id"]: r["v"] for r in hudi_rs_read(path).to_pylist()} == rows

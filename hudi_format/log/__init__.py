@@ -16,6 +16,7 @@ _LAZY = {
     "encode_parquet_data_block": "encode", "encode_delete_block": "encode",
     "encode_rollback_block": "encode", "encode_data_blocks": "encode",
     "write_log_file": "writer", "next_log_version": "writer", "LogFileWriteResult": "writer",
+    "LogVersionTakenError": "writer",
 }
 
 __all__ = ["read_log_file", "LogBlock", "BlockType", "HeaderKey", "CommandType", "MAGIC",

@@ -30,7 +30,7 @@ from ..storage import Storage
 from .file_name import LogFileName, parse_log_file_name
 from .reader import MAGIC
 
-__all__ = ["write_log_file", "next_log_version", "LogFileWriteResult", "DEFAULT_MAX_FILE_SIZE",
+__all__ = ["write_log_file", "next_log_version", "LogFileWriteResult", "LogVersionTakenError", "DEFAULT_MAX_FILE_SIZE",
            "LOG_BASE_VERSION"]
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,9 @@ def _plan(blocks: Sequence[bytes], max_file_size: int) -> list[list[bytes]]:
     return files
 
 
+
+class LogVersionTakenError(InvalidOptionError):
+    """An explicit log ``version`` exists already: another writer created it since it was listed."""
 def write_log_file(storage: Storage, partition_path: str, file_id: str, instant_time: str,
                    blocks: Iterable[bytes], write_token: str, version: int | None = None,
                    max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> list[LogFileWriteResult]:
@@ -186,8 +189,8 @@ def write_log_file(storage: Storage, partition_path: str, file_id: str, instant_
                 size = _write_one(storage, rel, group)
             except FileExistsError:
                 if not auto:
-                    raise InvalidOptionError(f"log file {storage.uri(rel)} already exists; "
-                                             "pass version=None for the next free one") from None
+                    raise LogVersionTakenError(f"log file {storage.uri(rel)} already exists; "
+                                               "pass version=None for the next free one") from None
                 current += 1  # another writer took this version meanwhile: take the next one
                 continue
             break

@@ -26,9 +26,9 @@ from ..timeline.write_stat import WriteStat
 from ..base_file import (BaseFileWriteResult, bloom_filter_from_options, read_footer, unique_key_columns,
                          write_base_file)
 from ..bloom import BloomFilter, resume
-from ..errors import InvalidOptionError
+from ..errors import ConcurrentWriteError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
-                   next_log_version, write_log_file)
+                   LogVersionTakenError, next_log_version, write_log_file)
 from ..read.align import align_table
 from ..read.merge import MergeSpec, merge_pieces, read_base_file, record_keys, row_numbers
 from ..view import FileSlice
@@ -283,9 +283,10 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
             results = write_log_file(ctx.storage, fs.partition_path, fs.file_id, log_instant, blocks,
                                      token, version=version, max_file_size=ctx.max_log_file_size)
             break
-        except InvalidOptionError:
-            if not guess:
-                raise
+        except LogVersionTakenError as exc:
+            if not guess:   # v6: another writer appends to this file group (their commits conflict)
+                raise ConcurrentWriteError(f"another write appended to file group {fs.partition_path}/"
+                                           f"{fs.file_id} meanwhile ({exc}); retry the write") from None
             guess = False
             version = next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
     ctx.written.extend(r.path for r in results)
