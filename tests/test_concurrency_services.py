@@ -32,9 +32,10 @@ def _check(report: dict) -> None:
     assert clean(report), text
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_writers_and_services_lose_nothing(tmp_path, table_type):
-    _check(soak(str(tmp_path / "t"), tmp_path, SECONDS, table_type, 8))
+# version 6 on MERGE_ON_READ (its log files are named by their slice's base instant), 8 on S3 below
+@pytest.mark.parametrize("table_type,version", [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 6)])
+def test_writers_and_services_lose_nothing(tmp_path, table_type, version):
+    _check(soak(str(tmp_path / "t"), tmp_path, SECONDS, table_type, version))
 
 
 def test_writers_and_services_lose_nothing_on_s3(tmp_path, moto_s3):
