@@ -1,7 +1,7 @@
 """hudi_format: read and write Apache Hudi tables from Python, without a JVM."""
 
 from .errors import (ConcurrentWriteError, CorruptFileError, LockError, HudiError, InvalidOptionError, LogFormatError,
-                     SchemaError, StorageError, TableConfigError, TableNotFoundError,
+                     FileMissingError, SchemaError, StorageError, TableConfigError, TableNotFoundError,
                      TimelineError, UnsupportedFeatureError)
 
 from .table import Table, open_table
@@ -13,5 +13,5 @@ __all__ = [
     "open_table", "Table", "write",
     "HudiError", "TableNotFoundError", "TableConfigError", "InvalidOptionError", "TimelineError",
     "CorruptFileError", "LogFormatError", "UnsupportedFeatureError", "SchemaError",
-    "StorageError", "ConcurrentWriteError", "LockError", "__version__",
+    "StorageError", "FileMissingError", "ConcurrentWriteError", "LockError", "__version__",
 ]

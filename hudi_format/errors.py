@@ -47,6 +47,10 @@ class StorageError(HudiError):
     """The underlying storage failed (missing file, permission, network)."""
 
 
+class FileMissingError(StorageError):
+    """A file is not in storage (never was, or removed since it was listed)."""
+
+
 class ConcurrentWriteError(HudiError):
     """Another writer committed changes to the same file groups first; this write was undone."""
 

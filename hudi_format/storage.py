@@ -22,7 +22,7 @@ import pyarrow as pa
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from .errors import StorageError
+from .errors import FileMissingError, StorageError
 
 
 # Folder -> how many times this process changed something in it (created, wrote, deleted,
@@ -178,7 +178,7 @@ class Storage:
                 return self.fs.cat_file(self.full(rel), max_concurrency=1)
             return self.fs.cat_file(self.full(rel))
         except FileNotFoundError as exc:
-            raise StorageError(f"file not found: {self.uri(rel)}") from exc
+            raise FileMissingError(f"file not found: {self.uri(rel)}") from exc
         except OSError as exc:
             raise StorageError(f"cannot read {self.uri(rel)}: {exc}") from exc
 
@@ -212,7 +212,7 @@ class Storage:
         try:
             return self.fs.cat_file(self.full(rel), start=start, end=start + length)
         except FileNotFoundError as exc:
-            raise StorageError(f"file not found: {self.uri(rel)}") from exc
+            raise FileMissingError(f"file not found: {self.uri(rel)}") from exc
 
     def open(self, rel: str, mode: str = "rb", *, size: int | None = None, **kwargs):
         """``size``: the file's size when a listing gave it, so an object store is not asked
@@ -229,7 +229,7 @@ class Storage:
         try:
             return self.fs.open(self.full(rel), mode, **kwargs)
         except FileNotFoundError as exc:
-            raise StorageError(f"file not found: {self.uri(rel)}") from exc
+            raise FileMissingError(f"file not found: {self.uri(rel)}") from exc
 
     def open_input(self, rel: str, size: int | None = None) -> pa.NativeFile:
         """A committed data file as an Arrow input file. A local one is memory-mapped (Arrow
@@ -240,7 +240,7 @@ class Storage:
             try:
                 return pa.memory_map(path)
             except FileNotFoundError as exc:
-                raise StorageError(f"file not found: {self.uri(rel)}") from exc
+                raise FileMissingError(f"file not found: {self.uri(rel)}") from exc
         return pa.PythonFile(self.open(rel, size=size), mode="r")
 
     def size(self, rel: str) -> int:
@@ -248,7 +248,7 @@ class Storage:
         try:
             return int(self.fs.size(self.full(rel)))
         except FileNotFoundError as exc:
-            raise StorageError(f"file not found: {self.uri(rel)}") from exc
+            raise FileMissingError(f"file not found: {self.uri(rel)}") from exc
 
     def list(self, rel: str = "") -> list[FileInfo]:
         """Entries directly under ``rel``; an absent folder lists as empty."""
@@ -493,12 +493,12 @@ class Storage:
             except FileExistsError as exc:
                 raise StorageError(f"cannot rename {self.uri(src)}: {self.uri(dst)} exists") from exc
             except FileNotFoundError as exc:
-                raise StorageError(f"file not found: {self.uri(src)}") from exc
+                raise FileMissingError(f"file not found: {self.uri(src)}") from exc
             except OSError as exc:
                 raise StorageError(f"cannot rename {self.uri(src)} to {self.uri(dst)}: {exc}") from exc
         with _CREATE_LOCK:
             if not self.fs.exists(a):
-                raise StorageError(f"file not found: {self.uri(src)}")
+                raise FileMissingError(f"file not found: {self.uri(src)}")
             if not overwrite and self.fs.exists(b):
                 raise StorageError(f"cannot rename {self.uri(src)}: {self.uri(dst)} exists")
             try:

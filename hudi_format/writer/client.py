@@ -21,7 +21,7 @@ from ..storage import Storage
 from ..timeline import Instant, Timeline
 from ..transaction.snapshot import TableSnapshot
 from .input import as_stream, read_input
-from .job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
+from .job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write, retryable,
                   plan_write, prepare_write, write_bucket)
 from ..options import WRITE_SCOPES, validate
 from .stream import streams, write_stream
@@ -59,7 +59,7 @@ class WriteClient:
         job = prepare_write(self.storage, self.config, op, self.options,
                             table.schema if table is not None else None, create=self.create,
                             timeline=self.timeline, snapshot=self.snapshot)
-        buckets = plan_write(job, table)
+        buckets = retryable(lambda: plan_write(job, table))   # the index reads the table's files
         try:
             self._commit(job, self._write_buckets(job, buckets))
         except BaseException:

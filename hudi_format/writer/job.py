@@ -20,14 +20,14 @@ import json
 import logging
 import posixpath
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import META_FIELDS, TableConfig
-from ..errors import HudiError, InvalidOptionError
+from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
 from ..read.merge import MergeSpec, merge_pieces, row_numbers
 from ..read.snapshot import ReadState
@@ -408,10 +408,10 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
         if bucket.kind == "create":
             stat = handles.create(ctx, bucket.partition, ups, up_keys)
         elif bucket.kind == "merge":
-            stat = handles.merge(ctx, bucket.file_slice, ups, up_keys, dels)
+            stat = retryable(lambda: handles.merge(ctx, bucket.file_slice, ups, up_keys, dels))
         else:
-            stat = handles.append(ctx, bucket.file_slice, ups, up_keys, dels, bucket.num_updates,
-                                  bucket.compaction_instant)
+            stat = retryable(lambda: handles.append(ctx, bucket.file_slice, ups, up_keys, dels,
+                                                     bucket.num_updates, bucket.compaction_instant))
     except BaseException:
         for path in ctx.written:
             try:
@@ -421,6 +421,17 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
                 log.warning("could not remove %s of a failed bucket: %s", path, exc)
         raise
     return BucketResult(bucket.index, bucket.partition, stat, tuple(ctx.written))
+
+
+def retryable(run: Callable[[], Any]) -> Any:
+    """``run()``, with a file of the table gone since this write listed it (a clean, clustering
+    or rollback of another process removed it) reported as the conflict it is: a retry lists
+    the table again."""
+    try:
+        return run()
+    except FileMissingError as exc:
+        raise ConcurrentWriteError(f"{exc} (removed by another process since this write read the "
+                                   "table); retry the write") from exc
 
 
 def write_context(storage: Storage, bucket: WriteBucket, write_token: str | None = None) -> handles.WriteContext:
