@@ -29,6 +29,42 @@ def _rows(ids, ts, tag):
                                 schema=SCHEMA)
 
 
+class PausedWrite:
+    """``hudi.write(*args, **kwargs)`` in a thread of its own, stopped in the function ``name`` of
+    ``owner`` (patched; before it runs, or after with ``after=True``) until :meth:`resume`;
+    ``outcome`` is then its instant or error."""
+
+    def __init__(self, monkeypatch, owner, name: str, *args, after: bool = False, **kwargs):
+        self.reached, self.go, self.outcome = threading.Event(), threading.Event(), []
+        real = getattr(owner, name)
+        func = getattr(real, "__func__", real)
+        is_class = isinstance(owner.__dict__.get(name), classmethod)
+
+        def hooked(*a, **k):
+            mine = threading.current_thread() is self.thread
+            result = func(*a, **k) if after else None
+            if mine:
+                self.reached.set()
+                assert self.go.wait(60)
+            return result if after else func(*a, **k)
+
+        monkeypatch.setattr(owner, name, classmethod(hooked) if is_class else hooked)
+        self.thread = threading.Thread(target=self._run, args=args, kwargs=kwargs)
+        self.thread.start()
+        assert self.reached.wait(60)
+
+    def _run(self, *args, **kwargs):
+        try:
+            self.outcome.append(hudi.write(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            self.outcome.append(exc)
+
+    def resume(self) -> list:
+        self.go.set()
+        self.thread.join(60)
+        return self.outcome
+
+
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("version", [6, 8])
 def test_a_replacecommit_archived_during_a_write_still_conflicts(tmp_path, monkeypatch, table_type, version):
@@ -42,27 +78,8 @@ def test_a_replacecommit_archived_during_a_write_still_conflicts(tmp_path, monke
     hudi.write(path, _rows(range(0, 10), 1, "a"), **w)     # file group X
     hudi.write(path, _rows(range(10, 20), 1, "b"), **w)    # file group Y (small files: both clustered)
 
-    tagged, go = threading.Event(), threading.Event()
-    real_begin = Transaction.begin.__func__
-
-    def paused_begin(cls, *args, **kwargs):
-        if threading.current_thread().name == "slow-writer":
-            tagged.set()          # the write has loaded the table and tagged its rows to X
-            assert go.wait(60)
-        return real_begin(cls, *args, **kwargs)
-
-    monkeypatch.setattr(Transaction, "begin", classmethod(paused_begin))
-    outcome: list = []
-
-    def slow_write():
-        try:
-            outcome.append(hudi.write(path, _rows([3], 2, "late"), operation="upsert", **w))
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            outcome.append(exc)
-
-    writer = threading.Thread(target=slow_write, name="slow-writer")
-    writer.start()
-    assert tagged.wait(60)
+    # the write loads the table and tags its row to X, then waits before its instant exists
+    slow = PausedWrite(monkeypatch, Transaction, "begin", path, _rows([3], 2, "late"), operation="upsert", **w)
     table = hudi.open_table(path)
     assert table.cluster(options=opts) is not None                  # replaces X and Y
     for c in range(3):   # commits for archival to keep (updates: MOR logs for the compaction)
@@ -72,8 +89,7 @@ def test_a_replacecommit_archived_during_a_write_still_conflicts(tmp_path, monke
     hudi.open_table(path).clean(opts)                               # X's files go
     archived = hudi.open_table(path).archive(opts)
     assert any(i.action == "replacecommit" for i in archived), archived
-    go.set()
-    writer.join(60)
+    outcome = slow.resume()
 
     assert len(outcome) == 1
     got = hudi.open_table(path).read()
@@ -97,31 +113,11 @@ def test_two_writers_taking_the_same_v6_log_version_is_a_conflict(tmp_path, monk
     w = dict(record_key="id", ordering_field="ts", partition_by="p", table_type="MERGE_ON_READ",
              options={"hoodie.write.table.version": "6", "hoodie.metadata.enable": "false"})
     hudi.write(path, _rows(range(0, 10), 1, "a"), **w)
-    listed, go = threading.Event(), threading.Event()
-    real_next = handles.next_log_version
-
-    def slow_next(*args, **kwargs):
-        version = real_next(*args, **kwargs)
-        if threading.current_thread().name == "slow-writer":
-            listed.set()
-            assert go.wait(60)
-        return version
-
-    monkeypatch.setattr(handles, "next_log_version", slow_next)
-    outcome: list = []
-
-    def slow_write():
-        try:
-            outcome.append(hudi.write(path, _rows([1], 2, "slow"), operation="upsert", **w))
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            outcome.append(exc)
-
-    writer = threading.Thread(target=slow_write, name="slow-writer")
-    writer.start()
-    assert listed.wait(60)
+    # the write lists the file group's next log version, then waits before creating it
+    slow = PausedWrite(monkeypatch, handles, "next_log_version", path, _rows([1], 2, "slow"),
+                       operation="upsert", after=True, **w)
     hudi.write(path, _rows([2], 2, "fast"), operation="upsert", **w)   # takes log version 1
-    go.set()
-    writer.join(60)
+    outcome = slow.resume()
     assert len(outcome) == 1 and isinstance(outcome[0], ConcurrentWriteError), outcome
     rows = {r["id"]: r["v"] for r in hudi.open_table(path).read().to_pylist()}
     assert rows["k02"] == "fast2" and rows["k01"] == "a1"
