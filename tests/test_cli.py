@@ -1,10 +1,17 @@
-"""The ``hudi-format`` command line, every command run as a subprocess on real tables, its
-results checked through the library (and hudi-rs) rather than by reading its own output back."""
+"""The ``hudi-format`` command line, every command run on real tables, its results checked
+through the library (and hudi-rs) rather than by reading its own output back.
+
+Commands run in this process through ``cli.main(argv)`` (a subprocess per command cost a second
+of imports each); the entry points themselves, ``python -m hudi_format.cli`` and the installed
+``hudi-format`` script, are run as subprocesses below."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -25,10 +32,24 @@ CITIES = ("sf", "nyc", "la")
 
 
 def cli(*args, code: int = 0) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "hudi_format.cli", *map(str, args)], cwd=ROOT, env=ENV,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == code, f"exit {out.returncode}, wanted {code}\nstdout: {out.stdout}\nstderr: {out.stderr}"
-    return out
+    """``hudi-format ARGS`` run in this process: its exit code, stdout and stderr."""
+    from hudi_format.cli import main
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(argv)
+            except SystemExit as exc:   # argparse: usage errors, --help, --version
+                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    finally:   # main's logging.basicConfig must not keep writing to this call's stderr
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    done = subprocess.CompletedProcess(["hudi-format", *argv], rc, out.getvalue(), err.getvalue())
+    assert rc == code, f"exit {rc}, wanted {code}\nstdout: {done.stdout}\nstderr: {done.stderr}"
+    return done
 
 
 def cli_json(*args, code: int = 0):
@@ -300,6 +321,16 @@ def test_errors_and_exit_codes(mor_table, tmp_path):
     assert "usage:" in cli("show", code=2).stderr
     assert "KEY=VALUE" in cli("info", mor_table, "--storage-option", "novalue", code=2).stderr
     assert cli("--version").stdout.startswith("hudi-format ")
+
+
+def test_module_entry_point_runs_as_a_process(mor_table):
+    out = subprocess.run([sys.executable, "-m", "hudi_format.cli", "info", str(mor_table), "--json"], cwd=ROOT,
+                         env=ENV, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["table_type"] == "MERGE_ON_READ"
+    bad = subprocess.run([sys.executable, "-m", "hudi_format.cli", "info", "/nonexistent/table"], cwd=ROOT,
+                         env=ENV, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and bad.stderr
 
 
 def test_console_script_is_declared_and_installed():
