@@ -512,10 +512,17 @@ def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
     return (proto,) if isinstance(proto, str) else tuple(proto)
 
 
+SYNC_ENV = "HUDI_FORMAT_FSYNC"
+
+
 def _write_durably(f, data: bytes) -> None:
     """Write ``data`` to the open file and sync it to disk when there is any (see
-    :meth:`Storage.create_if_absent`)."""
+    :meth:`Storage.create_if_absent`).
+
+    ``HUDI_FORMAT_FSYNC=0`` in the environment skips the sync, as PostgreSQL's ``fsync=off``:
+    for tests and throwaway tables only. A killed process still loses nothing (the page cache
+    outlives it); a power loss may then lose a completed instant."""
     f.write(data)
-    if data:
+    if data and os.environ.get(SYNC_ENV, "1") != "0":
         f.flush()
         os.fsync(f.fileno())
