@@ -27,6 +27,7 @@ from hudi_format.services import clustering
 from hudi_format.storage import Storage
 from hudi_format.timeline.clock import InstantClock
 from test_metadata_writer import committed_files, mdt_files
+from preloaded import run_script
 from writemodel import Model, data_rows, hudi_rs_read, make_rows, model_rows
 
 KW = dict(record_key="id", ordering_field="ts", partition_by="p")
@@ -151,8 +152,7 @@ def test_service_killed_after_its_metadata_commit_recovers(tmp_path, service):
     model = _setup_for(path, service)
     before = data_rows(hudi.open_table(path).read())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, str(SERVICE_CHILD), path, service], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = run_script(SERVICE_CHILD, [path, service], env=env, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert data_rows(hudi.open_table(path).read()) == before == model_rows(model.rows)
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import hudi_format as hudi
+from preloaded import run_script
 from writemodel import Model, data_rows, hudi_rs_read, make_rows, model_rows
 
 pytestmark = pytest.mark.slow
@@ -25,8 +25,7 @@ LAYOUTS = [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 6), ("C
 
 def _kill_write(path: str, point: str, table_type: str, version: int) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, str(CHILD), path, point, table_type, str(version)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = run_script(CHILD, [path, point, table_type, str(version)], env=env, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
 
 

@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hudi_format as hudi  # noqa: E402
+from preloaded import run_script  # noqa: E402
 from torture import _diff  # noqa: E402
 from writemodel import (Model, data_rows, hudi_rs_read, make_rows, metadata_listing_problem,  # noqa: E402
                         model_rows)
@@ -134,8 +134,7 @@ def count_mutations(p: Prepared, service: str, workdir: str) -> list[str]:
     copy = os.path.join(workdir, "count")
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(p.path, copy)
-    proc = subprocess.run([sys.executable, str(CHILD), copy, service, p.arg, "count"], env=_env(p.options),
-                          capture_output=True, text=True, timeout=300)
+    proc = run_script(CHILD, [copy, service, p.arg, "count"], env=_env(p.options))
     if proc.returncode != 0:
         raise AssertionError(f"uncrashed {service} failed: {proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -165,8 +164,7 @@ def check_kill(p: Prepared, service: str, n: int, when: str, workdir: str) -> st
     path = os.path.join(workdir, f"kill-{n}-{when}")
     shutil.rmtree(path, ignore_errors=True)
     shutil.copytree(p.path, path)
-    proc = subprocess.run([sys.executable, str(CHILD), path, service, p.arg, str(n), when],
-                          env=_env(p.options), capture_output=True, text=True, timeout=300)
+    proc = run_script(CHILD, [path, service, p.arg, str(n), when], env=_env(p.options))
     if proc.returncode != -signal.SIGKILL:
         raise AssertionError(f"the child was not killed at mutation {n} (exit {proc.returncode}): "
                              f"{(proc.stdout + proc.stderr)[-1500:]}")
