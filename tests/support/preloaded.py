@@ -1,6 +1,6 @@
 """Child scripts run in processes forked from a server that has the library imported already.
 
-The crash tests run a child process per kill point (about 150 in ``make test``); a fresh
+The crash tests run a child process per kill point (85 in ``make test``); a fresh
 interpreter spent over a second importing pyarrow, pandas (which pyarrow pulls in) and
 ``hudi_format`` before doing a few milliseconds of work. A ``forkserver`` imports them once per
 test worker, and each child is forked from it: a real process with its own pid, which the
