@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))   # test helpers (tests/support/)
 
+from hudi_format.storage import SYNC_ENV  # noqa: E402
 from conformance.fixtures import (EXPECTED, FIXTURES, TABLES, UNITS, expected,  # noqa: E402,F401
                                   extract_table, table_names)
 
@@ -19,7 +20,7 @@ FIXTURE_TABLES = table_names()
 # on CI's disks, a fifth of the write-heavy tests' time, and no test cuts the power: a killed
 # process loses nothing the page cache holds. Set before any child process is started, so they
 # inherit it; test_timeline_writer checks the syncs themselves with it on.
-os.environ.setdefault("HUDI_FORMAT_FSYNC", "0")
+os.environ.setdefault(SYNC_ENV, "0")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -43,7 +43,7 @@ def cli(*args, code: int = 0) -> subprocess.CompletedProcess:
             try:
                 rc = main(argv)
             except SystemExit as exc:   # argparse: usage errors, --help, --version
-                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:   # main's logging.basicConfig must not keep writing to this call's stderr
         root.handlers[:] = handlers
         root.setLevel(level)

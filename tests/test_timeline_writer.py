@@ -507,7 +507,8 @@ def test_a_write_syncs_the_files_with_content_only(tmp_path, monkeypatch):
     was half of a write's syncs."""
     import hudi_format as hudi
     import pyarrow as pa
-    monkeypatch.setenv("HUDI_FORMAT_FSYNC", "1")   # the suite runs without syncs (conftest.py)
+    from hudi_format.storage import SYNC_ENV
+    monkeypatch.setenv(SYNC_ENV, "1")   # the suite runs without syncs (conftest.py)
     synced: list[int] = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.fstat(fd).st_size), real(fd))[1])
@@ -520,7 +521,7 @@ def test_a_write_syncs_the_files_with_content_only(tmp_path, monkeypatch):
     assert len(synced) >= 2   # at least the data table's and the metadata table's completed commits
     markers = list((tmp_path / "t" / ".hoodie").glob("**/*.marker.*"))
     assert not markers   # markers were created (unsynced) and removed at the commit
-    monkeypatch.setenv("HUDI_FORMAT_FSYNC", "0")
+    monkeypatch.setenv(SYNC_ENV, "0")
     synced.clear()
     hudi.write(path, data, operation="upsert")
     assert synced == []   # the switch the suite uses (PostgreSQL's fsync=off) syncs nothing

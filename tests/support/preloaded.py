@@ -50,8 +50,10 @@ def _child(script: str, argv: list[str], env: dict[str, str], out_path: str, err
     code = 0
     try:
         runpy.run_path(script, run_name="__main__")
-    except SystemExit as exc:
+    except SystemExit as exc:   # as the interpreter: None is 0, another non-int is printed, 1
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
     except BaseException:
         traceback.print_exc()
         code = 1
