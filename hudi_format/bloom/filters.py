@@ -60,7 +60,7 @@ _VERSION = -1
 _HEADER = struct.Struct(">iibi")
 _DYN_HEADER = struct.Struct(">iii")
 _MASK = 0xFFFFFFFF
-_CHUNK = 1 << 14          # keys hashed per block (see murmur._BLOCK)
+_CHUNK = 1 << 16          # keys hashed per block (see murmur._BLOCK)
 _SCALAR_LIMIT = 64        # below this many keys, the plain-Python path is cheaper
 _MAX_SPAN = 1 << 26       # rows x bits of one scatter's scratch array (a byte per bit)
 

@@ -30,7 +30,8 @@ from ..errors import ConcurrentWriteError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    LogVersionTakenError, next_log_version, write_log_file)
 from ..read.align import align_table
-from ..read.merge import MergeSpec, merge_pieces, read_base_file, record_keys, row_numbers
+from ..read.parquet import dictionary_schema, read_base_file_encoded
+from ..read.merge import MergeSpec, merge_pieces, record_keys, row_numbers
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
 from ..transaction.markers import create_marker
@@ -139,13 +140,15 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     """Rewrite the base file of ``fs`` (COW) with upserts and deletes applied."""
     task, token = ctx.next_token()
     name = _base_name(ctx, fs.file_id, token)
-    # the constant meta fields stay dictionary-encoded, as stored: no copy of their value per row
-    encoded = pa.schema([f.with_type(_DICT) if f.name in _CONSTANT_META else f for f in ctx.schema]) \
-        if ctx.meta_fields else ctx.schema
-    old = align_table(read_base_file(ctx.storage, fs.base_file, size=fs.base_file_size,
-                                     dictionary=list(_CONSTANT_META) if ctx.meta_fields else None),
-                      encoded, ctx.storage.uri(fs.base_file)) if fs.base_file else encoded.empty_table()
+    # the constant meta fields, and the string columns the old file stores as dictionary
+    # indices only, stay dictionary-encoded: no string decoded per row, none hashed again
+    old = _read_old(ctx, fs) if fs.base_file else None
+    encoded = dictionary_schema(old, ctx.schema) if old is not None else pa.schema(
+        [f.with_type(_DICT) if f.name in _CONSTANT_META else f for f in ctx.schema]) if ctx.meta_fields else ctx.schema
+    old = align_table(old, encoded, ctx.storage.uri(fs.base_file)) if old is not None else encoded.empty_table()
     fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded=True)
+    if fresh.schema != encoded:   # the new rows' strings encoded as the old file's columns are
+        fresh = fresh.cast(encoded)
     new_keys = _flat(pc.cast(upsert_keys, pa.string()))
     in_place = _merge_in_place(ctx, old, fresh, new_keys) if deletes is None or not deletes.num_rows else None
     if in_place is not None:
@@ -179,6 +182,14 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
+
+
+def _read_old(ctx: WriteContext, fs: FileSlice) -> pa.Table:
+    """The rows of the base file ``fs`` rewrites, dictionary-encoded where it stores them so
+    (the record key and ordering fields decoded: the merge compares them)."""
+    keep_plain = {*ctx.spec.record_key_fields, *ctx.spec.ordering_fields, "_hoodie_record_key"}
+    return read_base_file_encoded(ctx.storage, fs.base_file or "", list(_CONSTANT_META) if ctx.meta_fields else [],
+                                  keep_plain, size=fs.base_file_size)
 
 
 def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
