@@ -30,6 +30,7 @@ from .view import FileSlice
 
 if TYPE_CHECKING:
     from .metadata.reader import MetadataTable
+    from .read.merge import MergeSpec
 from .write_api import write
 from .writer.new_table import new_table_config
 
@@ -152,12 +153,26 @@ class Table:
             return _concat([], target)
         state = self._planner.state()
         spec = self._planner.merge_spec
-        key_cols = ["_hoodie_record_key"] if self.config.populate_meta_fields else list(spec.record_key_fields)
+        key_column = self._key_column(spec)
+        key_cols = [key_column] if key_column is not None else list(spec.record_key_fields)
         read_cols = list(dict.fromkeys(cols + key_cols))
         found = self._lookup_slices(state, wanted)
         tasks = [self._planner.task(s, state, read_cols, []) for s, _ in found]
-        tables = read_keys(self.storage, tasks, [k for _, k in found], spec)
+        tables = read_keys(self.storage, tasks, [k for _, k in found], spec, key_column)
         return _concat([t.select(cols) for t in tables], target)
+
+    def _key_column(self, spec: MergeSpec) -> str | None:
+        """The column that holds each row's record key as is: the key field itself when the key
+        is one string field of the simple (or non-partitioned) key generator, whose value is the
+        key (a lookup asking for that field reads one string column fewer), else
+        ``_hoodie_record_key`` (``None`` in a table without meta fields: keys are recomputed)."""
+        fields = spec.record_key_fields
+        if len(fields) == 1 and self.config.keygen_type in ("SIMPLE", "NON_PARTITION"):
+            schema = self.schema()
+            i = schema.get_field_index(fields[0])
+            if i >= 0 and (pa.types.is_string(schema.field(i).type) or pa.types.is_large_string(schema.field(i).type)):
+                return str(fields[0])
+        return "_hoodie_record_key" if self.config.populate_meta_fields else None
 
     def _lookup_slices(self, state: ReadState, keys: pa.Array) -> list[tuple[FileSlice, pa.Array]]:
         """Slices to read for ``keys`` (distinct strings), each with the keys to keep from it."""

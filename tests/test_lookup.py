@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import hudi_format as hudi
@@ -175,3 +176,42 @@ def test_lookup_reads_only_row_groups_that_may_hold_the_keys(tmp_path, monkeypat
     holding = [i for i, (lo, hi) in enumerate(bounds) if any(lo <= k <= hi for k in keys)]
     assert read == [holding] and holding[0] == 0 and len(holding) == 2
     assert table.lookup([b"k000009", None, "k000009"]).column("v").to_pylist() == [9]
+
+
+@pytest.mark.parametrize("key, reads_meta_key", [
+    ("id", False),     # the simple key generator's one string field is the key
+    ("n", True),       # an int key's string form is Hudi's: the meta column holds it
+    ("id,n", True)])   # complex keys ("id:..,n:..") only the meta column holds
+def test_lookup_filters_on_the_column_holding_the_key(tmp_path, monkeypatch, key, reads_meta_key):
+    """A lookup reads the record key from the key field itself when that field is the key (one
+    string column fewer to decode), else from ``_hoodie_record_key``; the rows are the same,
+    base-file-only slices and slices with log files alike."""
+    import pyarrow.parquet as pq
+    path = str(tmp_path / "t")
+    n = 400
+    data = pa.table({"id": [f"k{i:04d}" for i in range(n)], "n": list(range(n)), "ts": [1] * n,
+                     "p": ["a", "b"] * (n // 2), "v": [float(i) for i in range(n)]})
+    opts = {"hoodie.metadata.record.index.enable": "true"}
+    hudi.write(path, data, operation="insert", record_key=key, ordering_field="ts", partition_by="p",
+               table_type="MERGE_ON_READ", options=opts)
+    # an update of some keys: their file groups get log files, the others stay base-only
+    updated = data.filter(pc.equal(data.column("p"), "a")).slice(0, 5)   # keys 0, 2, .., 8
+    hudi.write(path, updated.set_column(4, "v", pa.array([-1.0] * 5)), operation="upsert",
+               record_key=key, ordering_field="ts", partition_by="p", table_type="MERGE_ON_READ", options=opts)
+    table = hudi.open_table(path)
+    assert any(s.log_files for s in table.file_slices()) and any(not s.log_files for s in table.file_slices())
+    columns_read = []
+    real = pq.ParquetFile.read_row_groups
+
+    def spy(self, row_groups, columns=None, *args, **kwargs):
+        columns_read.append(list(columns or []))
+        return real(self, row_groups, columns, *args, **kwargs)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", spy)
+    picks = [3, 4, 150, 399]
+    wanted = [f"k{i:04d}" for i in picks] if key == "id" else \
+        [str(i) for i in picks] if key == "n" else [f"id:k{i:04d},n:{i}" for i in picks]
+    got = table.lookup(wanted, columns=["id", "v"])
+    assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == \
+        [(f"k{i:04d}", -1.0 if i in (0, 2, 4, 6, 8) else float(i)) for i in picks]
+    assert columns_read, "a base-file-only slice is read by row groups"
+    assert any("_hoodie_record_key" in c for c in columns_read) == reads_meta_key

@@ -2,9 +2,12 @@
 
 ``Table.lookup`` knows, from the record index (or bloom filters), which file slices hold the
 keys; this module reads just those rows. A slice with only a base file is read row group by
-row group, and only the row groups whose ``_hoodie_record_key`` statistics can hold one of the
-keys (Parquet min/max; keys written sorted, as bulk inserts and clustering leave them, prune
-well); a slice with log files is merged as a scan would merge it. The slices are read on
+row group, and only the row groups whose key column's statistics can hold one of the keys
+(Parquet min/max; keys written sorted, as bulk inserts and clustering leave them, prune well);
+a slice with log files is merged as a scan would merge it. The key column is
+``_hoodie_record_key``, or the record key field itself where that field is the key as it is
+(one string field, the simple key generator): a lookup asking for the key field then reads one
+string column fewer. The slices are read on
 threads: Parquet decoding and the Arrow kernels release the GIL.
 """
 
@@ -26,8 +29,6 @@ from .scan import ScanTask, read_task_table
 
 __all__ = ["read_keys"]
 
-KEY_COLUMN = "_hoodie_record_key"
-
 
 def _row_groups_holding(meta: pq.FileMetaData, column: int, keys: pa.Array) -> list[int]:
     """Row groups whose min/max of string column ``column`` may hold one of ``keys`` (sorted
@@ -45,7 +46,7 @@ def _row_groups_holding(meta: pq.FileMetaData, column: int, keys: pa.Array) -> l
     return out
 
 
-def _base_rows(storage: Storage, task: ScanTask, keys: pa.Array) -> pa.Table:
+def _base_rows(storage: Storage, task: ScanTask, keys: pa.Array, key_column: str) -> pa.Table:
     """The base file's rows of the row groups that may hold ``keys`` (not yet filtered)."""
     s = task.file_slice
     path = s.base_file or ""
@@ -57,7 +58,7 @@ def _base_rows(storage: Storage, task: ScanTask, keys: pa.Array) -> pa.Table:
             present = [c for c in task.read_schema.names if c in names]
             meta = pf.metadata
             paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
-            column = paths.index(KEY_COLUMN) if KEY_COLUMN in paths else -1
+            column = paths.index(key_column) if key_column in paths else -1
             groups = (_row_groups_holding(meta, column, keys) if column >= 0
                       else list(range(meta.num_row_groups)))
             table = pf.read_row_groups(groups, columns=present) if groups else \
@@ -69,23 +70,30 @@ def _base_rows(storage: Storage, task: ScanTask, keys: pa.Array) -> pa.Table:
     return align_table(table, task.read_schema, where)
 
 
-def _read_one(storage: Storage, task: ScanTask, keys: pa.Array, spec: MergeSpec) -> pa.Table:
+def _read_one(storage: Storage, task: ScanTask, keys: pa.Array, spec: MergeSpec,
+              key_column: str | None) -> pa.Table:
     s = task.file_slice
-    if not task.filters and s.base_file and not s.log_files and spec.has_meta_fields:
-        table = _base_rows(storage, task, keys)
+    found = None
+    if key_column is not None and not task.filters and s.base_file and not s.log_files:
+        table = _base_rows(storage, task, keys, key_column)
+        if key_column in table.column_names:
+            found = table.column(key_column)
     else:
         table = read_task_table(storage, task)
     if table.num_rows:
-        table = table.filter(pc.is_in(pc.cast(record_keys(table, spec), pa.string()), value_set=keys))
+        if found is None:
+            found = record_keys(table, spec)
+        table = table.filter(pc.is_in(pc.cast(found, pa.string()), value_set=keys))
     return table.select(list(task.columns))
 
 
 def read_keys(storage: Storage, tasks: Sequence[ScanTask], keys: Sequence[pa.Array],
-              spec: MergeSpec) -> list[pa.Table]:
+              spec: MergeSpec, key_column: str | None = "_hoodie_record_key") -> list[pa.Table]:
     """Per task, the rows of its slice whose record key is among its ``keys`` (strings); each
-    task must return the key columns (``_hoodie_record_key``, or the key fields)."""
+    task must return the key columns (``key_column``, or the key fields). ``key_column``: the
+    column holding every row's record key as is (``None``: none does; keys are recomputed)."""
     workers = min(len(tasks), os.cpu_count() or 1)
     if workers <= 1:
-        return [_read_one(storage, t, k, spec) for t, k in zip(tasks, keys)]
+        return [_read_one(storage, t, k, spec, key_column) for t, k in zip(tasks, keys)]
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda tk: _read_one(storage, tk[0], tk[1], spec), zip(tasks, keys)))
+        return list(pool.map(lambda tk: _read_one(storage, tk[0], tk[1], spec, key_column), zip(tasks, keys)))
