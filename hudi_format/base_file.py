@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from typing import Any, Sequence
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -48,7 +49,8 @@ from .storage import Storage
 __all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_footer", "read_parquet_bytes",
            "BaseFileFooter", "bloom_filter_from_options", "parquet_options_from_hoodie",
            "BLOOM_FILTER_KEY", "BLOOM_TYPE_CODE_KEY", "MIN_RECORD_KEY", "MAX_RECORD_KEY",
-           "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE"]
+           "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE",
+           "constant_column", "STRING_DICTIONARY"]
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 OLD_BLOOM_FILTER_KEY = "com.uber.hoodie.bloomfilter"
@@ -154,6 +156,16 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
     pq.write_table(schema.empty_table(), sink)
     md = pq.read_metadata(pa.BufferReader(sink.getvalue()))
     return tuple(md.schema.column(i).path for i in range(md.num_columns))
+
+
+STRING_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+def constant_column(value: str, n: int) -> pa.DictionaryArray:
+    """``n`` times ``value`` as a one-entry dictionary array, for a meta column holding one value
+    in a whole file (its name, partition, instant): the writer stores its dictionary as it is,
+    with no copy of the value per row nor a hash of each row to rebuild the dictionary."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
 
 
 def unique_key_columns(record_key_fields: Sequence[str]) -> tuple[str, ...]:

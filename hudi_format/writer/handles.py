@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import (BaseFileWriteResult, bloom_filter_from_options, read_footer, unique_key_columns,
-                         write_base_file)
+from ..base_file import (STRING_DICTIONARY, BaseFileWriteResult, bloom_filter_from_options, constant_column,
+                         read_footer, unique_key_columns, write_base_file)
 from ..bloom import BloomFilter, resume
 from ..errors import ConcurrentWriteError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
@@ -99,12 +99,8 @@ def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str,
 
 
 _CONSTANT_META = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
-_DICT = pa.dictionary(pa.int32(), pa.string())
-
-
-def _constant(value: str, n: int) -> pa.DictionaryArray:
-    """``n`` times ``value`` as a one-entry dictionary array."""
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+_DICT = STRING_DICTIONARY
+_constant = constant_column
 
 
 def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
