@@ -318,6 +318,11 @@ class BaseFileWriter:
         if not self._pending:
             return
         table = pa.Table.from_batches(self._pending, schema=schema)
+        if any(pa.types.is_dictionary(f.type) for f in schema):
+            # one dictionary per column for the row group: batches merged from several sources
+            # carry their own, and Parquet writes a dictionary column directly only while it
+            # does not change (else it decodes the rows and hashes them into its own)
+            table = table.unify_dictionaries()
         rows_per_group = max(1, int(table.num_rows * self._block_size / max(1, table.nbytes)))
         if not final:   # write whole row groups only; keep the remainder for the next one
             full = (table.num_rows // rows_per_group) * rows_per_group

@@ -14,6 +14,7 @@ import pytest
 
 import hudi_format as hudi
 from hudi_format.read.parquet import dictionary_columns
+from hudi_format.base_file import BaseFileWriter
 from hudi_format.writer import handles
 from writemodel import canonical_rows, hudi_rs_read
 
@@ -33,16 +34,20 @@ def _latest_base_files(path):
     return [f"{path}/{s.base_file}" for s in table.file_slices() if s.base_file]
 
 
-@pytest.mark.parametrize("evolve", [False, True])
-def test_merge_keeps_dictionary_columns_and_rows(tmp_path, monkeypatch, evolve):
+@pytest.mark.parametrize("evolve, batch_rows", [(False, None), (True, None), (False, 512), (True, 700)])
+def test_merge_keeps_dictionary_columns_and_rows(tmp_path, monkeypatch, evolve, batch_rows):
+    """``batch_rows``: the old file is merged that many rows at a time (updates fall on batch
+    boundaries and in batches of their own); by default it fits one batch and is merged whole."""
+    if batch_rows:
+        monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", batch_rows)
     path = str(tmp_path / "t")
-    read = []
+    written = []   # what the streamed merge hands the new file's writer
+    real_write = BaseFileWriter.write
 
-    def spy(ctx, fs):
-        read.append(handles_read_old(ctx, fs))
-        return read[-1]
-    handles_read_old = handles._read_old
-    monkeypatch.setattr(handles, "_read_old", spy)
+    def spy(self, data, *args, **kwargs):
+        written.append(data.schema)
+        return real_write(self, data, *args, **kwargs)
+    monkeypatch.setattr(BaseFileWriter, "write", spy)
     n = 3000
     first = _rows(range(n), 1, [("red", "green", "blue")[i % 3] for i in range(n)])
     hudi.write(path, first, operation="insert", **KEY)
@@ -53,10 +58,13 @@ def test_merge_keeps_dictionary_columns_and_rows(tmp_path, monkeypatch, evolve):
     colors = [("violet", None, "red", "ochre")[i % 4] for i in range(len(upd_ids))]
     extra = list(range(len(upd_ids))) if evolve else None
     upsert = _rows(upd_ids, 2, colors, extra=extra)
+    written.clear()
     hudi.write(path, upsert, operation="upsert", **KEY)
-    (old,) = read   # the merge read the old file with its dictionary column encoded, keys decoded
-    assert pa.types.is_dictionary(old.schema.field("color").type)
-    assert old.schema.field("id").type == pa.string()
+    # the merge's pieces: old rows with updates in place, batch by batch, then inserts (an old
+    # file of one batch is merged whole)
+    merged = written
+    assert len(merged) == (-(-n // batch_rows) + 1 if batch_rows else 1) and all(pa.types.is_dictionary(s.field("color").type) for s in merged)
+    assert all(s.field("id").type == pa.string() for s in merged)   # keys decoded
 
     expected = {r["id"]: {**r, "size": None} for r in first.to_pylist()}
     for r in upsert.to_pylist():

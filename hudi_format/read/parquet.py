@@ -174,6 +174,18 @@ class BaseFileReader:
         return self._reopen(read_dictionary=[c for c in dictionary if c in names]).read(
             columns=self.present(columns), use_threads=use_threads)
 
+    def iter_encoded(self, columns: list[str] | None, dictionary: list[str],
+                     batch_size: int) -> Iterator[pa.Table]:
+        """:meth:`read_encoded` in tables of ``batch_size`` rows (one, read whole, when the
+        file holds no more)."""
+        if self.pf.metadata.num_rows <= batch_size:
+            yield self.read_encoded(columns, dictionary)
+            return
+        names = set(self.pf.schema_arrow.names)
+        pf = self._reopen(read_dictionary=[c for c in dictionary if c in names])
+        for batch in pf.iter_batches(batch_size=batch_size, columns=self.present(columns)):
+            yield pa.Table.from_batches([batch])
+
     def _reopen(self, **options: Any) -> pq.ParquetFile:
         # the same source and the footer already parsed: only the read options differ
         return pq.ParquetFile(self.source, metadata=self.pf.metadata, **options)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import posixpath
 import threading
 import uuid
+from collections.abc import Iterator
 
 import attrs
 import numpy as np
@@ -23,14 +24,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import (STRING_DICTIONARY, BaseFileWriteResult, bloom_filter_from_options, constant_column,
-                         read_footer, unique_key_columns, write_base_file)
+from ..base_file import (STRING_DICTIONARY, BaseFileWriter, BaseFileWriteResult, bloom_filter_from_options,
+                         constant_column, read_footer, unique_key_columns, write_base_file)
 from ..bloom import BloomFilter, resume
-from ..errors import ConcurrentWriteError
+from ..errors import ConcurrentWriteError, CorruptFileError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    LogVersionTakenError, next_log_version, write_log_file)
 from ..read.align import align_table
-from ..read.parquet import dictionary_schema, read_base_file_encoded
+from ..read.parquet import dictionary_columns, dictionary_schema, open_base_file, read_base_file_encoded
 from ..read.merge import MergeSpec, merge_pieces, record_keys, row_numbers
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
@@ -136,6 +137,11 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     """Rewrite the base file of ``fs`` (COW) with upserts and deletes applied."""
     task, token = ctx.next_token()
     name = _base_name(ctx, fs.file_id, token)
+    new_keys = _flat(pc.cast(upsert_keys, pa.string()))
+    if fs.base_file and (deletes is None or not deletes.num_rows):
+        streamed = _merge_streamed(ctx, fs, upserts, upsert_keys, new_keys, name, task)
+        if streamed is not None:
+            return streamed
     # the constant meta fields, and the string columns the old file stores as dictionary
     # indices only, stay dictionary-encoded: no string decoded per row, none hashed again
     old = _read_old(ctx, fs) if fs.base_file else None
@@ -145,7 +151,6 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded=True)
     if fresh.schema != encoded:   # the new rows' strings encoded as the old file's columns are
         fresh = fresh.cast(encoded)
-    new_keys = _flat(pc.cast(upsert_keys, pa.string()))
     in_place = _merge_in_place(ctx, old, fresh, new_keys) if deletes is None or not deletes.num_rows else None
     if in_place is not None:
         merged, updates, inserted = in_place
@@ -165,44 +170,152 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         merged = merged.set_column(idx, ctx.schema.field(idx).with_type(_DICT), _constant(name, merged.num_rows))
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
-    if ctx.meta_fields and fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
-        # Every old key stays: the old file's filter holds them, as Hudi's merge handle would add
-        # them again (in file order, updates in place, as _merge_in_place writes them); only
-        # the inserted keys are hashed.
-        stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size)
-        if stored.bloom_filter is not None and stored.num_rows == old.num_rows:
-            seeded = resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
-            if seeded is not None:
-                bloom, bloom_keys = seeded, inserted
+    if fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
+        seeded = _continued_bloom(ctx, fs, old.num_rows)
+        if seeded is not None:
+            bloom, bloom_keys = seeded, inserted
     res = _write_base(ctx, fs.partition_path, name, merged, "MERGE", bloom, bloom_keys)
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
 
 
+def _continued_bloom(ctx: WriteContext, fs: FileSlice, n_old: int) -> BloomFilter | None:
+    """The old base file's bloom filter, to go on with when every one of its ``n_old`` rows
+    stays: it holds their keys, as Hudi's merge handle would add them again (in file order,
+    updates in place); only the inserted keys are hashed. ``None``: build a new filter."""
+    if not ctx.meta_fields or not fs.base_file:
+        return None
+    stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size)
+    if stored.bloom_filter is None or stored.num_rows != n_old:
+        return None
+    return resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
+
+
+_PLAIN_META = ("_hoodie_record_key",)
+_MERGE_BATCH_ROWS = 1 << 17   # old rows read, merged and handed to the writer at a time
+
+
+def _kept_plain(ctx: WriteContext) -> set[str]:
+    """Columns a merge compares: read decoded, never as dictionaries."""
+    return {*ctx.spec.record_key_fields, *ctx.spec.ordering_fields, *_PLAIN_META}
+
+
 def _read_old(ctx: WriteContext, fs: FileSlice) -> pa.Table:
     """The rows of the base file ``fs`` rewrites, dictionary-encoded where it stores them so
     (the record key and ordering fields decoded: the merge compares them)."""
-    keep_plain = {*ctx.spec.record_key_fields, *ctx.spec.ordering_fields, "_hoodie_record_key"}
     return read_base_file_encoded(ctx.storage, fs.base_file or "", list(_CONSTANT_META) if ctx.meta_fields else [],
-                                  keep_plain, size=fs.base_file_size)
+                                  _kept_plain(ctx), size=fs.base_file_size)
 
 
-def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
-                    new_keys: pa.Array) -> tuple[pa.Table, int, pa.Array] | None:
+def _merge_streamed(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
+                    new_keys: pa.Array, name: str, task: int) -> WriteStat | None:
+    """The in-place merge (see :func:`_in_place_plan`) of the base file of ``fs``, streamed:
+    the old file's key columns decide the plan, then its rows are read, merged and written
+    :data:`_MERGE_BATCH_ROWS` at a time, so that the old file and the merged one are never
+    both in memory. ``None`` (nothing written) when the general merge must decide, or when
+    the old file holds no more than a batch (merged whole: one read, one write, faster)."""
+    path = fs.base_file or ""
+    where = ctx.storage.uri(path)
+    with open_base_file(ctx.storage, path, fs.base_file_size) as reader:
+        if reader.pf.metadata.num_rows <= _MERGE_BATCH_ROWS:
+            return None
+        names = reader.pf.schema_arrow.names
+        stored = [c for c in dictionary_columns(reader.pf, names) if c not in _kept_plain(ctx)]
+        as_dict = list(dict.fromkeys((list(_CONSTANT_META) if ctx.meta_fields else []) + stored))
+        encoded = pa.schema([f.with_type(_DICT) if f.name in as_dict and f.type == pa.string() else f
+                             for f in ctx.schema])
+        probe_cols = [c for c in dict.fromkeys([*_PLAIN_META, *ctx.spec.record_key_fields, *ctx.spec.ordering_fields])
+                      if c in ctx.schema.names and c in names]
+        try:
+            probe = reader.read(probe_cols)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+        probe = align_table(probe, pa.schema([ctx.schema.field(c) for c in probe_cols]), where)
+        fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded=True)
+        if fresh.schema != encoded:
+            fresh = fresh.cast(encoded)
+        plan = _in_place_plan(ctx, probe, fresh, new_keys)
+        if plan is None:
+            return None
+        upd_old, upd_new, ins_new = plan
+        n_old = reader.pf.metadata.num_rows
+        bloom = _continued_bloom(ctx, fs, n_old)
+        rel = posixpath.join(fs.partition_path, name) if fs.partition_path else name
+        create_marker(ctx.storage, ctx.instant, rel, "MERGE")
+        ctx.written.append(rel)
+        writer = BaseFileWriter(ctx.storage, rel, ctx.avro_schema, keyed=ctx.meta_fields,
+                                bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
+                                plain=unique_key_columns(ctx.spec.record_key_fields))
+        no_keys = pa.array([], pa.string())
+        try:
+            lo = 0
+            rest = [c for c in names if c not in probe_cols]   # the key columns are read already
+            for rows in _old_batches(reader, rest, as_dict, where):
+                hi = lo + rows.num_rows
+                for c in probe_cols:
+                    rows = rows.append_column(probe.schema.field(c), probe.column(c).slice(lo, hi - lo))
+                rows = align_table(rows, encoded, where)
+                a, b = np.searchsorted(upd_old, [lo, hi])
+                if b > a:   # the old rows this write replaces take the new records' places
+                    order = np.arange(rows.num_rows, dtype=np.int64)
+                    order[upd_old[a:b] - lo] = rows.num_rows + np.arange(b - a, dtype=np.int64)
+                    rows = pa.concat_tables([rows, fresh.take(pa.array(upd_new[a:b]))]).take(pa.array(order))
+                _write_merged(ctx, writer, rows, name, None if bloom is None else no_keys)
+                lo = hi
+            if lo != n_old:
+                raise CorruptFileError(f"{where}: read {lo} rows, its footer says {n_old}")
+            inserted = new_keys.take(pa.array(ins_new))
+            _write_merged(ctx, writer, fresh.take(pa.array(ins_new)), name, None if bloom is None else inserted)
+            res = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
+                     prev_commit=fs.base_instant, num_writes=n_old + len(ins_new), num_update_writes=len(upd_new),
+                     num_inserts=len(ins_new), num_deletes=0, total_write_bytes=res.file_size)
+
+
+def _old_batches(reader, columns: list[str], as_dict: list[str], where: str) -> Iterator[pa.Table]:
+    """The old file's ``columns`` a batch of rows at a time; a read failure names the file."""
+    it = reader.iter_encoded(columns, as_dict, _MERGE_BATCH_ROWS)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+        yield batch
+
+
+def _write_merged(ctx: WriteContext, writer: BaseFileWriter, rows: pa.Table, name: str,
+                  bloom_keys: pa.Array | None) -> None:
+    """``rows`` of a streamed merge into ``writer``, stamped with the new file's name."""
+    if not rows.num_rows:
+        return
+    if ctx.meta_fields:
+        idx = rows.schema.get_field_index("_hoodie_file_name")
+        rows = rows.set_column(idx, rows.schema.field(idx).with_type(_DICT), _constant(name, rows.num_rows))
+    writer.write(rows, record_keys(rows, ctx.spec) if ctx.meta_fields else None, bloom_keys)
+
+
+def _in_place_plan(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
+                   new_keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """An upsert without deletes merged as Hudi's merge handle writes it: the old rows in file
     order, each one a new record replaces in its place, then the new keys' records. Returns
-    (rows, updates, inserted keys), or ``None`` when the general merge must decide (a key
-    repeated in the batch, an updated key repeated in the old file, ``_hoodie_is_deleted``,
-    several or null ordering values). A new record replaces an old one unless the old one has the higher ordering
-    value (event-time ordering), as the general merge decides."""
+    ``(old rows replaced, ascending; the new records replacing them; new records inserted)``
+    as row numbers, from ``old``'s key (and ordering) columns, or ``None`` when the general
+    merge must decide (a key repeated in the batch, an updated key repeated in the old file,
+    ``_hoodie_is_deleted``, several or null ordering values). A new record replaces an old one
+    unless the old one has the higher ordering value (event-time ordering), as the general
+    merge decides."""
     ordering = [f for f in ctx.spec.ordering_fields if f in ctx.schema.names] if ctx.spec.event_time else []
     if "_hoodie_is_deleted" in ctx.schema.names or len(ordering) > 1 or new_keys.null_count:
         return None
     old_keys = _flat(pc.cast(record_keys(old, ctx.spec), pa.string()))
     if len(pc.unique(new_keys)) != len(new_keys):
         return None
-    n_old = old.num_rows
     hit = pc.is_in(old_keys, value_set=new_keys)                 # the few old rows in play
     old_pos = pc.indices_nonzero(hit).to_numpy().astype(np.int64)
     if len(pc.unique(old_keys.take(pa.array(old_pos)))) != len(old_pos):
@@ -219,7 +332,18 @@ def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
             return None
         keep = np.asarray(pc.invert(pc.greater(theirs, mine)).to_numpy(zero_copy_only=False), bool)
         upd_new, upd_old = upd_new[keep], upd_old[keep]
-    ins_new = np.flatnonzero(at < 0)
+    by_old = np.argsort(upd_old, kind="stable")
+    return upd_old[by_old], upd_new[by_old], np.flatnonzero(at < 0)
+
+
+def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
+                    new_keys: pa.Array) -> tuple[pa.Table, int, pa.Array] | None:
+    """:func:`_in_place_plan` applied to the whole of ``old``: (rows, updates, inserted keys)."""
+    plan = _in_place_plan(ctx, old, fresh, new_keys)
+    if plan is None:
+        return None
+    upd_old, upd_new, ins_new = plan
+    n_old = old.num_rows
     order = np.arange(n_old, dtype=np.int64)
     order[upd_old] = n_old + upd_new
     order = np.concatenate([order, n_old + ins_new])

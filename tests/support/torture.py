@@ -33,6 +33,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hudi_format as hudi  # noqa: E402
+from hudi_format.writer import handles  # noqa: E402
 from writemodel import (Model, data_rows, hudi_rs_read, make_rows, metadata_listing_problem,  # noqa: E402
                         model_rows)
 
@@ -103,8 +104,11 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
         opts.update({"hoodie.metadata.record.index.enable": "true",
                      "hoodie.metadata.record.index.min.filegroup.count": rng.choice([1, 2]),
                      "hoodie.index.type": rng.choice(["RECORD_INDEX", "SIMPLE"])})
+    # COW merges of old files over this many rows are streamed batch by batch (writer/handles.py;
+    # 131,072 by default: tiny here so that the torture's small files take that path too)
+    merge_batch = random.Random(f"merge-batch-{seed}").choice([None, 5, 37])
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
-            "options": {k: str(v) for k, v in opts.items()}}
+            "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch}
 
 
 class Sequence:
@@ -363,6 +367,9 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
     rng = random.Random(cfg["seed"])
     n = len(given) if given is not None else steps
     ok = False
+    saved_batch = handles._MERGE_BATCH_ROWS
+    if cfg.get("merge_batch_rows"):
+        handles._MERGE_BATCH_ROWS = cfg["merge_batch_rows"]
     try:
         for i in range(n):
             step = given[i] if given is not None else seq.generate(rng)
@@ -376,7 +383,8 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
                     seq.steps_done.append(step)
                 raise TortureFailure(
                     f"seed {cfg['seed']} failed at step {i} {step['op']}: {type(exc).__name__}: {exc}\n"
-                    f"  {cfg['table_type']} v{cfg['version']} {cfg['profile']}, options {cfg['options']}\n"
+                    f"  {cfg['table_type']} v{cfg['version']} {cfg['profile']}, options {cfg['options']}, "
+                    f"merge batch rows {cfg.get('merge_batch_rows')}\n"
                     f"  step: {json.dumps(step)}\n  replay: {replay_command(cfg, n)}\n"
                     f"  steps: {json.dumps(seq.steps_done)}\n  table kept at {path}\n"
                     + "".join(traceback.format_exception(exc)[-6:])) from exc
@@ -390,6 +398,7 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
                 f"  table kept at {path}\n") from exc
         ok = True
     finally:
+        handles._MERGE_BATCH_ROWS = saved_batch
         if ok and not keep:
             shutil.rmtree(base, ignore_errors=True)
     return {"steps": n, "checks": seq.checks, "path": path}
