@@ -50,7 +50,7 @@ __all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_foo
            "BaseFileFooter", "bloom_filter_from_options", "parquet_options_from_hoodie",
            "BLOOM_FILTER_KEY", "BLOOM_TYPE_CODE_KEY", "MIN_RECORD_KEY", "MAX_RECORD_KEY",
            "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE",
-           "constant_column", "STRING_DICTIONARY"]
+           "constant_column", "with_file_name"]
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 OLD_BLOOM_FILTER_KEY = "com.uber.hoodie.bloomfilter"
@@ -158,7 +158,7 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
     return tuple(md.schema.column(i).path for i in range(md.num_columns))
 
 
-STRING_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+_STRING_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 
 
 def constant_column(value: str, n: int) -> pa.DictionaryArray:
@@ -166,6 +166,14 @@ def constant_column(value: str, n: int) -> pa.DictionaryArray:
     in a whole file (its name, partition, instant): the writer stores its dictionary as it is,
     with no copy of the value per row nor a hash of each row to rebuild the dictionary."""
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+
+
+def with_file_name(table: pa.Table, name: str) -> pa.Table:
+    """``table`` with ``_hoodie_file_name`` set to ``name`` on every row (a one-entry
+    dictionary): the meta field a rewritten file's rows all share."""
+    idx = table.schema.get_field_index("_hoodie_file_name")
+    return table.set_column(idx, table.schema.field(idx).with_type(_STRING_DICTIONARY),
+                            constant_column(name, table.num_rows))
 
 
 def unique_key_columns(record_key_fields: Sequence[str]) -> tuple[str, ...]:

@@ -238,21 +238,6 @@ def read_base_file(storage: Storage, path: str, columns: list[str] | None = None
             raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
 
 
-def read_base_file_encoded(storage: Storage, path: str, always: list[str], never: set[str],
-                           size: int | None = None) -> pa.Table:
-    """A whole base file for a writer that copies its rows into a new file: the ``always``
-    columns and every string column stored as dictionary indices only (but those of ``never``)
-    come back as Arrow dictionaries, as stored. The new file's writer then takes the dictionary
-    as it is instead of decoding every row's string and hashing it back into a dictionary."""
-    with open_base_file(storage, path, size) as reader:
-        try:
-            names = reader.pf.schema_arrow.names
-            stored = [c for c in dictionary_columns(reader.pf, names) if c not in never]
-            return reader.read_encoded(None, list(dict.fromkeys(always + stored)))
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise CorruptFileError(f"cannot read base file {storage.uri(path)}: {exc}") from exc
-
-
 def dictionary_schema(table: pa.Table, schema: pa.Schema) -> pa.Schema:
     """``schema``, typing as a dictionary each column ``table`` holds as a dictionary of the
     very type ``schema`` gives it (what aligning ``table`` to ``schema`` may leave encoded)."""

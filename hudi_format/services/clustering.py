@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..base_file import STRING_DICTIONARY, constant_column, unique_key_columns, write_base_file
+from ..base_file import unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 from ..options import option
@@ -346,8 +346,7 @@ def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dic
         if ts.config.populate_meta_fields:
             if not preserve:
                 chunk = _restamp(chunk, instant_time, task)
-            idx = schema.get_field_index("_hoodie_file_name")
-            chunk = chunk.set_column(idx, schema.field(idx).with_type(STRING_DICTIONARY), constant_column(name, chunk.num_rows))
+            chunk = with_file_name(chunk, name)
         keys = pc.cast(record_keys(chunk, spec), pa.string()) if ts.config.populate_meta_fields else None
         written.append(rel)
         res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom, compression=codec,

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import STRING_DICTIONARY, constant_column, unique_key_columns, write_base_file
+from ..base_file import unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
 from ..errors import HudiError, TimelineError
 from ..log import BlockType
@@ -300,8 +300,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     name = BaseFileName(fid, token, instant_time, ts.config.base_file_extension).name
     rel = posixpath.join(part, name) if part else name
     if ts.config.populate_meta_fields:
-        idx = schema.get_field_index("_hoodie_file_name")
-        merged = merged.set_column(idx, schema.field(idx).with_type(STRING_DICTIONARY), constant_column(name, merged.num_rows))
+        merged = with_file_name(merged, name)
     keys = pc.cast(record_keys(merged, spec), pa.string()) if ts.config.populate_meta_fields else None
     written.append(rel)
     res = write_base_file(storage, rel, merged, avro, keys,

@@ -13,6 +13,7 @@ arrays, and are read back dictionary-encoded by a merge: no copy of the value pe
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import threading
 import uuid
@@ -24,14 +25,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import (STRING_DICTIONARY, BaseFileWriter, BaseFileWriteResult, bloom_filter_from_options,
-                         constant_column, read_footer, unique_key_columns, write_base_file)
+from ..base_file import (BaseFileWriter, BaseFileWriteResult, bloom_filter_from_options, constant_column,
+                         read_footer, unique_key_columns, with_file_name, write_base_file)
 from ..bloom import BloomFilter, resume
 from ..errors import ConcurrentWriteError, CorruptFileError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    LogVersionTakenError, next_log_version, write_log_file)
 from ..read.align import align_table
-from ..read.parquet import dictionary_columns, dictionary_schema, open_base_file, read_base_file_encoded
+from ..read.parquet import BaseFileReader, dictionary_columns, open_base_file
 from ..read.merge import MergeSpec, merge_pieces, record_keys, row_numbers
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
@@ -85,7 +86,7 @@ def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str,
     n = rows.num_rows
     if not ctx.meta_fields:
         return align_table(rows, ctx.schema)
-    same = _constant if encoded else (lambda v, k: pa.repeat(pa.scalar(v), k))
+    same = constant_column if encoded else (lambda v, k: pa.repeat(pa.scalar(v), k))
     seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant}_{task}_"),
                                       pc.cast(row_numbers(n, start), pa.string()), "")
     meta = {"_hoodie_commit_time": same(ctx.instant, n),
@@ -100,8 +101,6 @@ def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str,
 
 
 _CONSTANT_META = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
-_DICT = STRING_DICTIONARY
-_constant = constant_column
 
 
 def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
@@ -138,20 +137,26 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     task, token = ctx.next_token()
     name = _base_name(ctx, fs.file_id, token)
     new_keys = _flat(pc.cast(upsert_keys, pa.string()))
-    if fs.base_file and (deletes is None or not deletes.num_rows):
-        streamed = _merge_streamed(ctx, fs, upserts, upsert_keys, new_keys, name, task)
-        if streamed is not None:
-            return streamed
+    no_deletes = deletes is None or not deletes.num_rows
     # the constant meta fields, and the string columns the old file stores as dictionary
     # indices only, stay dictionary-encoded: no string decoded per row, none hashed again
-    old = _read_old(ctx, fs) if fs.base_file else None
-    encoded = dictionary_schema(old, ctx.schema) if old is not None else pa.schema(
-        [f.with_type(_DICT) if f.name in _CONSTANT_META else f for f in ctx.schema]) if ctx.meta_fields else ctx.schema
-    old = align_table(old, encoded, ctx.storage.uri(fs.base_file)) if old is not None else encoded.empty_table()
-    fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded=True)
-    if fresh.schema != encoded:   # the new rows' strings encoded as the old file's columns are
-        fresh = fresh.cast(encoded)
-    in_place = _merge_in_place(ctx, old, fresh, new_keys) if deletes is None or not deletes.num_rows else None
+    encoded = _encoded_schema(ctx, _constant_meta(ctx), None)
+    old = encoded.empty_table()
+    if fs.base_file:
+        where = ctx.storage.uri(fs.base_file)
+        with open_base_file(ctx.storage, fs.base_file, fs.base_file_size) as reader:
+            as_dict = _dictionary_columns(ctx, reader)
+            encoded = _encoded_schema(ctx, as_dict, reader.pf.schema_arrow)
+            if no_deletes and reader.pf.metadata.num_rows > _MERGE_BATCH_ROWS:
+                streamed = _merge_streamed(ctx, fs, reader, as_dict, encoded, upserts, upsert_keys, new_keys,
+                                           name, task)
+                if streamed is not None:
+                    return streamed
+            with _reading(where):
+                stored = reader.read_encoded(None, as_dict)
+            old = align_table(stored, encoded, where)
+    fresh = _fresh(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded)
+    in_place = _merge_in_place(ctx, old, fresh, new_keys) if no_deletes else None
     if in_place is not None:
         merged, updates, inserted = in_place
         deleted = 0
@@ -166,8 +171,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         merged = merge_pieces(pieces, dels, ctx.schema, ctx.spec)
         updates, inserted, deleted = _merge_counts(ctx, old, merged, new_keys, delete_keys)
     if ctx.meta_fields:
-        idx = ctx.schema.get_field_index("_hoodie_file_name")
-        merged = merged.set_column(idx, ctx.schema.field(idx).with_type(_DICT), _constant(name, merged.num_rows))
+        merged = with_file_name(merged, name)
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
     if fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
@@ -196,97 +200,112 @@ _PLAIN_META = ("_hoodie_record_key",)
 _MERGE_BATCH_ROWS = 1 << 17   # old rows read, merged and handed to the writer at a time
 
 
-def _kept_plain(ctx: WriteContext) -> set[str]:
-    """Columns a merge compares: read decoded, never as dictionaries."""
-    return {*ctx.spec.record_key_fields, *ctx.spec.ordering_fields, *_PLAIN_META}
+def _compared_columns(ctx: WriteContext) -> list[str]:
+    """Columns a merge compares (keys, ordering): read decoded, never as dictionaries."""
+    return list(dict.fromkeys([*_PLAIN_META, *ctx.spec.record_key_fields, *ctx.spec.ordering_fields]))
 
 
-def _read_old(ctx: WriteContext, fs: FileSlice) -> pa.Table:
-    """The rows of the base file ``fs`` rewrites, dictionary-encoded where it stores them so
-    (the record key and ordering fields decoded: the merge compares them)."""
-    return read_base_file_encoded(ctx.storage, fs.base_file or "", list(_CONSTANT_META) if ctx.meta_fields else [],
-                                  _kept_plain(ctx), size=fs.base_file_size)
+def _constant_meta(ctx: WriteContext) -> list[str]:
+    return list(_CONSTANT_META) if ctx.meta_fields else []
 
 
-def _merge_streamed(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
-                    new_keys: pa.Array, name: str, task: int) -> WriteStat | None:
-    """The in-place merge (see :func:`_in_place_plan`) of the base file of ``fs``, streamed:
-    the old file's key columns decide the plan, then its rows are read, merged and written
-    :data:`_MERGE_BATCH_ROWS` at a time, so that the old file and the merged one are never
-    both in memory. ``None`` (nothing written) when the general merge must decide, or when
-    the old file holds no more than a batch (merged whole: one read, one write, faster)."""
-    path = fs.base_file or ""
-    where = ctx.storage.uri(path)
-    with open_base_file(ctx.storage, path, fs.base_file_size) as reader:
-        if reader.pf.metadata.num_rows <= _MERGE_BATCH_ROWS:
-            return None
-        names = reader.pf.schema_arrow.names
-        stored = [c for c in dictionary_columns(reader.pf, names) if c not in _kept_plain(ctx)]
-        as_dict = list(dict.fromkeys((list(_CONSTANT_META) if ctx.meta_fields else []) + stored))
-        encoded = pa.schema([f.with_type(_DICT) if f.name in as_dict and f.type == pa.string() else f
-                             for f in ctx.schema])
-        probe_cols = [c for c in dict.fromkeys([*_PLAIN_META, *ctx.spec.record_key_fields, *ctx.spec.ordering_fields])
-                      if c in ctx.schema.names and c in names]
-        try:
-            probe = reader.read(probe_cols)
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
-        probe = align_table(probe, pa.schema([ctx.schema.field(c) for c in probe_cols]), where)
-        fresh = with_meta(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded=True)
-        if fresh.schema != encoded:
-            fresh = fresh.cast(encoded)
-        plan = _in_place_plan(ctx, probe, fresh, new_keys)
-        if plan is None:
-            return None
-        upd_old, upd_new, ins_new = plan
-        n_old = reader.pf.metadata.num_rows
-        bloom = _continued_bloom(ctx, fs, n_old)
-        rel = posixpath.join(fs.partition_path, name) if fs.partition_path else name
-        create_marker(ctx.storage, ctx.instant, rel, "MERGE")
-        ctx.written.append(rel)
-        writer = BaseFileWriter(ctx.storage, rel, ctx.avro_schema, keyed=ctx.meta_fields,
-                                bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
-                                plain=unique_key_columns(ctx.spec.record_key_fields))
-        no_keys = pa.array([], pa.string())
-        try:
-            lo = 0
-            rest = [c for c in names if c not in probe_cols]   # the key columns are read already
-            for rows in _old_batches(reader, rest, as_dict, where):
-                hi = lo + rows.num_rows
-                for c in probe_cols:
-                    rows = rows.append_column(probe.schema.field(c), probe.column(c).slice(lo, hi - lo))
-                rows = align_table(rows, encoded, where)
-                a, b = np.searchsorted(upd_old, [lo, hi])
-                if b > a:   # the old rows this write replaces take the new records' places
-                    order = np.arange(rows.num_rows, dtype=np.int64)
-                    order[upd_old[a:b] - lo] = rows.num_rows + np.arange(b - a, dtype=np.int64)
-                    rows = pa.concat_tables([rows, fresh.take(pa.array(upd_new[a:b]))]).take(pa.array(order))
-                _write_merged(ctx, writer, rows, name, None if bloom is None else no_keys)
-                lo = hi
-            if lo != n_old:
-                raise CorruptFileError(f"{where}: read {lo} rows, its footer says {n_old}")
-            inserted = new_keys.take(pa.array(ins_new))
-            _write_merged(ctx, writer, fresh.take(pa.array(ins_new)), name, None if bloom is None else inserted)
-            res = writer.close()
-        except BaseException:
-            writer.abort()
-            raise
+def _dictionary_columns(ctx: WriteContext, reader: BaseFileReader) -> list[str]:
+    """The old file's columns a merge reads as dictionaries: the constant meta fields and the
+    string columns it stores as dictionary indices only, but not those the merge compares."""
+    plain = _compared_columns(ctx)
+    stored = dictionary_columns(reader.pf, reader.pf.schema_arrow.names)
+    return list(dict.fromkeys(_constant_meta(ctx) + [c for c in stored if c not in plain]))
+
+
+def _encoded_schema(ctx: WriteContext, as_dict: list[str], stored: pa.Schema | None) -> pa.Schema:
+    """The writer schema with the ``as_dict`` columns typed as the dictionaries they are read
+    as: of the type the old file stores (``stored``; ``None``: no old file), when it is the
+    schema's own (a column stored as another type is decoded, aligning casts it)."""
+    def read_as_dictionary(f: pa.Field) -> bool:
+        if f.name not in as_dict or not (pa.types.is_string(f.type) or pa.types.is_binary(f.type)):
+            return False
+        i = -1 if stored is None else stored.get_field_index(f.name)
+        return stored is None or (i >= 0 and stored.field(i).type == f.type)
+    return pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if read_as_dictionary(f) else f
+                      for f in ctx.schema])
+
+
+def _fresh(ctx: WriteContext, upserts: pa.Table, upsert_keys: pa.Array, partition: str, name: str, task: int,
+           encoded: pa.Schema) -> pa.Table:
+    """The new records with their meta fields, their strings encoded as the old file's are."""
+    fresh = with_meta(ctx, upserts, upsert_keys, partition, name, task, encoded=True)
+    return fresh if fresh.schema == encoded else fresh.cast(encoded)
+
+
+@contextlib.contextmanager
+def _reading(where: str) -> Iterator[None]:
+    """A failure to read the old base file names it."""
+    try:
+        yield
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+
+
+def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as_dict: list[str],
+                    encoded: pa.Schema, upserts: pa.Table, upsert_keys: pa.Array, new_keys: pa.Array,
+                    name: str, task: int) -> WriteStat | None:
+    """The in-place merge (see :func:`_in_place_plan`) of the base file of ``fs`` (open in
+    ``reader``; over :data:`_MERGE_BATCH_ROWS` rows: a smaller one is merged whole, one read
+    and one write, faster), streamed: the old file's key columns decide the plan, then its
+    rows are read, merged and written a batch at a time, so that the old file and the merged
+    one are never both in memory. ``None`` (nothing written) when the general merge must decide."""
+    where = ctx.storage.uri(fs.base_file or "")
+    names = reader.pf.schema_arrow.names
+    probe_cols = [c for c in _compared_columns(ctx) if c in ctx.schema.names and c in names]
+    with _reading(where):
+        probe = reader.read(probe_cols)
+    probe = align_table(probe, pa.schema([ctx.schema.field(c) for c in probe_cols]), where)
+    fresh = _fresh(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded)
+    plan = _in_place_plan(ctx, probe, fresh, new_keys)
+    if plan is None:
+        return None
+    upd_old, upd_new, ins_new = plan
+    n_old = reader.pf.metadata.num_rows
+    bloom = _continued_bloom(ctx, fs, n_old)
+    rel = posixpath.join(fs.partition_path, name) if fs.partition_path else name
+    create_marker(ctx.storage, ctx.instant, rel, "MERGE")
+    ctx.written.append(rel)
+    writer = BaseFileWriter(ctx.storage, rel, ctx.avro_schema, keyed=ctx.meta_fields,
+                            bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
+                            plain=unique_key_columns(ctx.spec.record_key_fields))
+    no_keys = pa.array([], pa.string())
+    try:
+        lo = 0
+        rest = [c for c in names if c not in probe_cols]   # the key columns are read already
+        for rows in _old_batches(reader, rest, as_dict, where):
+            hi = lo + rows.num_rows
+            for c in probe_cols:
+                rows = rows.append_column(probe.schema.field(c), probe.column(c).slice(lo, hi - lo))
+            rows = align_table(rows, encoded, where)
+            a, b = np.searchsorted(upd_old, [lo, hi])
+            if b > a:   # the old rows this write replaces take the new records' places
+                order = np.arange(rows.num_rows, dtype=np.int64)
+                order[upd_old[a:b] - lo] = rows.num_rows + np.arange(b - a, dtype=np.int64)
+                rows = pa.concat_tables([rows, fresh.take(pa.array(upd_new[a:b]))]).take(pa.array(order))
+            _write_merged(ctx, writer, rows, name, None if bloom is None else no_keys)
+            lo = hi
+        if lo != n_old:
+            raise CorruptFileError(f"{where}: read {lo} rows, its footer says {n_old}")
+        inserted = new_keys.take(pa.array(ins_new))
+        _write_merged(ctx, writer, fresh.take(pa.array(ins_new)), name, None if bloom is None else inserted)
+        res = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=n_old + len(ins_new), num_update_writes=len(upd_new),
                      num_inserts=len(ins_new), num_deletes=0, total_write_bytes=res.file_size)
 
 
-def _old_batches(reader, columns: list[str], as_dict: list[str], where: str) -> Iterator[pa.Table]:
+def _old_batches(reader: BaseFileReader, columns: list[str], as_dict: list[str], where: str) -> Iterator[pa.Table]:
     """The old file's ``columns`` a batch of rows at a time; a read failure names the file."""
-    it = reader.iter_encoded(columns, as_dict, _MERGE_BATCH_ROWS)
-    while True:
-        try:
-            batch = next(it)
-        except StopIteration:
-            return
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
-        yield batch
+    with _reading(where):
+        yield from reader.iter_encoded(columns, as_dict, _MERGE_BATCH_ROWS)
 
 
 def _write_merged(ctx: WriteContext, writer: BaseFileWriter, rows: pa.Table, name: str,
@@ -295,8 +314,7 @@ def _write_merged(ctx: WriteContext, writer: BaseFileWriter, rows: pa.Table, nam
     if not rows.num_rows:
         return
     if ctx.meta_fields:
-        idx = rows.schema.get_field_index("_hoodie_file_name")
-        rows = rows.set_column(idx, rows.schema.field(idx).with_type(_DICT), _constant(name, rows.num_rows))
+        rows = with_file_name(rows, name)
     writer.write(rows, record_keys(rows, ctx.spec) if ctx.meta_fields else None, bloom_keys)
 
 
