@@ -82,3 +82,34 @@ def test_merge_keeps_dictionary_columns_and_rows(tmp_path, monkeypatch, evolve, 
     pf = pq.ParquetFile(new_file)
     assert pf.schema_arrow.field("color").type == pa.string()   # stored as a plain string column
     assert "color" in dictionary_columns(pf, ["color"])          # whose pages are dictionary indices
+
+
+def test_streamed_merge_writes_row_groups_within_its_buffer(tmp_path, monkeypatch):
+    """A streamed merge holds at most ``_MERGE_BUFFER_BYTES`` of rows before writing them as a
+    row group (not a Hudi-sized one per merge running in parallel); the file it writes holds
+    the same rows for us and for hudi-rs, and its key range and bloom filter cover every key."""
+    monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", 400)
+    monkeypatch.setattr(handles, "_MERGE_BUFFER_BYTES", 24_000)
+    path = str(tmp_path / "t")
+    n = 3000
+    first = _rows(range(n), 1, [("red", "green")[i % 2] for i in range(n)])
+    hudi.write(path, first, operation="insert", **KEY)
+    (old_file,) = _latest_base_files(path)
+    assert pq.ParquetFile(old_file).metadata.num_row_groups == 1
+    upsert = _rows(list(range(1, n, 5)) + list(range(n, n + 30)), 2, ["blue"] * (len(range(1, n, 5)) + 30))
+    hudi.write(path, upsert, operation="upsert", **KEY)
+
+    (new_file,) = _latest_base_files(path)
+    meta = pq.ParquetFile(new_file).metadata
+    assert meta.num_rows == n + 30 and meta.num_row_groups > 3
+    assert max(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) < n
+    expected = {r["id"]: r for r in first.to_pylist()}
+    expected.update({r["id"]: r for r in upsert.to_pylist()})
+    want = canonical_rows(pa.Table.from_pylist(list(expected.values())))
+    cols = ["id", "ts", "city", "color"]
+    assert canonical_rows(hudi.open_table(path).read(columns=cols)) == want
+    assert canonical_rows(hudi_rs_read(path).select(cols)) == want
+    footer = hudi.open_table(path)
+    probe = pa.array([f"k{i:05d}" for i in (0, 1, n - 1, n + 29)])
+    found = footer.lookup(probe)
+    assert sorted(found.column("id").to_pylist()) == sorted(probe.to_pylist())
