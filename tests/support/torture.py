@@ -105,7 +105,8 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
                      "hoodie.metadata.record.index.min.filegroup.count": rng.choice([1, 2]),
                      "hoodie.index.type": rng.choice(["RECORD_INDEX", "SIMPLE"])})
     # COW merges of old files over this many rows are streamed batch by batch (writer/handles.py;
-    # 131,072 by default: tiny here so that the torture's small files take that path too)
+    # 131,072 by default: tiny here so that the torture's small files take that path too), and
+    # then write row groups of a few KB (32 MB by default): merged files hold several row groups
     merge_batch = random.Random(f"merge-batch-{seed}").choice([None, 5, 37])
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch}
@@ -367,9 +368,10 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
     rng = random.Random(cfg["seed"])
     n = len(given) if given is not None else steps
     ok = False
-    saved_batch = handles._MERGE_BATCH_ROWS
+    saved_batch, saved_buffer = handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES
     if cfg.get("merge_batch_rows"):
         handles._MERGE_BATCH_ROWS = cfg["merge_batch_rows"]
+        handles._MERGE_BUFFER_BYTES = 4096
     try:
         for i in range(n):
             step = given[i] if given is not None else seq.generate(rng)
@@ -398,7 +400,7 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
                 f"  table kept at {path}\n") from exc
         ok = True
     finally:
-        handles._MERGE_BATCH_ROWS = saved_batch
+        handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES = saved_batch, saved_buffer
         if ok and not keep:
             shutil.rmtree(base, ignore_errors=True)
     return {"steps": n, "checks": seq.checks, "path": path}
