@@ -39,6 +39,7 @@ def test_merge_keeps_dictionary_columns_and_rows(tmp_path, monkeypatch, evolve, 
     """``batch_rows``: the old file is merged that many rows at a time (updates fall on batch
     boundaries and in batches of their own); by default it fits one batch and is merged whole."""
     if batch_rows:
+        monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", batch_rows)
         monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", batch_rows)
     path = str(tmp_path / "t")
     written = []   # what the streamed merge hands the new file's writer
@@ -88,6 +89,7 @@ def test_streamed_merge_writes_row_groups_within_its_buffer(tmp_path, monkeypatc
     """A streamed merge holds at most ``_MERGE_BUFFER_BYTES`` of rows before writing them as a
     row group (not a Hudi-sized one per merge running in parallel); the file it writes holds
     the same rows for us and for hudi-rs, and its key range and bloom filter cover every key."""
+    monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", 1000)
     monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", 400)
     monkeypatch.setattr(handles, "_MERGE_BUFFER_BYTES", 24_000)
     path = str(tmp_path / "t")

@@ -368,9 +368,9 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
     rng = random.Random(cfg["seed"])
     n = len(given) if given is not None else steps
     ok = False
-    saved_batch, saved_buffer = handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES
+    saved = handles._STREAM_ABOVE_ROWS, handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES
     if cfg.get("merge_batch_rows"):
-        handles._MERGE_BATCH_ROWS = cfg["merge_batch_rows"]
+        handles._STREAM_ABOVE_ROWS = handles._MERGE_BATCH_ROWS = cfg["merge_batch_rows"]
         handles._MERGE_BUFFER_BYTES = 4096
     try:
         for i in range(n):
@@ -400,7 +400,7 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
                 f"  table kept at {path}\n") from exc
         ok = True
     finally:
-        handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES = saved_batch, saved_buffer
+        handles._STREAM_ABOVE_ROWS, handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES = saved
         if ok and not keep:
             shutil.rmtree(base, ignore_errors=True)
     return {"steps": n, "checks": seq.checks, "path": path}
