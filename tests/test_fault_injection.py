@@ -18,7 +18,7 @@ from writemodel import Model, data_rows, hudi_rs_read, make_rows, model_rows
 pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).parent / "support" / "faultchild.py"
-POINTS = ["after_requested", "before_data", "mid_base_file", "mid_log_append", "after_data",
+POINTS = ["after_requested", "before_data", "mid_base_file", "mid_streamed_merge", "mid_log_append", "after_data",
           "mid_metadata_write", "after_metadata_commit", "after_commit"]
 LAYOUTS = [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 6), ("COPY_ON_WRITE", 6)]
 
@@ -35,7 +35,7 @@ def test_killed_writer(tmp_path, layout, point):
     table_type, version = layout
     if point == "mid_log_append" and table_type == "COPY_ON_WRITE":
         pytest.skip("copy-on-write writes no log files")
-    if point == "mid_base_file" and table_type == "MERGE_ON_READ":
+    if point in ("mid_base_file", "mid_streamed_merge") and table_type == "MERGE_ON_READ":
         pytest.skip("this upsert appends to logs only (inserts pad the small file group)")
     path = str(tmp_path / "t")
     kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type,

@@ -115,3 +115,41 @@ def test_streamed_merge_writes_row_groups_within_its_buffer(tmp_path, monkeypatc
     probe = pa.array([f"k{i:05d}" for i in (0, 1, n - 1, n + 29)])
     found = footer.lookup(probe)
     assert sorted(found.column("id").to_pylist()) == sorted(probe.to_pylist())
+
+
+def test_failed_streamed_merge_leaves_the_table_as_it_was(tmp_path, monkeypatch):
+    """A streamed merge that fails after writing row groups of its new file removes that file
+    and the instant: both readers see the last commit, and the next upsert commits."""
+    import os
+    monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", 100)
+    monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", 100)
+    monkeypatch.setattr(handles, "_MERGE_BUFFER_BYTES", 1)
+    path = str(tmp_path / "t")
+    first = _rows(range(1000), 1, ["red"] * 1000)
+    hudi.write(path, first, operation="insert", **KEY)
+    before = canonical_rows(hudi.open_table(path).read(columns=["id", "ts", "city", "color"]))
+    files_before = sorted(os.listdir(f"{path}/a"))
+    real, calls = handles._write_merged, []
+
+    def failing(*args, **kwargs):
+        real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("disk full")
+    monkeypatch.setattr(handles, "_write_merged", failing)
+    with pytest.raises(Exception, match="disk full"):
+        hudi.write(path, _rows(range(0, 1000, 3), 2, ["blue"] * 334), operation="upsert", **KEY)
+    assert len(calls) == 3
+    assert canonical_rows(hudi.open_table(path).read(columns=["id", "ts", "city", "color"])) == before
+    assert canonical_rows(hudi_rs_read(path).select(["id", "ts", "city", "color"])) == before
+    assert sorted(f for f in os.listdir(f"{path}/a") if f.endswith(".parquet")) == \
+        [f for f in files_before if f.endswith(".parquet")]
+
+    monkeypatch.setattr(handles, "_write_merged", real)
+    again = _rows(range(0, 1000, 3), 3, ["green"] * 334)
+    hudi.write(path, again, operation="upsert", **KEY)
+    expected = {r["id"]: r for r in first.to_pylist()}
+    expected.update({r["id"]: r for r in again.to_pylist()})
+    want = canonical_rows(pa.Table.from_pylist(list(expected.values())))
+    assert canonical_rows(hudi.open_table(path).read(columns=["id", "ts", "city", "color"])) == want
+    assert canonical_rows(hudi_rs_read(path).select(["id", "ts", "city", "color"])) == want

@@ -39,6 +39,18 @@ def install(point: str) -> None:
             storage.write_bytes(rel, data[: len(data) // 2])
             die()
         handles.write_base_file = torn
+    elif point == "mid_streamed_merge":
+        # a COW merge streamed batch by batch, killed once row groups of the new file are written
+        handles._STREAM_ABOVE_ROWS = handles._MERGE_BATCH_ROWS = 2
+        handles._MERGE_BUFFER_BYTES = 1
+        real_merged, calls = handles._write_merged, []
+
+        def merged_then_die(*a, **k):
+            real_merged(*a, **k)
+            calls.append(1)
+            if len(calls) == 3:
+                die()
+        handles._write_merged = merged_then_die
     elif point == "mid_log_append":
         def torn_log(storage, rel, blocks):
             with storage.open(rel, "wb") as f:
