@@ -21,10 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import CorruptFileError, StorageError
+from ..errors import CorruptFileError
 from ..storage import Storage
 from .align import align_table
 from .merge import MergeSpec, record_keys
+from .parquet import open_base_file
 from .scan import ScanTask, read_task_table
 
 __all__ = ["read_keys"]
@@ -47,13 +48,15 @@ def _row_groups_holding(meta: pq.FileMetaData, column: int, keys: pa.Array) -> l
 
 
 def _base_rows(storage: Storage, task: ScanTask, keys: pa.Array, key_column: str) -> pa.Table:
-    """The base file's rows of the row groups that may hold ``keys`` (not yet filtered)."""
+    """The base file's rows of the row groups that may hold ``keys`` (not yet filtered). Opened
+    as the scan opens it (a local file memory-mapped, so the slices decode in parallel without
+    the GIL) and, when every row group may hold a key, read as the scan reads it."""
     s = task.file_slice
     path = s.base_file or ""
     where = storage.uri(path)
-    try:
-        with storage.open(path, size=s.base_file_size) as f:
-            pf = pq.ParquetFile(f)
+    with open_base_file(storage, path, s.base_file_size) as reader:
+        try:
+            pf = reader.pf
             names = pf.schema_arrow.names
             present = [c for c in task.read_schema.names if c in names]
             meta = pf.metadata
@@ -61,12 +64,14 @@ def _base_rows(storage: Storage, task: ScanTask, keys: pa.Array, key_column: str
             column = paths.index(key_column) if key_column in paths else -1
             groups = (_row_groups_holding(meta, column, keys) if column >= 0
                       else list(range(meta.num_row_groups)))
-            table = pf.read_row_groups(groups, columns=present) if groups else \
-                pf.schema_arrow.empty_table().select(present)
-    except StorageError:
-        raise
-    except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled footer string
-        raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
+            if len(groups) == meta.num_row_groups:
+                table = reader.read(present)
+            elif groups:
+                table = pf.read_row_groups(groups, columns=present)
+            else:
+                table = pf.schema_arrow.empty_table().select(present)
+        except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a garbled footer string
+            raise CorruptFileError(f"cannot read base file {where}: {exc}") from exc
     return align_table(table, task.read_schema, where)
 
 
