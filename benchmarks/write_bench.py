@@ -10,7 +10,9 @@ kept for the record).
 - bulk_insert vs ``pq.write_table`` of the very same output: the base files Hudi wrote are read
   back (all 11 columns, ``_hoodie_*`` meta columns included) and each is written again by
   pyarrow, one file per Hudi base file (one per partition at these sizes), pyarrow's defaults;
-- insert vs ``deltalake.write_deltalake`` (partitioned by the same column);
+- insert vs ``deltalake.write_deltalake`` (partitioned by the same column), and for the record
+  with ``hoodie.parquet.bloom.filter.enabled=false`` (no footer bloom filter, as Hudi allows
+  where no bloom index reads it);
 - a 10% upsert (half updates spread over every file group, half new keys) into COW and MOR vs
   deltalake's ``merge`` (matched on key and partition: update all, insert the rest);
 - snapshot reads of the upserted tables: COW vs ``pq.read_table`` of its latest base files and
@@ -137,6 +139,11 @@ class _Run:
                        self.repeat, _fresh(out))
         peer = self._delta_best(lambda: self._delta_write(dout, data), _fresh(dout))
         self.add("insert vs deltalake.write_deltalake", ours, peer, TARGETS["insert"])
+        # for the record: Hudi's switch for the footer bloom filter, off (no bloom index reads it)
+        off = {**self.opts, "hoodie.parquet.bloom.filter.enabled": "false"}
+        bare = best_of(lambda: hudi.write(str(out), data, operation="insert", options=off, **KEY),
+                       self.repeat, _fresh(out))
+        self.add("insert, hoodie.parquet.bloom.filter.enabled=false, vs deltalake", bare, peer, None)
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(dout, ignore_errors=True)
 

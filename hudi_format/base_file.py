@@ -47,7 +47,7 @@ from .schema import avro_to_arrow_schema, parse_avro_schema
 from .storage import Storage
 
 __all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_footer", "read_parquet_bytes",
-           "BaseFileFooter", "bloom_filter_from_options", "parquet_options_from_hoodie",
+           "BaseFileFooter", "bloom_filter_from_options", "footer_bloom", "parquet_options_from_hoodie",
            "BLOOM_FILTER_KEY", "BLOOM_TYPE_CODE_KEY", "MIN_RECORD_KEY", "MAX_RECORD_KEY",
            "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE",
            "constant_column", "with_file_name"]
@@ -79,6 +79,22 @@ def bloom_filter_from_options(options: Mapping[str, Any] | None = None) -> Bloom
                             option(options, "hoodie.index.bloom.fpp"),
                             option(options, "hoodie.bloom.index.filter.type"),
                             option(options, "hoodie.bloom.index.filter.dynamic.max.entries"))
+
+
+_BLOOM_OPTIONS = ("hoodie.index.bloom.", "hoodie.bloom.")
+
+
+def footer_bloom(options: Mapping[str, Any] | None) -> dict | None:
+    """Hudi's bloom options in ``options`` (for :func:`bloom_filter_from_options`), or ``None``
+    when base files written with them carry no record-key bloom filter (nor min/max keys):
+    ``hoodie.parquet.bloom.filter.enabled`` off and an index type that is not a bloom index
+    (one reads them), as Hudi's ``HoodieFileWriterFactory.enableBloomFilter`` decides. Tables
+    without meta fields never carry them (the caller's part)."""
+    opts = options or {}
+    if not option(opts, "hoodie.parquet.bloom.filter.enabled") \
+            and "BLOOM" not in str(option(opts, "hoodie.index.type")).upper():
+        return None
+    return {k: v for k, v in opts.items() if str(k).startswith(_BLOOM_OPTIONS)}
 
 
 def parquet_options_from_hoodie(options: Mapping[str, Any] | None = None) -> dict:

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..base_file import unique_key_columns, with_file_name, write_base_file
+from ..base_file import footer_bloom, unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 from ..options import option
@@ -335,7 +335,8 @@ def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dic
     n_files = min(n_files, max(data.num_rows, 1))
     stats = []
     bounds = [round(i * data.num_rows / n_files) for i in range(n_files + 1)]
-    bloom = {k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))}
+    bloom = footer_bloom(opts)
+    keyed = ts.config.populate_meta_fields and bloom is not None
     for i in range(n_files):
         t1 = time.monotonic()
         chunk = data.slice(bounds[i], bounds[i + 1] - bounds[i])
@@ -347,7 +348,7 @@ def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dic
             if not preserve:
                 chunk = _restamp(chunk, instant_time, task)
             chunk = with_file_name(chunk, name)
-        keys = pc.cast(record_keys(chunk, spec), pa.string()) if ts.config.populate_meta_fields else None
+        keys = pc.cast(record_keys(chunk, spec), pa.string()) if keyed else None
         written.append(rel)
         res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom, compression=codec,
                               plain=unique_key_columns(spec.record_key_fields))

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import unique_key_columns, with_file_name, write_base_file
+from ..base_file import footer_bloom, unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
 from ..errors import HudiError, TimelineError
 from ..log import BlockType
@@ -301,10 +301,11 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     rel = posixpath.join(part, name) if part else name
     if ts.config.populate_meta_fields:
         merged = with_file_name(merged, name)
-    keys = pc.cast(record_keys(merged, spec), pa.string()) if ts.config.populate_meta_fields else None
+    bloom = footer_bloom(opts)
+    keyed = ts.config.populate_meta_fields and bloom is not None
+    keys = pc.cast(record_keys(merged, spec), pa.string()) if keyed else None
     written.append(rel)
-    res = write_base_file(storage, rel, merged, avro, keys,
-                          bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
+    res = write_base_file(storage, rel, merged, avro, keys, bloom=bloom,
                           compression=option(opts, "hoodie.parquet.compression.codec"),
                           plain=unique_key_columns(spec.record_key_fields))
     t_done = time.monotonic()

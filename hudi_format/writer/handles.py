@@ -62,10 +62,17 @@ class WriteContext:
     compression: str = "gzip"
     max_log_file_size: int = 1024 * 1024 * 1024
     bloom: dict | None = None
+    bloom_filter: bool = True    # False: hoodie.parquet.bloom.filter.enabled off (base_file.footer_bloom)
     written: list = attrs.field(factory=list)  # paths of files this commit created
     file_id: str | None = None   # create: the new group's id, fixed at planning (a retried task reuses it)
     token: tuple[int, str] | None = None   # (task number, Hudi write token) of the task writing
     _task: int = 0
+
+    @property
+    def keyed(self) -> bool:
+        """Whether base files carry the record-key bloom filter and min/max keys: Hudi writes
+        neither without meta fields, nor with ``hoodie.parquet.bloom.filter.enabled`` off."""
+        return self.meta_fields and self.bloom_filter
 
     def next_token(self) -> tuple[int, str]:
         if self.token is not None:
@@ -112,8 +119,7 @@ def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
                 bloom_keys: pa.Array | None = None) -> BaseFileWriteResult:
     path = posixpath.join(partition, name) if partition else name
     create_marker(ctx.storage, ctx.instant, path, io_type)
-    # Hudi keeps no bloom filter (nor min/max keys) in base files of tables without meta fields.
-    keys = record_keys(table, ctx.spec) if ctx.meta_fields else None
+    keys = record_keys(table, ctx.spec) if ctx.keyed else None
     ctx.written.append(path)
     return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys,
                            bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
@@ -188,7 +194,7 @@ def _continued_bloom(ctx: WriteContext, fs: FileSlice, n_old: int) -> BloomFilte
     """The old base file's bloom filter, to go on with when every one of its ``n_old`` rows
     stays: it holds their keys, as Hudi's merge handle would add them again (in file order,
     updates in place); only the inserted keys are hashed. ``None``: build a new filter."""
-    if not ctx.meta_fields or not fs.base_file:
+    if not ctx.keyed or not fs.base_file:
         return None
     stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size)
     if stored.bloom_filter is None or stored.num_rows != n_old:
@@ -279,7 +285,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as
     rel = posixpath.join(fs.partition_path, name) if fs.partition_path else name
     create_marker(ctx.storage, ctx.instant, rel, "MERGE")
     ctx.written.append(rel)
-    writer = BaseFileWriter(ctx.storage, rel, ctx.avro_schema, keyed=ctx.meta_fields,
+    writer = BaseFileWriter(ctx.storage, rel, ctx.avro_schema, keyed=ctx.keyed,
                             bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
                             plain=unique_key_columns(ctx.spec.record_key_fields),
                             block_size=_MERGE_BUFFER_BYTES)
@@ -323,7 +329,7 @@ def _write_merged(ctx: WriteContext, writer: BaseFileWriter, rows: pa.Table, nam
         return
     if ctx.meta_fields:
         rows = with_file_name(rows, name)
-    writer.write(rows, record_keys(rows, ctx.spec) if ctx.meta_fields else None, bloom_keys)
+    writer.write(rows, record_keys(rows, ctx.spec) if ctx.keyed else None, bloom_keys)
 
 
 def _in_place_plan(ctx: WriteContext, old: pa.Table, fresh: pa.Table,

@@ -26,6 +26,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..base_file import footer_bloom
 from ..config import META_FIELDS, TableConfig
 from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
@@ -448,7 +449,7 @@ def write_context(storage: Storage, bucket: WriteBucket, write_token: str | None
         log_block_format=option(opts, "hoodie.logfile.data.block.format"),
         compression=option(opts, "hoodie.parquet.compression.codec"),
         max_log_file_size=option(opts, "hoodie.logfile.max.size"),
-        bloom={k: v for k, v in opts.items() if k.startswith(("hoodie.index.bloom.", "hoodie.bloom."))},
+        bloom=footer_bloom(opts) or {}, bloom_filter=footer_bloom(opts) is not None,
         file_id=bucket.file_id, token=token)
 
 

@@ -125,7 +125,7 @@ class _NewFile:
         self.path = posixpath.join(partition, self.name) if partition else self.name
         create_marker(job.storage, job.instant_time, self.path, "CREATE")
         self.ctx.written.append(self.path)
-        self.writer = BaseFileWriter(job.storage, self.path, self.ctx.avro_schema, keyed=self.ctx.meta_fields,
+        self.writer = BaseFileWriter(job.storage, self.path, self.ctx.avro_schema, keyed=self.ctx.keyed,
                                      bloom=self.ctx.bloom, compression=self.ctx.compression,
                                      plain=unique_key_columns(job.spec.config.record_key_fields))
         self.rows = 0                       # records given to the file so far
@@ -176,7 +176,7 @@ class _NewFile:
             table = handles.with_meta(self.ctx, rows, keys, self.partition, self.name, self.task, start)
             del rows, chunks
             self.owner.meta_ratio = max(1.0, table.nbytes / max(1, raw))
-            keyed = self.ctx.meta_fields
+            keyed = self.ctx.keyed
             # in slices: hashing keys into the bloom filter takes memory in proportion to them
             for pos in range(0, table.num_rows, _KEY_SLICE):
                 self.writer.write(table.slice(pos, _KEY_SLICE), keys.slice(pos, _KEY_SLICE) if keyed else None)
