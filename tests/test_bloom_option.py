@@ -85,12 +85,19 @@ def test_off_compaction_writes_no_bloom_filter(tmp_path):
     _same_rows(path, _expected(first, upsert))
 
 
-def test_a_bloom_index_writes_it_anyway_and_finds_keys_in_files_without_it(tmp_path):
+@pytest.mark.parametrize("use_metadata", [False, True])
+def test_a_bloom_index_writes_it_anyway_and_finds_keys_in_files_without_it(tmp_path, use_metadata):
+    """``use_metadata``: the bloom index reads the metadata table's ``bloom_filters`` partition,
+    which has no entry for a file without a filter, instead of the footers."""
     path = str(tmp_path / "t")
+    mdt = {"hoodie.metadata.index.bloom.filter.enable": "true"} if use_metadata else {}
     first = _rows(range(300), 1)
-    hudi.write(path, first, operation="insert", options=OFF, **KEY)
+    hudi.write(path, first, operation="insert", options={**OFF, **mdt}, **KEY)
     assert all(not keys & set(FOOTER_KEYS) for keys in _footers(path).values())
-    bloom = {**OFF, "hoodie.index.type": "BLOOM"}
+    bloom = {**OFF, **mdt, "hoodie.index.type": "BLOOM"}
+    if use_metadata:
+        bloom["hoodie.bloom.index.use.metadata"] = "true"
+        assert "bloom_filters" in hudi.open_table(path).config.metadata_partitions
     upsert = _rows(list(range(0, 300, 5)) + list(range(300, 310)), 2)
     hudi.write(path, upsert, operation="upsert", options=bloom, **KEY)
     # every key found: updated in place, none written twice

@@ -108,6 +108,8 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
     # 131,072 by default: tiny here so that the torture's small files take that path too), and
     # then write row groups of a few KB (32 MB by default): merged files hold several row groups
     merge_batch = random.Random(f"merge-batch-{seed}").choice([None, 5, 37])
+    if random.Random(f"bloom-{seed}").random() < 0.3:   # footers without bloom filters
+        opts["hoodie.parquet.bloom.filter.enabled"] = "false"
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch}
 
