@@ -68,21 +68,68 @@ def test_marker_inside_values_and_other_layouts_fall_back_exactly(mvcc):
     assert decode_cells(odd, mvcc, False, "t")[0].to_pylist() == [k for k, _ in cells[:20]]
 
 
+def test_search_finds_cells_and_refuses_other_layouts(monkeypatch):
+    """A key's cell searched in a block (``find_cell``): found with its value, absent keys
+    (including one that is a prefix or an extension of a present row) are ``None``, a framed
+    key inside a value without a cell header around it is refused, and a block whose cells
+    carry a family name is not searched: the lookup then locates every cell, same answer."""
+    from hudi_format.hfile.cells import NOT_HUDI_LAYOUT, find_cell, hudi_layout
+    inner = struct.pack(">H", 5) + b"k0003" + b"\x00" + KEY_SUFFIX   # k0003 framed, inside a value
+    cells = [(b"k%04d" % i, b"v%d" % i + (inner if i == 2 else b"")) for i in range(0, 40, 2)]
+    payload = b"".join(_cell(k, v, mvcc=True) for k, v in cells)
+    assert hudi_layout(payload)
+    for k, v in cells:
+        assert find_cell(payload, k) == v
+    assert find_cell(payload, b"k0001") is None and find_cell(payload, b"k000") is None
+    assert find_cell(payload, b"k00020") is None
+    assert find_cell(payload, b"k0003") is NOT_HUDI_LAYOUT
+    odd = b"".join(_cell(k, v, family=b"f") for k, v in cells[:5])
+    assert not hudi_layout(odd)
+    w_keys = [b"r%04d" % i for i in range(300)]
+    import hudi_format.hfile.reader as reader_mod
+    called = []
+    real = reader_mod.find_cells
+
+    def spy(*a, **k):
+        called.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(reader_mod, "find_cells", spy)
+    r = HFileReader.from_bytes(_hfile_of(w_keys))
+    found, values = r.lookup_arrays(pa.array(w_keys[::50], pa.binary()), search=True)
+    assert found.to_pylist() == w_keys[::50] and values.to_pylist() == [b"v" + k for k in w_keys[::50]]
+    assert not called   # searched: no block's cells located
+    monkeypatch.setattr(reader_mod, "hudi_layout", lambda payload: False)
+    found, values = r.lookup_arrays(pa.array(w_keys[::50], pa.binary()), search=True)
+    assert found.to_pylist() == w_keys[::50] and called   # another layout: every cell located
+
+
+def _hfile_of(keys):
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        w = HFileWriter(Storage(d), "x.hfile", block_size=512, compression="GZ")
+        for k in keys:
+            w.append(k, b"v" + k)
+        w.close()
+        with open(f"{d}/x.hfile", "rb") as f:
+            return f.read()
+
+
 def test_damaged_block_is_named():
     payload = _cell(b"a", b"x") + _cell(b"b", b"y")
     with pytest.raises(CorruptFileError, match="block 7"):
         decode_cells(payload[:-3], True, False, "block 7")
 
 
+@pytest.mark.parametrize("search", [False, True])
 @pytest.mark.parametrize("name", NAMES)
-def test_lookup_arrays_matches_point_lookups(name):
+def test_lookup_arrays_matches_point_lookups(name, search):
     r = HFileReader(Storage(str(HFILES)), name)
     everything = list(r.scan())
     rng = random.Random(3)
     present = [k for k, _ in rng.sample(everything, min(300, len(everything)))]
     probes = sorted(set(present + [b"", b"\x00", b"hudi-key-", b"hudi-key-000000500x", b"\xff" * 4]
                         + [k + b"\x00" for k in present[:20]]))
-    found, values = r.lookup_arrays(pa.array(probes, pa.binary()))
+    found, values = r.lookup_arrays(pa.array(probes, pa.binary()), search=search)
     expect = {k: r.get(k) for k in probes if r.get(k) is not None}
     assert dict(zip(found.to_pylist(), values.to_pylist())) == expect
 
@@ -100,9 +147,10 @@ def test_lookup_arrays_on_written_file_with_many_blocks(tmp_path):
     assert values.to_pylist() == [b"v" + k for k in found.to_pylist()]
 
 
+@pytest.mark.parametrize("search", [False, True])
 @pytest.mark.parametrize("levels", [1, 3])
 @pytest.mark.parametrize("few", [1, 5, 40, 5000])
-def test_lookup_arrays_with_fewer_keys_than_blocks(tmp_path, few, levels):
+def test_lookup_arrays_with_fewer_keys_than_blocks(tmp_path, few, levels, search):
     """A point lookup (fewer keys than blocks) picks blocks key by key, and descends a
     multi-level index through the leaves it needs: keys equal to an index entry (real or
     shortened first keys), between blocks, before the first and after the last key, and
@@ -122,14 +170,15 @@ def test_lookup_arrays_with_fewer_keys_than_blocks(tmp_path, few, levels):
     pool = starts + keys + [k + b"\x00" for k in keys] + [b"", b"rec-", b"rec-99999", b"\xff"]
     for _ in range(20 if few < 1000 else 2):
         probes = sorted(set(rng.sample(pool, few)))
-        found, values = r.lookup_arrays(pa.array(probes, pa.binary()))
+        found, values = r.lookup_arrays(pa.array(probes, pa.binary()), search=search)
         expect = {k: r.get(k) for k in probes if r.get(k) is not None}
         assert dict(zip(found.to_pylist(), values.to_pylist())) == expect
         assert found.to_pylist() == sorted(expect)
 
 
+@pytest.mark.parametrize("search", [False, True])
 @pytest.mark.parametrize("index_block_max_size", [128 * 1024, 64])
-def test_lookup_arrays_with_runs_cut_across_blocks(tmp_path, index_block_max_size):
+def test_lookup_arrays_with_runs_cut_across_blocks(tmp_path, index_block_max_size, search):
     """Other writers may cut a block inside a run of equal rows: the next block's index key is
     then that row, and the run's first entry (the one returned) sits in the block before (in
     a multi-level index, maybe under the leaf before)."""
@@ -148,7 +197,7 @@ def test_lookup_arrays_with_runs_cut_across_blocks(tmp_path, index_block_max_siz
     assert len(starts) == 41 and starts[1] == b"k0000"
     assert (r.trailer.num_data_index_levels > 2) == (index_block_max_size < 1024)  # intermediate levels
     for probes in ([b"k0000"], [b"k0010", b"k0011"], [b"k0020", b"k0380"], keys[:30]):
-        found, values = r.lookup_arrays(pa.array(probes, pa.binary()))
+        found, values = r.lookup_arrays(pa.array(probes, pa.binary()), search=search)
         assert dict(zip(found.to_pylist(), values.to_pylist())) == {k: b"first-" + k for k in probes if k in keys}
 
 

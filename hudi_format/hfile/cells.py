@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 from ..errors import CorruptFileError
 from .blocks import LATEST_TIMESTAMP, TYPE_PUT, decode_vint
 
-__all__ = ["decode_cells", "decode_many", "find_cells", "decode_cells_sequential", "cell_spans", "CellSpans",
+__all__ = ["decode_cells", "decode_many", "find_cells", "find_cell", "NOT_HUDI_LAYOUT", "decode_cells_sequential",
+           "cell_spans", "CellSpans",
            "KEY_SUFFIX", "SMALL_BLOCK"]
 
 KEY_SUFFIX = struct.pack(">qB", LATEST_TIMESTAMP, TYPE_PUT)  # ts + type closing Hudi's keys
@@ -342,3 +343,40 @@ def find_cells(payloads: list, mvcc: bool, tags: bool, wheres: list[str],
         empty = pa.array([], pa.binary())
         return empty, empty
     return pa.concat_arrays(rows), pa.concat_arrays(values)
+
+
+# -- one key in one block ---------------------------------------------------------------------------
+NOT_HUDI_LAYOUT = object()   # find_cell: the block's cells are not in Hudi's layout
+_FAMILY_TS_PUT = b"\x00" + KEY_SUFFIX   # empty family, latest timestamp, Put: the end of Hudi's keys
+
+
+def hudi_layout(payload) -> bool:
+    """Whether the block's first cell is in Hudi's layout (its key: row, empty family and
+    qualifier, latest timestamp, Put), which every cell of an HFile Hudi writes follows."""
+    if len(payload) < 8 + 2 + len(_FAMILY_TS_PUT):
+        return False
+    klen = struct.unpack_from(">i", payload, 0)[0]
+    rlen = struct.unpack_from(">H", payload, 8)[0]
+    return klen == rlen + 2 + len(_FAMILY_TS_PUT) and \
+        payload[10 + rlen:10 + rlen + len(_FAMILY_TS_PUT)] == _FAMILY_TS_PUT
+
+
+def find_cell(payload: bytes, key: bytes) -> bytes | None | object:
+    """The value of the first cell of row ``key`` in a data block in Hudi's layout (see
+    :func:`hudi_layout`; the caller checks it), ``None`` when no cell has that row, or
+    :data:`NOT_HUDI_LAYOUT` when what was found is not such a cell. One search for the key
+    framed as Hudi frames it (row length, row, empty family, latest timestamp, Put), then
+    its cell header checked: for a lookup of a few keys in a block this costs a few
+    microseconds, where locating every cell of the block costs a hundred."""
+    if len(key) > 0x7FFF:
+        return NOT_HUDI_LAYOUT
+    at = payload.find(struct.pack(">H", len(key)) + key + _FAMILY_TS_PUT)
+    if at < 0:
+        return None
+    if at < 8:
+        return NOT_HUDI_LAYOUT
+    klen, vlen = _KV.unpack_from(payload, at - 8)
+    start = at + klen
+    if klen != len(key) + 2 + len(_FAMILY_TS_PUT) or vlen < 0 or start + vlen > len(payload):
+        return NOT_HUDI_LAYOUT
+    return bytes(payload[start:start + vlen])

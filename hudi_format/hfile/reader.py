@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
 from .blocks import BlockType, decode_block, key_row
-from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cells
+from .cells import (NOT_HUDI_LAYOUT, SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cell, find_cells,
+                    hudi_layout)
 from .index import IndexBlock, parse_non_root_index, parse_root_index
 from .trailer import TRAILER_SIZE, Trailer, decode_file_info
 
@@ -33,6 +34,9 @@ SEEK_FOUND = 0  # the key is in the file
 SEEK_IN_RANGE = 1  # absent; positioned at the greatest key below it (HBase semantics)
 
 _INDEX_MAGICS = (BlockType.LEAF_INDEX, BlockType.INTERMEDIATE_INDEX)
+# up to this many keys per data block on average, a lookup searches each key's cell in its block
+# (find_cell) instead of locating every cell of the blocks column-wise
+_SEARCH_KEYS_PER_BLOCK = 8
 
 
 def _key(key) -> bytes:
@@ -374,28 +378,59 @@ class HFileReader:
                 out[key] = value
         return out
 
-    def lookup_arrays(self, keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+    def lookup_arrays(self, keys: pa.Array, search: bool = False) -> tuple[pa.Array, pa.Array]:
         """``(keys found, their values)`` for a sorted binary array of distinct ``keys``.
 
         Reads each data block whose index range holds one of the keys once, decodes them in
         bulk (:func:`.cells.decode_cells`) and matches the keys column-wise; the first entry
-        of a repeated row wins, as in :meth:`get`."""
+        of a repeated row wins, as in :meth:`get`. ``search``: with a few keys per block,
+        search each key's cell instead (:func:`.cells.find_cell`), for files whose values
+        cannot hold a whole cell of a key looked for (header, framed row, timestamp, type), as
+        the record index's Avro values cannot: a value that did could pass for that cell."""
         empty = pa.array([], pa.binary())
         keys = keys.cast(pa.binary())
         if not self.num_entries or not len(keys):
             return empty, empty
-        wanted = self._data_blocks_holding(keys.to_pylist())
+        key_list = keys.to_pylist()
+        wanted = self._data_blocks_holding(key_list)
         if not wanted:
             return empty, empty
+        if search and len(key_list) <= _SEARCH_KEYS_PER_BLOCK * len(wanted):
+            found = self._search(key_list, wanted)
+            if found is not None:
+                return found
+        blocks = [(offset, size) for offset, size, _ in wanted]
         rows, values = find_cells(
-            self._payloads(wanted), self._mvcc, self._tags,
-            [f"{self._where}: data block at offset {offset}" for offset, _ in wanted], keys)
+            self._payloads(blocks), self._mvcc, self._tags,
+            [f"{self._where}: data block at offset {offset}" for offset, _ in blocks], keys)
         if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
             first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
             if not pc.all(first).as_py():
                 keep = pa.concat_arrays([pa.array([True]), first])
                 rows, values = pc.filter(rows, keep), pc.filter(values, keep)
         return rows, values
+
+    def _search(self, keys: list[bytes], wanted: list[tuple[int, int, bytes]]) -> tuple[pa.Array, pa.Array] | None:
+        """:meth:`lookup_arrays` for a few keys per block: each key's cell searched in the
+        blocks that may hold it (:func:`.cells.find_cell`), in file order, the first found
+        winning; ``None`` when a block is not in Hudi's cell layout (the caller then locates
+        every cell)."""
+        payloads = [bytes(p) if not isinstance(p, bytes) else p
+                    for p in self._payloads([(offset, size) for offset, size, _ in wanted])]
+        if not all(hudi_layout(p) for p in payloads):
+            return None
+        firsts = [row for _, _, row in wanted]
+        rows, values = [], []
+        for key in keys:
+            for i in range(max(bisect.bisect_left(firsts, key) - 1, 0), bisect.bisect_right(firsts, key)):
+                value = find_cell(payloads[i], key)
+                if value is NOT_HUDI_LAYOUT:
+                    return None
+                if value is not None:
+                    rows.append(key)
+                    values.append(value)
+                    break
+        return pa.array(rows, pa.binary()), pa.array(values, pa.binary())
 
     def _payloads(self, wanted: list[tuple[int, int]]) -> list[bytes]:
         """Payloads of the data blocks ``(offset, size)`` (in file order): one ranged read
@@ -408,9 +443,9 @@ class HFileReader:
                 return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
         return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
 
-    def _data_blocks_holding(self, keys: list[bytes]) -> list[tuple[int, int]]:
-        """``(offset, size)`` of the data blocks that may hold one of the sorted distinct
-        ``keys``, in file order. A multi-level index is descended level by level through the
+    def _data_blocks_holding(self, keys: list[bytes]) -> list[tuple[int, int, bytes]]:
+        """``(offset, size, first row)`` of the data blocks that may hold one of the sorted
+        distinct ``keys``, in file order. A multi-level index is descended level by level through the
         index blocks that may hold a key only (a point lookup reads a few leaves, not all)."""
         rows, offsets, sizes = self._root.rows, self._root.offsets, self._root.sizes
         for _ in range(self.trailer.num_data_index_levels - 1):
@@ -418,7 +453,7 @@ class HFileReader:
             rows = [r for c in children for r in c.rows]
             offsets = [o for c in children for o in c.offsets]
             sizes = [z for c in children for z in c.sizes]
-        return [(offsets[i], sizes[i]) for i in self._blocks_holding(keys, rows)]
+        return [(offsets[i], sizes[i], rows[i]) for i in self._blocks_holding(keys, rows)]
 
     def _blocks_holding(self, keys: list[bytes], starts: list[bytes]) -> list[int]:
         """Indexes (in file order) of the blocks (data blocks, or index blocks one level up)

@@ -1,10 +1,12 @@
 """Looking record keys up in the metadata table's ``record_index`` partition, column-wise.
 
 Tagging an upsert asks the record index about every incoming key at once (100k keys against
-millions of entries), so this path never touches a key in Python: keys are spread over the
+millions of entries), so the bulk path never touches a key in Python: keys are spread over the
 partition's file groups with :func:`.keys.file_group_indexes`, each file group's HFiles (base
 file, then log blocks in log order) are searched with :meth:`HFileReader.lookup_arrays`
-(touched data blocks decoded in bulk), and the merge of base and log entries is a sort.
+(touched data blocks decoded in bulk, or, for a few keys per block, each key's cell searched:
+an entry's value, a ``HoodieRecordIndexInfo``, holds no byte run that could pass for a cell),
+and the merge of base and log entries is a sort.
 
 Values are ``HoodieMetadataRecord`` Avro records; a record index value depends only on where
 the record lives (partition, file id, instant), so the values found are dictionary-encoded and
@@ -72,7 +74,7 @@ def slice_entries(mdt, s: FileSlice, keys: pa.Array) -> pa.Table:
             schema = reader.avro_schema
             if not schema:
                 raise HudiError(f"{storage.uri(s.base_file)} has no Avro schema in its file info")
-            found, values = reader.lookup_arrays(keys)
+            found, values = reader.lookup_arrays(keys, search=True)
             parts.append(_locations(found, values, 0, schema, storage.uri(s.base_file)))
     for seq, block in enumerate(mdt.log_blocks(s.log_files) if s.log_files else (), start=1):
         where = block.describe()
@@ -82,7 +84,7 @@ def slice_entries(mdt, s: FileSlice, keys: pa.Array) -> pa.Table:
             reader = mdt.block_reader(block)
             if not reader.num_entries:
                 continue
-            found, values = reader.lookup_arrays(keys)
+            found, values = reader.lookup_arrays(keys, search=True)
             parts.append(_locations(found, values, seq, block.schema_json or reader.avro_schema, where))
         else:
             raise MetadataTableError(f"{where}: a {block.block_type.name} block, but the "
