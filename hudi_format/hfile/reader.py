@@ -395,42 +395,20 @@ class HFileReader:
         wanted = self._data_blocks_holding(key_list)
         if not wanted:
             return empty, empty
+        payloads = self._payloads([(offset, size) for offset, size, _ in wanted])
         if search and len(key_list) <= _SEARCH_KEYS_PER_BLOCK * len(wanted):
-            found = self._search(key_list, wanted)
+            found = _search(key_list, payloads, [row for _, _, row in wanted])
             if found is not None:
                 return found
-        blocks = [(offset, size) for offset, size, _ in wanted]
         rows, values = find_cells(
-            self._payloads(blocks), self._mvcc, self._tags,
-            [f"{self._where}: data block at offset {offset}" for offset, _ in blocks], keys)
+            payloads, self._mvcc, self._tags,
+            [f"{self._where}: data block at offset {offset}" for offset, _, _ in wanted], keys)
         if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
             first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
             if not pc.all(first).as_py():
                 keep = pa.concat_arrays([pa.array([True]), first])
                 rows, values = pc.filter(rows, keep), pc.filter(values, keep)
         return rows, values
-
-    def _search(self, keys: list[bytes], wanted: list[tuple[int, int, bytes]]) -> tuple[pa.Array, pa.Array] | None:
-        """:meth:`lookup_arrays` for a few keys per block: each key's cell searched in the
-        blocks that may hold it (:func:`.cells.find_cell`), in file order, the first found
-        winning; ``None`` when a block is not in Hudi's cell layout (the caller then locates
-        every cell)."""
-        payloads = [bytes(p) if not isinstance(p, bytes) else p
-                    for p in self._payloads([(offset, size) for offset, size, _ in wanted])]
-        if not all(hudi_layout(p) for p in payloads):
-            return None
-        firsts = [row for _, _, row in wanted]
-        rows, values = [], []
-        for key in keys:
-            for i in range(max(bisect.bisect_left(firsts, key) - 1, 0), bisect.bisect_right(firsts, key)):
-                value = find_cell(payloads[i], key)
-                if value is NOT_HUDI_LAYOUT:
-                    return None
-                if value is not None:
-                    rows.append(key)
-                    values.append(value)
-                    break
-        return pa.array(rows, pa.binary()), pa.array(values, pa.binary())
 
     def _payloads(self, wanted: list[tuple[int, int]]) -> list[bytes]:
         """Payloads of the data blocks ``(offset, size)`` (in file order): one ranged read
@@ -468,9 +446,8 @@ class HFileReader:
             return []
         if len(keys) - lo < len(starts):
             hit: set[int] = set()
-            for key in keys[lo:]:  # the blocks from the one before the first starting at key
-                hit.update(range(max(bisect.bisect_left(starts, key) - 1, 0),
-                                 bisect.bisect_right(starts, key)))
+            for key in keys[lo:]:
+                hit.update(_candidates(starts, key))
             return sorted(hit)
         out = []
         n = len(keys)
@@ -485,3 +462,30 @@ class HFileReader:
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())
 
+
+def _candidates(starts: list[bytes], key: bytes) -> range:
+    """The blocks that may hold ``key``, ``starts`` being their first rows in file order: from
+    the one before the first starting at ``key`` (a run of equal rows may begin there) to the
+    last starting at it."""
+    return range(max(bisect.bisect_left(starts, key) - 1, 0), bisect.bisect_right(starts, key))
+
+
+def _search(keys: list[bytes], payloads: list, starts: list[bytes]) -> tuple[pa.Array, pa.Array] | None:
+    """:meth:`HFileReader.lookup_arrays` for a few keys per block: each key's cell searched
+    (:func:`.cells.find_cell`) in the ``payloads`` of the blocks that may hold it (``starts``:
+    their first rows), in file order, the first found winning; ``None`` when a block is not in
+    Hudi's cell layout (the caller then locates every cell of the same payloads)."""
+    blocks = [p if isinstance(p, bytes) else bytes(p) for p in payloads]
+    if not all(hudi_layout(b) for b in blocks):
+        return None
+    rows, values = [], []
+    for key in keys:
+        for i in _candidates(starts, key):
+            value = find_cell(blocks[i], key)
+            if value is NOT_HUDI_LAYOUT:
+                return None
+            if value is not None:
+                rows.append(key)
+                values.append(value)
+                break
+    return pa.array(rows, pa.binary()), pa.array(values, pa.binary())

@@ -61,8 +61,8 @@ class WriteContext:
     log_block_format: str = "avro"
     compression: str = "gzip"
     max_log_file_size: int = 1024 * 1024 * 1024
-    bloom: dict | None = None
-    bloom_filter: bool = True    # False: hoodie.parquet.bloom.filter.enabled off (base_file.footer_bloom)
+    # Hudi's bloom options (base_file.footer_bloom); None: base files carry no bloom filter
+    bloom: dict | None = attrs.field(factory=dict)
     written: list = attrs.field(factory=list)  # paths of files this commit created
     file_id: str | None = None   # create: the new group's id, fixed at planning (a retried task reuses it)
     token: tuple[int, str] | None = None   # (task number, Hudi write token) of the task writing
@@ -72,7 +72,7 @@ class WriteContext:
     def keyed(self) -> bool:
         """Whether base files carry the record-key bloom filter and min/max keys: Hudi writes
         neither without meta fields, nor with ``hoodie.parquet.bloom.filter.enabled`` off."""
-        return self.meta_fields and self.bloom_filter
+        return self.meta_fields and self.bloom is not None
 
     def next_token(self) -> tuple[int, str]:
         if self.token is not None:

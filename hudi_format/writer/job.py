@@ -449,7 +449,7 @@ def write_context(storage: Storage, bucket: WriteBucket, write_token: str | None
         log_block_format=option(opts, "hoodie.logfile.data.block.format"),
         compression=option(opts, "hoodie.parquet.compression.codec"),
         max_log_file_size=option(opts, "hoodie.logfile.max.size"),
-        bloom=footer_bloom(opts) or {}, bloom_filter=footer_bloom(opts) is not None,
+        bloom=footer_bloom(opts),
         file_id=bucket.file_id, token=token)
 
 
