@@ -47,7 +47,7 @@ from .schema import avro_to_arrow_schema, parse_avro_schema
 from .storage import Storage
 
 __all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_footer", "read_parquet_bytes",
-           "BaseFileFooter", "bloom_filter_from_options", "footer_bloom", "parquet_options_from_hoodie",
+           "BaseFileFooter", "bloom_filter_from_options", "footer_bloom", "parquet_format", "parquet_options_from_hoodie",
            "BLOOM_FILTER_KEY", "BLOOM_TYPE_CODE_KEY", "MIN_RECORD_KEY", "MAX_RECORD_KEY",
            "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE",
            "constant_column", "with_file_name"]
@@ -97,12 +97,22 @@ def footer_bloom(options: Mapping[str, Any] | None) -> dict | None:
     return {k: v for k, v in opts.items() if str(k).startswith(_BLOOM_OPTIONS)}
 
 
+_PARQUET_OPTIONS = (("hoodie.parquet.compression.codec", "compression"), ("hoodie.parquet.block.size", "block_size"),
+                    ("hoodie.parquet.page.size", "page_size"), ("hoodie.parquet.dictionary.enabled", "dictionary"))
+
+
 def parquet_options_from_hoodie(options: Mapping[str, Any] | None = None) -> dict:
-    """Keyword arguments of :func:`write_base_file` from Hudi's ``hoodie.parquet.*`` options."""
+    """Keyword arguments of :func:`write_base_file` from the ``hoodie.parquet.*`` options given."""
     opts = options or {}
-    names = (("hoodie.parquet.compression.codec", "compression"), ("hoodie.parquet.block.size", "block_size"),
-             ("hoodie.parquet.page.size", "page_size"), ("hoodie.parquet.dictionary.enabled", "dictionary"))
-    return {name: option(opts, key) for key, name in names if opts.get(key) is not None}
+    return {name: option(opts, key) for key, name in _PARQUET_OPTIONS if opts.get(key) is not None}
+
+
+def parquet_format(options: Mapping[str, Any] | None = None) -> dict:
+    """The Parquet settings of a table write (codec, row group and page size, dictionary), from
+    Hudi's options with Hudi's defaults: keyword arguments of :func:`write_base_file`, so that
+    every writer of base files (writes, compaction, clustering) honours the same options."""
+    opts = options or {}
+    return {name: option(opts, key) for key, name in _PARQUET_OPTIONS}
 
 
 def _codec(name: str) -> str:

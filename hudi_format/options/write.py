@@ -81,15 +81,15 @@ declare(
     # -- file formats -------------------------------------------------------------------------
     _w("hoodie.parquet.compression.codec", "str", "gzip", "Parquet codec: gzip, snappy, zstd, lz4, "
        "brotli, uncompressed."),
-    _w("hoodie.parquet.block.size", "int", 120 * MB, "Parquet row group size in bytes (BaseFileWriter; table "
-       "writes keep the default)."),
-    _w("hoodie.parquet.page.size", "int", MB, "Parquet page size in bytes (BaseFileWriter; table writes "
-       "keep the default)."),
+    _w("hoodie.parquet.block.size", "int", 120 * MB, "Parquet row group size in bytes, of the Arrow rows buffered "
+       "(base files of writes, compaction and clustering; a streamed write or merge caps it to its memory budget).", minimum=1),
+    _w("hoodie.parquet.page.size", "int", MB, "Parquet data page size in bytes (base files of writes, "
+       "compaction and clustering).", minimum=1),
     _w("hoodie.parquet.bloom.filter.enabled", "bool", True, "Write the record-key bloom filter (and min/max "
        "keys) into base file footers, as Hudi does; false saves its hashing (about half of an insert's CPU) "
        "where no bloom index reads it: a BLOOM or GLOBAL_BLOOM index type writes it anyway."),
-    _w("hoodie.parquet.dictionary.enabled", "bool", True, "Dictionary-encode Parquet columns (BaseFileWriter; "
-       "table writes keep the default)."),
+    _w("hoodie.parquet.dictionary.enabled", "bool", True, "Dictionary-encode Parquet columns (base files of "
+       "writes, compaction and clustering; unique meta columns and a single record-key field never are)."),
     _w("hoodie.logfile.max.size", "int", 1024 * MB, "Roll over to a new log file beyond this size in bytes."),
     _w("hoodie.logfile.data.block.format", "choice", "avro", "Format of log data blocks.",
        allowed=("avro", "parquet")),

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..base_file import footer_bloom, unique_key_columns, with_file_name, write_base_file
+from ..base_file import footer_bloom, parquet_format, unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 from ..options import option
@@ -350,8 +350,8 @@ def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dic
             chunk = with_file_name(chunk, name)
         keys = pc.cast(record_keys(chunk, spec), pa.string()) if keyed else None
         written.append(rel)
-        res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom, compression=codec,
-                              plain=unique_key_columns(spec.record_key_fields))
+        res = write_base_file(ts.storage, rel, chunk, avro, keys, bloom=bloom,
+                              plain=unique_key_columns(spec.record_key_fields), **parquet_format(opts))
         stats.append(WriteStat(file_id=fid, path=rel, partition_path=part, prev_commit=None,
                                 num_writes=chunk.num_rows, num_inserts=chunk.num_rows,
                                 total_write_bytes=res.file_size,

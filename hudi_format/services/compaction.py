@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import footer_bloom, unique_key_columns, with_file_name, write_base_file
+from ..base_file import footer_bloom, parquet_format, unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
 from ..errors import HudiError, TimelineError
 from ..log import BlockType
@@ -306,8 +306,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     keys = pc.cast(record_keys(merged, spec), pa.string()) if keyed else None
     written.append(rel)
     res = write_base_file(storage, rel, merged, avro, keys, bloom=bloom,
-                          compression=option(opts, "hoodie.parquet.compression.codec"),
-                          plain=unique_key_columns(spec.record_key_fields))
+                          plain=unique_key_columns(spec.record_key_fields), **parquet_format(opts))
     t_done = time.monotonic()
 
     old_keys = pc.cast(record_keys(old, spec), pa.string())

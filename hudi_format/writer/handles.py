@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import (BaseFileWriter, BaseFileWriteResult, bloom_filter_from_options, constant_column,
+from ..base_file import (BaseFileWriter, BaseFileWriteResult, bloom_filter_from_options, constant_column, parquet_format,
                          read_footer, unique_key_columns, with_file_name, write_base_file)
 from ..bloom import BloomFilter, resume
 from ..errors import ConcurrentWriteError, CorruptFileError
@@ -59,7 +59,8 @@ class WriteContext:
     meta_fields: bool
     table_version: int
     log_block_format: str = "avro"
-    compression: str = "gzip"
+    # Parquet settings of base files (base_file.parquet_format: codec, row group, page, dictionary)
+    parquet: dict = attrs.field(factory=parquet_format)
     max_log_file_size: int = 1024 * 1024 * 1024
     # Hudi's bloom options (base_file.footer_bloom); None: base files carry no bloom filter
     bloom: dict | None = attrs.field(factory=dict)
@@ -122,7 +123,7 @@ def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
     keys = record_keys(table, ctx.spec) if ctx.keyed else None
     ctx.written.append(path)
     return write_base_file(ctx.storage, path, table, ctx.avro_schema, keys,
-                           bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
+                           bloom=ctx.bloom if bloom is None else bloom, **ctx.parquet,
                            bloom_keys=bloom_keys, plain=unique_key_columns(ctx.spec.record_key_fields))
 
 
@@ -286,9 +287,9 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as
     create_marker(ctx.storage, ctx.instant, rel, "MERGE")
     ctx.written.append(rel)
     writer = BaseFileWriter(ctx.storage, rel, ctx.avro_schema, keyed=ctx.keyed,
-                            bloom=ctx.bloom if bloom is None else bloom, compression=ctx.compression,
+                            bloom=ctx.bloom if bloom is None else bloom,
                             plain=unique_key_columns(ctx.spec.record_key_fields),
-                            block_size=_MERGE_BUFFER_BYTES)
+                            **{**ctx.parquet, "block_size": min(ctx.parquet["block_size"], _MERGE_BUFFER_BYTES)})
     no_keys = pa.array([], pa.string())
     del probe   # read again with the other columns, batch by batch: not held for the whole merge
     try:

@@ -26,7 +26,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import footer_bloom
+from ..base_file import footer_bloom, parquet_format
 from ..config import META_FIELDS, TableConfig
 from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
@@ -447,7 +447,7 @@ def write_context(storage: Storage, bucket: WriteBucket, write_token: str | None
         spec=MergeSpec.from_config(spec.config), meta_fields=spec.config.populate_meta_fields,
         table_version=spec.config.version,
         log_block_format=option(opts, "hoodie.logfile.data.block.format"),
-        compression=option(opts, "hoodie.parquet.compression.codec"),
+        parquet=parquet_format(opts),
         max_log_file_size=option(opts, "hoodie.logfile.max.size"),
         bloom=footer_bloom(opts),
         file_id=bucket.file_id, token=token)

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import DEFAULT_BLOCK_SIZE, BaseFileWriter, unique_key_columns
+from ..base_file import BaseFileWriter, unique_key_columns
 from ..config import TableConfig
 from ..read.merge import row_numbers
 from ..storage import Storage
@@ -126,8 +126,8 @@ class _NewFile:
         create_marker(job.storage, job.instant_time, self.path, "CREATE")
         self.ctx.written.append(self.path)
         self.writer = BaseFileWriter(job.storage, self.path, self.ctx.avro_schema, keyed=self.ctx.keyed,
-                                     bloom=self.ctx.bloom, compression=self.ctx.compression,
-                                     plain=unique_key_columns(job.spec.config.record_key_fields))
+                                     bloom=self.ctx.bloom, plain=unique_key_columns(job.spec.config.record_key_fields),
+                                     **self.ctx.parquet)
         self.rows = 0                       # records given to the file so far
         self.written = 0                    # of which handed to the Parquet writer
         self.pending: list[tuple[pa.Table, pa.Array]] = []
@@ -250,7 +250,7 @@ class _StreamWriter:
         # a row group's Arrow bytes (meta fields included): Hudi's block size, but within a
         # quarter of the budget, since the pool writes a few row groups at once, each held
         # whole with its meta fields while it is encoded
-        self.block_size = max(1, min(DEFAULT_BLOCK_SIZE, self.budget // 4))
+        self.block_size = max(1, min(option(job.options, "hoodie.parquet.block.size"), self.budget // 4))
         self.meta_ratio = 2.5   # Arrow bytes of rows with meta fields / without; measured as files flush
         self.described: set[str] = set()   # partitions whose partition metadata file is written
         self.pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="hudi-stream-write")
