@@ -181,6 +181,12 @@ def route(batches: Iterator[pa.RecordBatch], *, keyer: Keyer, assignment: Assign
         yield pa.RecordBatch.from_arrays(cols, names=data + [KEY, PARTITION, BUCKET, DELETE, SLOT])
 
 
+def with_key_schema(df):
+    """``df``'s schema with the record key and partition path (:func:`with_keys`)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+    return StructType(list(df.schema.fields) + [StructField(KEY, StringType()), StructField(PARTITION, StringType())])
+
+
 def with_keys(batches: Iterator[pa.RecordBatch], *, keyer: Keyer) -> Iterator[pa.RecordBatch]:
     """Every row with its record key and partition path (to join with the index's answer)."""
     for batch in batches:
@@ -189,7 +195,7 @@ def with_keys(batches: Iterator[pa.RecordBatch], *, keyer: Keyer) -> Iterator[pa
                                          names=list(batch.schema.names) + [KEY, PARTITION])
 
 
-def _task_token() -> str:
+def task_token() -> str:
     """Hudi's write token of this Spark task: ``<partition id>-<stage id>-<task attempt id>``."""
     from pyspark import TaskContext
     tc = TaskContext.get()
@@ -213,7 +219,7 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
         return
     table = pa.Table.from_batches(batches)
     data_cols = [c for c in table.column_names if c not in _INTERNAL]
-    token = _task_token()
+    token = task_token()
     if table.column(BUCKET).null_count:
         raise HudiError("records of a partition were not planned: the DataFrame gave different rows "
                         "when it was computed again for writing; persist() it before writing")

@@ -1,6 +1,8 @@
 """Distributed write of a Spark DataFrame as one Hudi commit.
 
 The driver does what only it can do: open the instant and plan it. Executors do the bytes.
+A bulk_insert that does not precombine skips the steps below: each task writes its own rows
+(:mod:`.bulk`, Hudi's ``hoodie.bulkinsert.sort.mode``).
 
 1. Keys: a ``mapInArrow`` stage over the key columns computes every row's record key and
    partition path with the core's key generator; they stay on the executors.
@@ -66,7 +68,7 @@ from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import option
 from hudi_format.storage import Storage
 
-from . import spread, tagging as tagging_tasks, tasks
+from . import bulk, spread, tagging as tagging_tasks, tasks
 from .arrow import hudi_schema, local_frame, spark_arrow_schema, string_fields, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
 
@@ -153,6 +155,8 @@ class DistributedWrite:
         if not len(job.spec.schema):
             raise InvalidOptionError("the table has no schema yet: its first write must carry data")
         keyer = tasks.Keyer(job.spec, in_hudi)
+        if bulk.applies(job):      # each task writes its own rows (Hudi's sort modes): no planning
+            return bulk.write(self.df, job, keyer, in_hudi, self.storage_options, self.extra_metadata)
 
         # 1-2. keys on the executors; tagged there; only counts come to the driver
         tagging = self.op in ("upsert", "delete") or (
@@ -177,7 +181,7 @@ class DistributedWrite:
                     keyed = spread.with_keys(self.df, keyer, parts)
                 else:
                     keyed = self.df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer),
-                                               _with_key_schema(self.df))
+                                               tasks.with_key_schema(self.df))
                     persisted.append(keyed.persist())
                 keys_df = keyed.select(tasks.KEY, tasks.PARTITION)
                 incoming = parts.inserts if parts else None
@@ -395,11 +399,6 @@ def _keys_moved(lookup, incoming: dict[str, int] | None, record_size: int) -> tu
             sum(held.get(p, 0) for p in incoming))
 
 
-def _with_key_schema(df):
-    """``df``'s schema with the record key and partition path (:func:`tasks.with_keys`)."""
-    from pyspark.sql.types import StringType, StructField, StructType
-    return StructType(list(df.schema.fields) + [StructField(tasks.KEY, StringType()),
-                                                StructField(tasks.PARTITION, StringType())])
 
 
 def _write_counts(counts: pa.Table) -> "engine.WriteCounts":

@@ -21,13 +21,17 @@ from ..config import TableConfig
 from ..services.inline import run_inline_services
 from ..services.rollback import rollback_failed_writes
 from ..storage import Storage
-from ..errors import TableNotFoundError
+from ..errors import InvalidOptionError, TableNotFoundError
 from ..transaction.snapshot import TableSnapshot
 from ..transaction import WriteResult
 from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                           plan_write as _plan_write, plan_write_counts, prepare_write,
                           write_bucket as _write_bucket)
+from ..writer.file_sizing import new_file_records
+from ..writer.job import open_streamed
+from ..writer.options import sizing_config
 from ..writer.planning import WriteCounts
+from ..writer.stream import NewFiles, write_new_files as _write_new_files
 from ..writer.input import to_arrow
 from ..writer.new_table import new_table_config
 from ..options import WRITE_SCOPES, validate
@@ -86,6 +90,35 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: Any = None,
     if data is not None and not isinstance(data, pa.Table):
         data = to_arrow(data)
     return _plan_write(job, data, keys=_strings(keys), partitions=_strings(partitions), sample=sample)
+
+
+def open_new_files(job: WriteJob, sample: pa.Table | None = None) -> NewFiles:
+    """Open the instant of a bulk_insert whose tasks each write their own rows into new file
+    groups (:func:`write_new_files`), as Hudi's bulk_insert does without a shuffle (sort mode
+    NONE): no planning, no counts. ``sample``: the first rows of the input, to size the files
+    from their compressed size (else ``hoodie.copyonwrite.record.size.estimate``)."""
+    if job.operation != "bulk_insert" or job.dedupe:
+        raise InvalidOptionError("only a bulk_insert that does not precombine writes new files task by task")
+    if sample is not None and not isinstance(sample, pa.Table):
+        sample = to_arrow(sample)
+    avg = job.planner.measured_record_size(job.spec.conform(sample) if sample is not None
+                                           else job.spec.schema.empty_table())
+    open_streamed(job)
+    assert job.instant_time is not None
+    return NewFiles(job.spec, job.instant_time, new_file_records(avg, sizing_config(job.options)))
+
+
+def write_new_files(target: NewFiles, tables: Iterable[Any], storage_options: Mapping[str, Any] | None = None,
+                    *, write_token: str) -> list[BucketResult]:
+    """Write one task's rows (``tables``, each anything ``pyarrow.table`` takes, in order) as
+    new file groups of ``target``'s write: per partition path, files of
+    ``target.records_per_file`` records, every one named with ``write_token`` (Hudi's
+    ``<task>-<stage>-<attempt>``). The results' indexes count from 0 in each task: renumber
+    them across tasks before :func:`commit`. A failure removes the open files; the files of a
+    failed attempt that no result reports are deleted by the commit (their markers)."""
+    storage = Storage(target.spec.table_uri, dict(storage_options) if storage_options is not None else None)
+    return _write_new_files(storage, target, (t if isinstance(t, pa.Table) else to_arrow(t) for t in tables),
+                            write_token)
 
 
 def _strings(values: Any) -> pa.Array | pa.ChunkedArray | None:

@@ -12,6 +12,10 @@ from .registry import OptionSpec, declare
 OPERATIONS = ("insert", "upsert", "bulk_insert", "delete", "insert_overwrite",
               "insert_overwrite_table", "delete_partition")
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
+BULK_INSERT_SORT_MODES = ("NONE", "GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION",
+                          "PARTITION_PATH_REPARTITION_AND_SORT")
+# the modes that sort the records by partition path and record key
+KEY_SORTING_MODES = ("GLOBAL_SORT", "PARTITION_SORT")
 INDEX_TYPES = ("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "RECORD_INDEX")
 MB = 1024 * 1024
 
@@ -110,10 +114,18 @@ declare(
     _w("hoodie.datasource.write.streaming.checkpoint.identifier", "str", "default_single_writer",
        "Structured Streaming sink: this writer's name in the commit's _hudi_streaming_sink_checkpoint "
        "(micro-batches it already committed are skipped on replay); one per streaming writer."),
+    _w("hoodie.bulkinsert.sort.mode", "choice", "NONE", "bulk_insert's row order and layout, as Hudi's "
+       "BulkInsertSortMode: NONE (rows as they come; on Spark each task writes its own rows, no shuffle), "
+       "GLOBAL_SORT (sorted by partition path and record key across the input), PARTITION_SORT (sorted within "
+       "each Spark task; in one process the same as GLOBAL_SORT), PARTITION_PATH_REPARTITION (on Spark, each "
+       "partition path's rows in one task), PARTITION_PATH_REPARTITION_AND_SORT (that, sorted by partition "
+       "path). A sorting mode reads a streamed input whole.", allowed=BULK_INSERT_SORT_MODES),
+    _w("hoodie.bulkinsert.shuffle.parallelism", "int", None, "Spark: tasks of bulk_insert's shuffling sort "
+       "modes (GLOBAL_SORT, PARTITION_PATH_REPARTITION*); default: the DataFrame's partitions.", minimum=1),
     # -- Spark-only keys ----------------------------------------------------------------------
     *(_ignored(k) for k in (
         "hoodie.upsert.shuffle.parallelism", "hoodie.insert.shuffle.parallelism",
-        "hoodie.bulkinsert.shuffle.parallelism", "hoodie.delete.shuffle.parallelism",
+        "hoodie.delete.shuffle.parallelism",
         "hoodie.datasource.write.streaming.ignore.failed.batch", "hoodie.datasource.hive_sync.enable",
         "hoodie.embed.timeline.server", "hoodie.write.markers.type")),
 )

@@ -46,6 +46,7 @@ from ..view.file_names import parse_log_file_name
 from . import handles
 from .input import check_fields
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
+from ..options.write import KEY_SORTING_MODES
 from .planning import REPLACE_OPS, Plan, WriteCounts, WritePlanner, concat_rows
 from .schema_evolution import conform, evolve, incoming_schema
 
@@ -281,6 +282,10 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | 
                 kept = None
             else:
                 table, rec_keys, parts = table.take(kept), pc.take(rec_keys, kept), pc.take(parts, kept)
+        if op == "bulk_insert" and sorts_by_key(job.options) and table.num_rows > 1:
+            order = pc.sort_indices(pa.table({"p": parts, "k": rec_keys}), [("p", "ascending"), ("k", "ascending")])
+            table, rec_keys, parts = table.take(order), pc.take(rec_keys, order), pc.take(parts, order)
+            kept = order if kept is None else pc.take(kept, order)
         planned, dedupe_in_task = table, False
         job._input, job._kept = (table, rec_keys), kept
         plan_keys = rec_keys if op != "delete_partition" else None
@@ -299,6 +304,13 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | 
     job.planner.sample = sample
     plan = job.planner.plan(op, planned, plan_keys, parts, job.state, job.view, job.spec.full_schema)
     return _open_planned(job, plan, dedupe_in_task)
+
+
+def sorts_by_key(options: Mapping[str, Any] | None) -> bool:
+    """Whether bulk_insert writes its records sorted by partition path and record key
+    (``hoodie.bulkinsert.sort.mode`` GLOBAL_SORT or PARTITION_SORT: one process is one
+    partition of the input), as Hudi's sorting partitioners order them."""
+    return option(options, "hoodie.bulkinsert.sort.mode") in KEY_SORTING_MODES
 
 
 def _open_planned(job: WriteJob, plan: Plan, dedupe: bool) -> list[WriteBucket]:

@@ -35,7 +35,9 @@ from __future__ import annotations
 import os
 import posixpath
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import attrs
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,7 +57,7 @@ from . import handles
 from .file_sizing import new_file_records, small_file_capacity
 from .input import BatchStream, check_names
 from .job import (BucketResult, WriteBucket, WriteJob, abort_write, commit_write, open_streamed, prepare_write,
-                  should_dedupe, write_bucket, write_context)
+                  should_dedupe, sorts_by_key, write_bucket, write_context)
 from ..options import option
 from .options import sizing_config
 from .grouping import groups_of
@@ -70,7 +72,8 @@ def streams(operation: str, options: Mapping[str, Any]) -> bool:
     """Whether ``operation`` writes a streamed input as it comes: insert and bulk_insert, unless
     precombining or dropping duplicates asks for a view of every key of the input first."""
     return (operation in STREAMED_OPERATIONS and not should_dedupe(operation, options)
-            and not option(options, "hoodie.datasource.write.insert.drop.duplicates"))
+            and not option(options, "hoodie.datasource.write.insert.drop.duplicates")
+            and not (operation == "bulk_insert" and sorts_by_key(options)))
 
 
 def write_stream(storage: Storage, config: TableConfig, operation: str, options: Mapping[str, Any],
@@ -105,6 +108,49 @@ def write_stream(storage: Storage, config: TableConfig, operation: str, options:
 _Chunk = tuple[pa.Table, pa.Array, pa.Array]   # conformed rows, record keys, partition paths
 
 
+@attrs.frozen
+class NewFiles:
+    """An open bulk_insert whose new file groups an engine's tasks write as their rows come
+    (:func:`write_new_files`), each task its own files: Hudi's bulk_insert without a shuffle."""
+
+    spec: Any                 # the write's WriteSpec
+    instant_time: str
+    records_per_file: int     # rows of a new file group before the next one starts
+
+
+@attrs.frozen
+class _FilesJob:
+    """What a :class:`_StreamWriter` needs of a write to fill new file groups only."""
+
+    storage: Storage
+    spec: Any
+    instant_time: str
+    options: Mapping[str, Any]
+    operation: str = "bulk_insert"
+    state: Any = None
+
+
+def write_new_files(storage: Storage, target: NewFiles, tables: Iterable[pa.Table], write_token: str,
+                    buffer_bytes: int | None = None) -> list[BucketResult]:
+    """Write ``tables`` (rows of ``target``'s write, in the order given) as new file groups of
+    ``target.records_per_file`` records per partition path, streamed as :func:`write_stream`
+    writes them; every file carries ``write_token``. Returns their results (indexes from 0:
+    the caller numbers the results of all its tasks). A failure removes what was written."""
+    job = _FilesJob(storage, target.spec, target.instant_time, target.spec.options)
+    writer = _StreamWriter(job, DEFAULT_BUFFER_BYTES if buffer_bytes is None else buffer_bytes,  # type: ignore[arg-type]
+                           write_token)
+    writer.per_file = max(1, int(target.records_per_file))
+    try:
+        for table in tables:
+            if table.num_rows:
+                conformed = target.spec.conform(table)
+                writer.route(conformed, *target.spec.keys(conformed))
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
 class _NewFile:
     """One new file group being written: a Parquet base file that takes rows until it holds
     its planned number of records. Rows wait as they came (without meta fields, which would
@@ -118,7 +164,7 @@ class _NewFile:
         self.partition = partition
         self.index = index
         bucket = WriteBucket(job.spec, job.instant_time, index, "create", partition, handles.new_file_id())
-        self.ctx = write_context(job.storage, bucket)
+        self.ctx = write_context(job.storage, bucket, owner.write_token)
         self.task, token = self.ctx.next_token()
         self.file_id = bucket.file_id
         self.name = BaseFileName(self.file_id, token, job.instant_time, ".parquet").name
@@ -237,8 +283,9 @@ class _Partition:
 class _StreamWriter:
     """Routes keyed batches to the files of one streamed write (see the module doc)."""
 
-    def __init__(self, job: WriteJob, buffer_bytes: int):
+    def __init__(self, job: WriteJob | "_FilesJob", buffer_bytes: int, write_token: str | None = None):
         self.job = job
+        self.write_token = write_token      # every file's (an engine's task), else one per file
         self.budget = max(1, int(buffer_bytes))
         self.cfg = sizing_config(job.options)
         self.per_file = 1

@@ -110,6 +110,9 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
     merge_batch = random.Random(f"merge-batch-{seed}").choice([None, 5, 37])
     if random.Random(f"bloom-{seed}").random() < 0.3:   # footers without bloom filters
         opts["hoodie.parquet.bloom.filter.enabled"] = "false"
+    if random.Random(f"row-groups-{seed}").random() < 0.3:   # base files of several row groups and pages
+        opts.update({"hoodie.parquet.block.size": random.Random(f"row-groups-{seed}").choice([2_048, 8_192]),
+                     "hoodie.parquet.page.size": 512})
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch}
 

@@ -1,0 +1,163 @@
+"""``hoodie.bulkinsert.sort.mode`` (Hudi's BulkInsertSortMode) in one process and through Spark.
+
+Spark: every mode writes each task's rows into its own new file groups (no planning, no count
+job), as Hudi's Spark bulk_insert does; the mode decides which rows a task holds and in what
+order. Checked per mode: the rows (Spark, the core and hudi-rs agree with the input), how many
+file groups each partition path gets, the key order inside files, the roll-over at the max file
+size, and that a failed task or a bad option leaves the table as it was. In one process the
+sorting modes write each file sorted by partition path and record key."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import hudi_format as hudi
+from hudi_format.errors import HudiError, InvalidOptionError
+from writemodel import canonical_rows, hudi_rs_read
+
+KEY = dict(record_key="id", ordering_field="ts", partition_by="p")
+COLS = ["id", "ts", "p", "v"]
+
+
+def _rows(ids, ts=1, parts=("a", "b", "c")):
+    ids = list(ids)
+    return pa.table({"id": [f"k{(i * 7919) % 100_003:06d}-{i}" for i in ids],
+                     "ts": pa.array([ts] * len(ids), pa.int64()),
+                     "p": [parts[i % len(parts)] for i in ids], "v": [float(i) for i in ids]})
+
+
+def _files(path):
+    """{partition: [keys of each base file, in file order]}"""
+    out: dict[str, list[list[str]]] = {}
+    for f in sorted(glob.glob(f"{path}/*/*.parquet")):
+        keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
+        out.setdefault(os.path.basename(os.path.dirname(f)), []).append(keys)
+    return out
+
+
+def _same(path, data):
+    want = canonical_rows(data.select(COLS))
+    assert canonical_rows(hudi.open_table(path).read(columns=COLS)) == want
+    assert canonical_rows(hudi_rs_read(str(path)).select(COLS)) == want
+
+
+# -- one process ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["GLOBAL_SORT", "PARTITION_SORT"])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_core_sorting_modes_write_files_in_key_order(tmp_path, mode, streamed):
+    path = str(tmp_path / "t")
+    data = _rows(range(3000))
+    given = pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=500)) if streamed else data
+    hudi.write(path, given, operation="bulk_insert",
+               options={"hoodie.bulkinsert.sort.mode": mode, "hoodie.parquet.max.file.size": "30000"}, **KEY)
+    files = _files(path)
+    assert sum(len(v) for v in files.values()) > 3       # several files per partition
+    for part, per_file in files.items():
+        flat = [k for keys in sorted(per_file) for k in keys]
+        assert flat == sorted(flat), part                # sorted, each file a key range of its own
+    _same(path, data)
+
+
+def test_core_none_keeps_the_input_order(tmp_path):
+    path = str(tmp_path / "t")
+    data = _rows(range(600), parts=("a",))
+    hudi.write(path, data, operation="bulk_insert", **KEY)
+    (keys,) = _files(path)["a"]
+    assert keys == data.column("id").to_pylist() and keys != sorted(keys)
+
+
+def test_unknown_sort_mode_is_refused(tmp_path):
+    with pytest.raises(InvalidOptionError, match="hoodie.bulkinsert.sort.mode"):
+        hudi.write(str(tmp_path / "t"), _rows(range(10)), operation="bulk_insert",
+                   options={"hoodie.bulkinsert.sort.mode": "SHUFFLE_EVERYTHING"}, **KEY)
+    assert not os.path.exists(tmp_path / "t" / ".hoodie" / "hoodie.properties")
+
+
+# -- Spark --------------------------------------------------------------------------------------------
+def _spark_opts(mode=None, **extra):
+    opts = {"hoodie.table.name": "bulk", "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "p",
+            "hoodie.datasource.write.operation": "bulk_insert", **extra}
+    if mode:
+        opts["hoodie.bulkinsert.sort.mode"] = mode
+    return opts
+
+
+def _df(spark, data, partitions):
+    from spark_adapter.arrow import spark_schema
+    return spark.createDataFrame(data, schema=spark_schema(data.schema)).repartition(partitions)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", [None, "GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION",
+                                  "PARTITION_PATH_REPARTITION_AND_SORT"])
+def test_spark_sort_modes(spark, tmp_path, mode):
+    path = str(tmp_path / "t")
+    data = _rows(range(3000))
+    _df(spark, data, 3).write.format("hudi_format").options(**_spark_opts(mode)).save(path)
+    table = hudi.open_table(path)
+    assert [i.action for i in table.timeline.write_instants()] == ["commit"]
+    _same(path, data)
+    files = _files(path)
+    assert sorted(files) == ["a", "b", "c"]
+    if mode in (None, "PARTITION_SORT"):
+        # each of the 3 tasks holds rows of every partition path: one file group each
+        assert all(len(v) == 3 for v in files.values()), {p: len(v) for p, v in files.items()}
+    elif mode.startswith("PARTITION_PATH_REPARTITION"):
+        assert all(len(v) == 1 for v in files.values())
+    if mode in ("GLOBAL_SORT", "PARTITION_SORT"):
+        for per_file in files.values():
+            assert all(keys == sorted(keys) for keys in per_file)
+    if mode == "GLOBAL_SORT":     # key ranges: files of a partition do not overlap
+        for per_file in files.values():
+            flat = [k for keys in sorted(per_file) for k in keys]
+            assert flat == sorted(flat)
+    names = {os.path.basename(f) for f in glob.glob(f"{path}/*/*.parquet")}
+    tokens = {n.split("_")[1] for n in names}
+    assert len(names) == len({n.split("_")[0] for n in names})       # a file group per file
+    assert len(tokens) >= (1 if mode and mode.startswith("PARTITION_PATH") else 3)
+
+
+@pytest.mark.spark
+def test_spark_bulk_insert_rolls_files_over_at_the_max_file_size(spark, tmp_path):
+    path = str(tmp_path / "t")
+    data = _rows(range(20_000))
+    _df(spark, data, 2).write.format("hudi_format").options(**_spark_opts(
+        "PARTITION_PATH_REPARTITION", **{"hoodie.parquet.max.file.size": "60000"})).save(path)
+    files = _files(path)
+    assert all(len(v) >= 3 for v in files.values()), {p: len(v) for p, v in files.items()}
+    _same(path, data)
+    # the next write (an upsert through the planned path) finds every key
+    update = _rows(range(0, 20_000, 97), ts=2)
+    _df(spark, update, 2).write.format("hudi_format").options(**_spark_opts(
+        **{"hoodie.datasource.write.operation": "upsert"})).mode("append").save(path)
+    merged = {r["id"]: r for r in data.to_pylist()}
+    merged.update({r["id"]: r for r in update.to_pylist()})
+    _same(path, pa.Table.from_pylist(list(merged.values())))
+
+
+@pytest.mark.spark
+def test_spark_bulk_insert_failure_leaves_the_table_as_it_was(spark, tmp_path):
+    path = str(tmp_path / "t")
+    first = _rows(range(300))
+    _df(spark, first, 2).write.format("hudi_format").options(**_spark_opts()).save(path)
+    before = sorted(glob.glob(f"{path}/*/*.parquet"))
+    bad = pa.table({"id": [f"n{i}" if i % 50 else None for i in range(400)],
+                    "ts": pa.array([2] * 400, pa.int64()), "p": [("a", "z")[i % 2] for i in range(400)],
+                    "v": [float(i) for i in range(400)]})
+    with pytest.raises(HudiError, match="null|record key"):    # a null key, found by one task mid-write
+        _df(spark, bad, 4).write.format("hudi_format").options(**_spark_opts()).mode("append").save(path)
+    assert sorted(glob.glob(f"{path}/*/*.parquet")) == before
+    assert not glob.glob(f"{path}/.hoodie/.temp/*/**/*.marker.*", recursive=True)
+    table = hudi.open_table(path)
+    assert [i.state.name for i in table.timeline.instants if i.action == "commit"] == ["COMPLETED"]
+    _same(path, first)
+    with pytest.raises(InvalidOptionError, match="hoodie.bulkinsert.sort.mode"):
+        _df(spark, _rows(range(300, 310)), 1).write.format("hudi_format").options(
+            **_spark_opts("NOT_A_MODE")).mode("append").save(path)
+    assert sorted(glob.glob(f"{path}/*/*.parquet")) == before
