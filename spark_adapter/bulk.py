@@ -37,6 +37,10 @@ from . import tasks
 from .arrow import to_hudi_arrow
 
 SAMPLE_ROWS = 20_000   # first rows whose compressed size sizes the new files
+# a task's share of its executor: Spark runs a task per core, so each holds at most this many
+# bytes of rows in its open files and encodes Parquet on one thread beside the one reading rows
+TASK_BUFFER_BYTES = 128 * 1024 * 1024
+TASK_THREADS = 1
 _KEYED = ("GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION", "PARTITION_PATH_REPARTITION_AND_SORT")
 
 
@@ -89,7 +93,8 @@ def write_files(batches: Iterator[pa.RecordBatch], *, target, in_schema: pa.Sche
                 data = batch.select([c for c in batch.schema.names if c not in (tasks.KEY, tasks.PARTITION)])
                 yield to_hudi_arrow(pa.Table.from_batches([data]), in_schema)
 
-    results = engine.write_new_files(target, tables(), storage_options, write_token=tasks.task_token())
+    results = engine.write_new_files(target, tables(), storage_options, write_token=tasks.task_token(),
+                                     buffer_bytes=TASK_BUFFER_BYTES, threads=TASK_THREADS)
     for r in results:
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([r.index], pa.int32()),
                                           "stat": [json.dumps(r.stat.to_dict())],

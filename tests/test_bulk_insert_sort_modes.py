@@ -78,6 +78,44 @@ def test_unknown_sort_mode_is_refused(tmp_path):
     assert not os.path.exists(tmp_path / "t" / ".hoodie" / "hoodie.properties")
 
 
+# -- the engine API: tasks that each write their own rows ----------------------------------------------
+def test_engine_tasks_write_new_files_and_a_discarded_attempt_is_removed(tmp_path):
+    from hudi_format import engine
+    path = str(tmp_path / "t")
+    data = _rows(range(4000))
+    job = engine.begin_write(path, "bulk_insert", schema=data.schema, record_key="id", ordering_field="ts",
+                             partition_by="p", options={"hoodie.parquet.max.file.size": "15000"})
+    target = engine.open_new_files(job, data.slice(0, 500))
+    per_file = target.records_per_file
+    assert per_file < 600          # sized from the sample: several files a task and partition
+    halves = [data.slice(0, 2000), data.slice(2000)]
+    # a first attempt of task 1 writes its files, then "dies": no result reports them
+    lost = engine.write_new_files(target, [halves[1].slice(0, 1000)], write_token="1-0-7")
+    results = []
+    for task, half in enumerate(halves):
+        results += engine.write_new_files(target, half.to_batches(max_chunksize=300), write_token=f"{task}-0-{task}",
+                                          threads=1, buffer_bytes=1 << 20)
+    stray = [f for r in lost for f in r.files]
+    assert all(os.path.exists(f"{path}/{f}") for f in stray)
+    done = [engine.BucketResult(index=i, partition=r.partition, stat=r.stat, files=r.files)
+            for i, r in enumerate(results)]
+    engine.commit(job, done)
+    assert not any(os.path.exists(f"{path}/{f}") for f in stray)
+    names = {os.path.basename(f) for f in glob.glob(f"{path}/*/*.parquet")}
+    assert {n.split("_")[1] for n in names} == {"0-0-0", "1-0-1"}
+    want = sum(-(-half.column("p").to_pylist().count(p) // per_file) for half in halves for p in "abc")
+    assert len(names) == len(results) == want > 6
+    _same(path, data)
+
+
+def test_open_new_files_refuses_other_operations(tmp_path):
+    from hudi_format import engine
+    job = engine.begin_write(str(tmp_path / "t"), "upsert", schema=_rows(range(3)).schema, record_key="id",
+                             ordering_field="ts", partition_by="p")
+    with pytest.raises(InvalidOptionError, match="bulk_insert"):
+        engine.open_new_files(job)
+
+
 # -- Spark --------------------------------------------------------------------------------------------
 def _spark_opts(mode=None, **extra):
     opts = {"hoodie.table.name": "bulk", "hoodie.datasource.write.recordkey.field": "id",

@@ -109,16 +109,19 @@ def open_new_files(job: WriteJob, sample: pa.Table | None = None) -> NewFiles:
 
 
 def write_new_files(target: NewFiles, tables: Iterable[Any], storage_options: Mapping[str, Any] | None = None,
-                    *, write_token: str) -> list[BucketResult]:
+                    *, write_token: str, buffer_bytes: int | None = None,
+                    threads: int | None = None) -> list[BucketResult]:
     """Write one task's rows (``tables``, each anything ``pyarrow.table`` takes, in order) as
     new file groups of ``target``'s write: per partition path, files of
     ``target.records_per_file`` records, every one named with ``write_token`` (Hudi's
     ``<task>-<stage>-<attempt>``). The results' indexes count from 0 in each task: renumber
-    them across tasks before :func:`commit`. A failure removes the open files; the files of a
-    failed attempt that no result reports are deleted by the commit (their markers)."""
+    them across tasks before :func:`commit`. ``buffer_bytes`` (rows held by open files; 256 MB)
+    and ``threads`` (Parquet encoding; one per core): this call's share of the machine. A
+    failure removes the open files; the files of a failed attempt that no result reports are
+    deleted by the commit (their markers)."""
     storage = Storage(target.spec.table_uri, dict(storage_options) if storage_options is not None else None)
     return _write_new_files(storage, target, (t if isinstance(t, pa.Table) else to_arrow(t) for t in tables),
-                            write_token)
+                            write_token, buffer_bytes, threads)
 
 
 def _strings(values: Any) -> pa.Array | pa.ChunkedArray | None:

@@ -131,14 +131,16 @@ class _FilesJob:
 
 
 def write_new_files(storage: Storage, target: NewFiles, tables: Iterable[pa.Table], write_token: str,
-                    buffer_bytes: int | None = None) -> list[BucketResult]:
+                    buffer_bytes: int | None = None, threads: int | None = None) -> list[BucketResult]:
     """Write ``tables`` (rows of ``target``'s write, in the order given) as new file groups of
     ``target.records_per_file`` records per partition path, streamed as :func:`write_stream`
-    writes them; every file carries ``write_token``. Returns their results (indexes from 0:
-    the caller numbers the results of all its tasks). A failure removes what was written."""
+    writes them; every file carries ``write_token``. ``buffer_bytes`` and ``threads``: the
+    memory budget and Parquet encoding threads of this call (an engine running many tasks
+    per machine gives each a share). Returns their results (indexes from 0: the caller
+    numbers the results of all its tasks). A failure removes what was written."""
     job = _FilesJob(storage, target.spec, target.instant_time, target.spec.options)
     writer = _StreamWriter(job, DEFAULT_BUFFER_BYTES if buffer_bytes is None else buffer_bytes,  # type: ignore[arg-type]
-                           write_token)
+                           write_token, threads)
     writer.per_file = max(1, int(target.records_per_file))
     try:
         for table in tables:
@@ -283,7 +285,8 @@ class _Partition:
 class _StreamWriter:
     """Routes keyed batches to the files of one streamed write (see the module doc)."""
 
-    def __init__(self, job: WriteJob | "_FilesJob", buffer_bytes: int, write_token: str | None = None):
+    def __init__(self, job: WriteJob | "_FilesJob", buffer_bytes: int, write_token: str | None = None,
+                 threads: int | None = None):
         self.job = job
         self.write_token = write_token      # every file's (an engine's task), else one per file
         self.budget = max(1, int(buffer_bytes))
@@ -300,7 +303,7 @@ class _StreamWriter:
         self.block_size = max(1, min(option(job.options, "hoodie.parquet.block.size"), self.budget // 4))
         self.meta_ratio = 2.5   # Arrow bytes of rows with meta fields / without; measured as files flush
         self.described: set[str] = set()   # partitions whose partition metadata file is written
-        self.pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="hudi-stream-write")
+        self.pool = ThreadPoolExecutor(threads or os.cpu_count() or 1, thread_name_prefix="hudi-stream-write")
         self._compacting: dict = {}
         self._clustering: set = set()
 
