@@ -26,9 +26,8 @@ from ..transaction.snapshot import TableSnapshot
 from ..transaction import WriteResult
 from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
                           plan_write as _plan_write, plan_write_counts, prepare_write,
-                          write_bucket as _write_bucket)
+                          open_streamed, write_bucket as _write_bucket)
 from ..writer.file_sizing import new_file_records
-from ..writer.job import open_streamed
 from ..writer.options import sizing_config
 from ..writer.planning import WriteCounts
 from ..writer.stream import NewFiles, write_new_files as _write_new_files

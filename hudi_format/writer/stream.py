@@ -137,7 +137,8 @@ def write_new_files(storage: Storage, target: NewFiles, tables: Iterable[pa.Tabl
     writes them; every file carries ``write_token``. ``buffer_bytes`` and ``threads``: the
     memory budget and Parquet encoding threads of this call (an engine running many tasks
     per machine gives each a share). Returns their results (indexes from 0: the caller
-    numbers the results of all its tasks). A failure removes what was written."""
+    numbers the results of all its tasks). A failure removes the files still open; the
+    finished ones are left to the write's abort or commit, which find them by their markers."""
     job = _FilesJob(storage, target.spec, target.instant_time, target.spec.options)
     writer = _StreamWriter(job, DEFAULT_BUFFER_BYTES if buffer_bytes is None else buffer_bytes,  # type: ignore[arg-type]
                            write_token, threads)
