@@ -13,7 +13,7 @@ import pytest
 import hudi_format as hudi
 from hudi_format.errors import InvalidOptionError
 from hudi_format.writer import handles
-from writemodel import canonical_rows, hudi_rs_read
+from writemodel import assert_both_read, latest_rows
 
 KEY = dict(record_key="id", ordering_field="ts", partition_by="p")
 OFF = {"hoodie.parquet.bloom.filter.enabled": "false"}
@@ -38,16 +38,11 @@ def _footers(path):
 
 
 def _expected(*batches):
-    rows = {}
-    for b in batches:
-        rows.update({r["id"]: r for r in b.to_pylist()})
-    return canonical_rows(pa.Table.from_pylist(list(rows.values())))
+    return latest_rows(*batches)
 
 
 def _same_rows(path, want):
-    cols = ["id", "ts", "p", "v"]
-    assert canonical_rows(hudi.open_table(path).read(columns=cols)) == want
-    assert canonical_rows(hudi_rs_read(path).select(cols)) == want
+    assert_both_read(path, want, ["id", "ts", "p", "v"])
 
 
 @pytest.mark.parametrize("streamed", [False, True])

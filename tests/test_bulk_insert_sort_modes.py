@@ -18,7 +18,7 @@ import pytest
 
 import hudi_format as hudi
 from hudi_format.errors import HudiError, InvalidOptionError
-from writemodel import canonical_rows, hudi_rs_read
+from writemodel import assert_both_read, canonical_rows
 
 KEY = dict(record_key="id", ordering_field="ts", partition_by="p")
 COLS = ["id", "ts", "p", "v"]
@@ -41,9 +41,7 @@ def _files(path):
 
 
 def _same(path, data):
-    want = canonical_rows(data.select(COLS))
-    assert canonical_rows(hudi.open_table(path).read(columns=COLS)) == want
-    assert canonical_rows(hudi_rs_read(str(path)).select(COLS)) == want
+    assert_both_read(str(path), canonical_rows(data.select(COLS)), COLS)
 
 
 # -- one process ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 import hudi_format as hudi
 from hudi_format.errors import InvalidOptionError
 from hudi_format.writer import handles
-from writemodel import canonical_rows, hudi_rs_read
+from writemodel import assert_both_read, latest_rows
 
 KEY = dict(record_key="id", ordering_field="ts", partition_by="p")
 SMALL = {"hoodie.parquet.block.size": str(64 * 1024), "hoodie.parquet.page.size": "4096",
@@ -31,15 +31,11 @@ def _rows(ids, ts):
 
 
 def _expected(*batches):
-    rows = {}
-    for b in batches:
-        rows.update({r["id"]: r for r in b.to_pylist()})
-    return canonical_rows(pa.Table.from_pylist(list(rows.values())))
+    return latest_rows(*batches)
 
 
 def _same_rows(path, want):
-    assert canonical_rows(hudi.open_table(path).read(columns=COLS)) == want
-    assert canonical_rows(hudi_rs_read(path).select(COLS)) == want
+    assert_both_read(path, want, COLS)
 
 
 def _base_files(path):

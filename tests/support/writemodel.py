@@ -67,6 +67,20 @@ def hudi_rs_read(path: str, **opts) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema)
 
 
+def latest_rows(*batches: pa.Table, key: str = "id") -> list[dict]:
+    """The canonical rows of ``batches`` written one after the other: the last row of each key."""
+    rows: dict = {}
+    for b in batches:
+        rows.update({r[key]: r for r in b.to_pylist()})
+    return canonical_rows(pa.Table.from_pylist(list(rows.values())))
+
+
+def assert_both_read(path: str, want: list[dict], columns: list[str]) -> None:
+    """Our reader and hudi-rs both return ``want`` (canonical rows of ``columns``)."""
+    assert canonical_rows(hudi.open_table(path).read(columns=columns)) == want
+    assert canonical_rows(hudi_rs_read(path).select(columns)) == want
+
+
 def check_all(path: str, model: Model, instants: list) -> None:
     """Every commit: our snapshot == hudi-rs snapshot == model, incl. meta fields."""
     table = hudi.open_table(path)
