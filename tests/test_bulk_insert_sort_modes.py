@@ -197,3 +197,29 @@ def test_spark_bulk_insert_failure_leaves_the_table_as_it_was(spark, tmp_path):
         _df(spark, _rows(range(300, 310)), 1).write.format("hudi_format").options(
             **_spark_opts("NOT_A_MODE")).mode("append").save(path)
     assert sorted(glob.glob(f"{path}/*/*.parquet")) == before
+
+
+@pytest.mark.spark
+def test_spark_bulk_insert_mor_streaming_batches_once(spark, tmp_path):
+    """Micro-batches of a streaming sink bulk-inserted into a MOR table: each commit records
+    its batch id, a replayed batch is skipped, and an upsert after them appends to the logs of
+    the bulk-inserted file groups (read back by hudi-rs)."""
+    from spark_adapter.streaming import MicroBatchSink, committed_batch
+    path = str(tmp_path / "t")
+    sink = MicroBatchSink(path, _spark_opts(**{"hoodie.datasource.write.table.type": "MERGE_ON_READ"}))
+    first, second = _rows(range(600)), _rows(range(600, 900))
+    sink(_df(spark, first, 2), 0)
+    sink(_df(spark, first, 2), 0)                   # replayed: skipped
+    sink(_df(spark, second, 2), 1)
+    assert committed_batch(path, None, "default_single_writer")[0] == 1
+    table = hudi.open_table(path)
+    assert [i.action for i in table.timeline.write_instants()] == ["deltacommit", "deltacommit"]
+    _same(path, pa.concat_tables([first, second]))
+    update = _rows(range(0, 900, 7), ts=2)
+    _df(spark, update, 2).write.format("hudi_format").options(**_spark_opts(**{
+        "hoodie.datasource.write.operation": "upsert", "hoodie.datasource.write.table.type": "MERGE_ON_READ"})) \
+        .mode("append").save(path)
+    assert glob.glob(f"{path}/*/.*.log.*")
+    merged = {r["id"]: r for r in pa.concat_tables([first, second]).to_pylist()}
+    merged.update({r["id"]: r for r in update.to_pylist()})
+    _same(path, pa.Table.from_pylist(list(merged.values())))
