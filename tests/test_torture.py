@@ -13,6 +13,7 @@ import shutil
 import pytest
 
 import hudi_format as hudi
+from hudi_format.errors import InvalidOptionError
 from torture import run_sequence, sequence_config
 from writemodel import data_rows, hudi_rs_read, make_rows, metadata_listing_problem
 
@@ -60,6 +61,36 @@ def test_table_with_every_commit_rolled_back_still_has_its_schema(tmp_path, vers
     shutil.rmtree(path)
 
 
+@pytest.mark.parametrize("version", [8, 6])
+def test_rolling_back_the_last_active_commit_over_archived_ones_is_refused(tmp_path, version):
+    """Seed 210093 (MOR v8, aggressive) shrunk: after archival, a restore and the deletion of its
+    savepoint, the rollback of the one write commit left on the active timeline hid every row
+    (ours and hudi-rs: 0 rows of 18). Readers, Hudi's among them, take instants before the
+    first active write instant as archived and completed; with no write instant left, none
+    is, so the files of archived commits vanish. The rollback is refused instead."""
+    path = str(tmp_path / "t")
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_version=version,
+              options={"hoodie.cleaner.commits.retained": "1", "hoodie.keep.min.commits": "2",
+                       "hoodie.keep.max.commits": "3", "hoodie.metadata.enable": "false",
+                       "hoodie.parquet.small.file.limit": "0"})   # each insert: new file groups
+    for i in range(5):
+        hudi.write(path, make_rows(range(i * 4, i * 4 + 4), ts=i), operation="insert", **kw)
+    table = hudi.open_table(path)
+    active = table.timeline.write_instants()
+    assert len(active) < 5 and table.timeline.archived().write_instants()    # some are archived
+    for inst in active[1:][::-1]:
+        table.rollback(inst.timestamp)
+        table = hudi.open_table(path)
+    want = data_rows(hudi.open_table(path).read())
+    assert want and data_rows(hudi_rs_read(path)) == want
+    only = hudi.open_table(path).timeline.write_instants()
+    assert len(only) == 1
+    with pytest.raises(InvalidOptionError, match="archived"):
+        hudi.open_table(path).rollback(only[0].timestamp)
+    assert data_rows(hudi.open_table(path).read()) == want
+    assert data_rows(hudi_rs_read(path)) == want
+
+
 # Shrunk sequences (python -m tests.support.torture --seed S --shrink): replay with --replay FILE.
 ROWS_LOST_45 = [
     {"op": "insert", "keys": list(range(18))}, {"op": "delete", "keys": [0, 1, 2, 9, 10]},
@@ -91,6 +122,24 @@ RESTORED_SLICE_LOGS_1063 = [
     {"op": "upsert", "keys": [13, 27, 35, 36, 39, 57, 70, 71, 72, 73, 74, 75, 76, 77]},
     {"op": "delete", "keys": [20, 21, 23, 49, 51, 52, 61, 71, 100078]}, {"op": "restore", "then_delete": True},
     {"op": "bulk_insert", "keys": [81, 82, 83, 84, 85, 86, 87]}]
+
+
+# seed 210093 (MOR v8, aggressive) shrunk: the insert is archived, the restore and the deletion
+# of its savepoint leave the delete as the only active commit, and its rollback hid every row
+ROLLBACK_OVER_ARCHIVE_210093 = [
+    {"op": "insert", "keys": [33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50]},
+    {"op": "delete", "keys": [0, 1, 4, 9, 15, 16, 25, 28, 37, 45]},
+    {"op": "savepoint", "delete_old": False},
+    {"op": "delete", "keys": [48, 50, 51]},
+    {"op": "upsert", "keys": [10, 20, 32, 61, 62, 63, 64]},
+    {"op": "upsert", "keys": [2, 5, 11, 14, 17, 29, 52, 61, 65, 66, 67, 68]},
+    {"op": "restore", "then_delete": True},
+    {"op": "rollback"}]
+
+
+def test_the_last_active_commit_over_archived_ones_stays(tmp_path):
+    """Seed 210093 shrunk to 8 steps: the rollback is refused, the rows stay (both readers)."""
+    run_sequence(sequence_config(210093), given=ROLLBACK_OVER_ARCHIVE_210093, workdir=str(tmp_path))
 
 
 def test_rows_survive_metadata_compaction_and_archival(tmp_path):

@@ -29,6 +29,7 @@ from ..metadata.init import delete_metadata_table
 from ..options import option
 from ..storage import Storage
 from ..timeline import Instant, State, Timeline
+from ..timeline.instant import WRITE_TIMELINE_ACTIONS
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from ..transaction import ServiceBusyError, Transaction
 from ..transaction.heartbeat import heartbeat_expired, heartbeat_path
@@ -256,9 +257,26 @@ def rollback(storage: Storage, config: TableConfig, instant: str | Instant,
                                      f"use restore to go back further")
         if any(s.timestamp == ts and s.action == "savepoint" for s in timeline.completed):
             raise InvalidOptionError(f"{ts} is savepointed; delete the savepoint first")
+        _keep_archived_commits_visible(timeline, target, storage.url)
     plan = build_plan(storage, config, timeline, target)
     with Transaction.begin(storage, config, "rollback", options, plan=plan, undo_on_abort=False) as txn:
         return _finish(storage, timeline, txn, plan, target)
+
+
+def _keep_archived_commits_visible(timeline: Timeline, target: Instant, where: str) -> None:
+    """Refuse to roll back the last instant of the active write timeline while the archive
+    holds completed commits. Readers (Hudi's, hudi-rs, ours) take the data of instants before
+    the first active write instant as archived and committed; with none left they take none,
+    and the rows of every archived commit would vanish from the table."""
+    if any(i.action in WRITE_TIMELINE_ACTIONS and i.timestamp != target.timestamp for i in timeline.instants):
+        return
+    archived = timeline.archived().write_instants()
+    if archived:
+        raise InvalidOptionError(
+            f"cannot roll back {target.timestamp} of {where}: it is the last commit on the active timeline "
+            f"and {len(archived)} earlier commits are archived, whose rows no reader would see once it "
+            f"is gone (readers count archived commits from the first active one); undo its changes "
+            f"with a new write instead")
 
 
 def _finish(storage: Storage, timeline: Timeline, txn: Transaction, plan: Mapping[str, Any],

@@ -19,8 +19,8 @@ from ..errors import StorageError, TimelineError
 from ..storage import Storage
 from .avro_schemas import decode_payload
 from .base import TimelineView, completion_order
-from .instant import (WRITE_ACTIONS, Instant, State, comparable_action, format_instant_time,
-                      parse_file_name)
+from .instant import (WRITE_ACTIONS, WRITE_TIMELINE_ACTIONS, Instant, State, comparable_action,
+                      format_instant_time, parse_file_name)
 
 if TYPE_CHECKING:
     from .archived import ArchivedTimeline
@@ -33,8 +33,6 @@ def _is_instant_candidate(name: str) -> bool:
     return not (name.startswith("hoodie.properties") or name.startswith("."))
 
 
-#: Hudi's write timeline (``getWriteTimeline``): where the active timeline starts is decided on it
-_START_ACTIONS = frozenset(WRITE_ACTIONS | {"compaction", "logcompaction", "clustering"})
 
 
 def _first_non_savepoint(instants: list[Instant]) -> str | None:
@@ -42,7 +40,7 @@ def _first_non_savepoint(instants: list[Instant]) -> str | None:
     and rollbacks do not count: Hudi never archives a restore, so one can stay in front of
     commits archived after it (a start there would count those commits as never completed)."""
     # with no write instant left (every active one rolled back), the first instant of any action
-    writes = [i for i in instants if i.action in _START_ACTIONS] or instants
+    writes = [i for i in instants if i.action in WRITE_TIMELINE_ACTIONS] or instants
     savepointed = {i.timestamp for i in instants if i.action == "savepoint" and i.is_completed}
     first = next((i.timestamp for i in writes if i.timestamp not in savepointed), None)
     if first is None and writes:

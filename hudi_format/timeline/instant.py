@@ -42,6 +42,10 @@ ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT, CLUSTERING, COMPACTIO
                      ROLLBACK, CLEAN, SAVEPOINT, RESTORE, INDEXING, SCHEMA_COMMIT})
 #: completed actions that add or replace data files: what a reader's snapshot is built from
 WRITE_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
+#: Hudi's write timeline (``getWriteTimeline``), in any state: readers take an instant before its
+#: first (non-savepointed) instant as archived and completed, so where the active timeline starts
+#: is decided on it
+WRITE_TIMELINE_ACTIONS = frozenset(WRITE_ACTIONS | {COMPACTION, LOG_COMPACTION, CLUSTERING})
 
 # the action a pending instant has once completed (and by which its files are grouped)
 _COMPLETES_AS_V1 = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT}

@@ -33,6 +33,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hudi_format as hudi  # noqa: E402
+from hudi_format.errors import InvalidOptionError  # noqa: E402
 from hudi_format.writer import handles  # noqa: E402
 from writemodel import (Model, data_rows, hudi_rs_read, make_rows, metadata_listing_problem,  # noqa: E402
                         model_rows)
@@ -110,6 +111,9 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
     merge_batch = random.Random(f"merge-batch-{seed}").choice([None, 5, 37])
     if random.Random(f"bloom-{seed}").random() < 0.3:   # footers without bloom filters
         opts["hoodie.parquet.bloom.filter.enabled"] = "false"
+    sort_mode = random.Random(f"sort-mode-{seed}").choice(["NONE", "NONE", "GLOBAL_SORT", "PARTITION_SORT"])
+    if sort_mode != "NONE":        # bulk_insert writes its files sorted by partition path and key
+        opts["hoodie.bulkinsert.sort.mode"] = sort_mode
     if random.Random(f"row-groups-{seed}").random() < 0.3:   # base files of several row groups and pages
         opts.update({"hoodie.parquet.block.size": random.Random(f"row-groups-{seed}").choice([2_048, 8_192]),
                      "hoodie.parquet.page.size": 512})
@@ -244,7 +248,12 @@ class Sequence:
             if latest is None or any(s.action == "savepoint" and s.timestamp == latest.timestamp
                                      for s in table.timeline.completed):
                 return "skipped (nothing to roll back, or savepointed)"
-            table.rollback(latest.timestamp, options=self.opts)
+            try:
+                table.rollback(latest.timestamp, options=self.opts)
+            except InvalidOptionError as exc:
+                if "earlier commits are archived" not in str(exc):
+                    raise
+                return "refused (the last active commit over archived ones)"
             if latest.timestamp in self.before:
                 self.model.rows, self.model.writer = map(dict, self.before.pop(latest.timestamp))
             self.history = [h for h in self.history if h[0] != latest.timestamp]
