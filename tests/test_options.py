@@ -180,3 +180,26 @@ def test_the_registry_sits_in_the_bottom_layer():
             if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
                 assert not any(str(n).startswith("hudi_format") for n in names), path.name
+
+
+@pytest.mark.parametrize("opts, match", [
+    ({"hoodie.index.bloom.fpp": "0"}, r"hoodie\.index\.bloom\.fpp must be in \(0, 1\)"),
+    ({"hoodie.index.bloom.fpp": "1.5"}, r"hoodie\.index\.bloom\.fpp must be in \(0, 1\)"),
+    ({"hoodie.parquet.max.file.size": "0"}, r"hoodie\.parquet\.max\.file\.size must be positive"),
+    ({"hoodie.copyonwrite.record.size.estimate": "0"}, r"record\.size\.estimate must be positive"),
+    ({"hoodie.logfile.max.size": "-1"}, r"hoodie\.logfile\.max\.size must be positive"),
+    ({"hoodie.cleaner.commits.retained": "0"}, r"hoodie\.cleaner\.commits\.retained must be positive"),
+    ({"hoodie.parquet.small.file.limit": "-5"}, r"small\.file\.limit must not be negative"),
+    ({"hoodie.keep.min.commits": "40"}, r"hoodie\.keep\.max\.commits \(30\) must be greater than hoodie\.keep\.min\.commits \(40\)"),
+    ({"hoodie.keep.min.commits": "5", "hoodie.keep.max.commits": "5"}, r"must be greater than"),
+])
+def test_out_of_range_options_are_refused_before_anything_is_written(tmp_path, opts, match):
+    """Values that used to fail mid-write (a bloom filter sized for fpp 0), pass silently (a
+    max file size of 0: a file per record) or break every inline service after the commit
+    (keep.min above keep.max, no commit retained) are refused up front: no table is created."""
+    path = tmp_path / "t"
+    with pytest.raises(InvalidOptionError, match=match):
+        hudi.write(str(path), pa.table({"id": ["a", "b"], "ts": [1, 2], "p": ["x", "y"]}), operation="insert",
+                   record_key="id", ordering_field="ts", partition_by="p", options=opts)
+    assert not path.exists() or not any(path.iterdir())
+    assert validate({"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "4"})   # in order: fine

@@ -52,6 +52,8 @@ def render() -> str:
                 doc += f" (Declared with the {s.scope} options.)"
             if s.minimum is not None:
                 doc += f" At least {s.minimum}."
+            if s.between is not None:
+                doc += f" Between {s.between[0]:g} and {s.between[1]:g}, exclusive."
             lines.append(f"| `{s.key}` | {kind} | {_value(s.default)} | {doc} |")
         lines.append("")
     return "\n".join(lines)

@@ -33,7 +33,7 @@ declare(
     _m("hoodie.metadata.record.index.max.filegroup.count", "int", 10000, "Most file groups of record_index.",
        minimum=1),
     _m("hoodie.metadata.record.index.growth.factor", "float", 2.0, "Headroom when sizing record_index "
-       "file groups for the records the table holds."),
+       "file groups for the records the table holds.", between=(0.0, float("inf"))),
     _m("hoodie.metadata.record.index.max.filegroup.size", "int", GB, "Target size of a record_index "
        "file group in bytes.", minimum=1),
     _m("hoodie.metadata.compact.max.delta.commits", "int", 10, "Compact the metadata table after this "

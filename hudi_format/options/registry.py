@@ -96,6 +96,7 @@ class OptionSpec:
     aliases: tuple[str, ...] = ()
     also: tuple[str, ...] = ()
     minimum: int | None = None
+    between: tuple[float, float] | None = None    # a float's open interval
 
     @property
     def is_family(self) -> bool:
@@ -122,13 +123,18 @@ class OptionSpec:
                 raise InvalidOptionError(f"option {name} must be {what}, got {out}")
             return out
         if self.type == "float":
-            return parse_float(name, value)
+            number = parse_float(name, value)
+            if self.between is not None and not self.between[0] < number < self.between[1]:
+                raise InvalidOptionError(f"option {name} must be in ({self.between[0]:g}, {self.between[1]:g}), "
+                                         f"got {number}")
+            return number
         if self.type == "choice":
             return parse_choice(name, value, self.allowed)
         return str(value)
 
 
 _SPECS: dict[str, OptionSpec] = {}
+_ORDERED: list[tuple[str, str]] = []     # (lower, higher): the first must stay below the second
 _ALIASES: dict[str, str] = {}
 _FAMILIES: dict[str, OptionSpec] = {}     # prefix (without the ``*``) -> spec
 
@@ -213,6 +219,20 @@ def _label(scopes: tuple[str, ...]) -> str:
     return scopes[0] if scopes else "any"
 
 
+def declare_below(lower: str, higher: str) -> None:
+    """Option ``lower`` must stay below option ``higher`` (defaults count where one is not given):
+    checked when either is given, before anything runs."""
+    _ORDERED.append((lower, higher))
+
+
+def _check_order(out: Mapping[str, Any]) -> None:
+    for lower, higher in _ORDERED:
+        if lower in out or higher in out:
+            lo, hi = option(out, lower), option(out, higher)
+            if lo is not None and hi is not None and not lo < hi:
+                raise InvalidOptionError(f"option {higher} ({hi}) must be greater than {lower} ({lo})")
+
+
 def validate(options: Mapping[str, Any] | None, scopes: Iterable[str] = WRITE_SCOPES,
              what: str | None = None) -> dict[str, Any]:
     """Check every key of ``options`` against the registry and parse every value.
@@ -247,6 +267,7 @@ def validate(options: Mapping[str, Any] | None, scopes: Iterable[str] = WRITE_SC
                                      f"with different values ({out[name]!r}, {parsed!r})")
         out[name] = parsed
         given[name] = key
+    _check_order(out)
     return out
 
 

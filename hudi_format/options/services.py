@@ -6,7 +6,7 @@ Hudi's keys and defaults (``HoodieCompactionConfig``, ``HoodieClusteringConfig``
 
 from __future__ import annotations
 
-from .registry import OptionSpec, declare
+from .registry import OptionSpec, declare, declare_below
 
 MB = 1024 * 1024
 LOG_FILE_SIZE_STRATEGY = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
@@ -84,20 +84,22 @@ declare(
     _s("hoodie.clean.automatic", "bool", True, "Clean after each write."),
     _s("hoodie.cleaner.policy", "choice", "KEEP_LATEST_COMMITS", "Which file slices the cleaner keeps.",
        allowed=CLEANER_POLICIES),
-    _s("hoodie.cleaner.commits.retained", "int", 10, "KEEP_LATEST_COMMITS: commits whose file slices are kept."),
-    _s("hoodie.cleaner.fileversions.retained", "int", 3, "KEEP_LATEST_FILE_VERSIONS: slices kept per file group."),
-    _s("hoodie.cleaner.hours.retained", "int", 24, "KEEP_LATEST_BY_HOURS: hours of commits whose slices are kept."),
+    _s("hoodie.cleaner.commits.retained", "int", 10, "KEEP_LATEST_COMMITS: commits whose file slices are kept.", minimum=1),
+    _s("hoodie.cleaner.fileversions.retained", "int", 3, "KEEP_LATEST_FILE_VERSIONS: slices kept per file group.", minimum=1),
+    _s("hoodie.cleaner.hours.retained", "int", 24, "KEEP_LATEST_BY_HOURS: hours of commits whose slices are kept.", minimum=0),
     _s("hoodie.clean.trigger.strategy", "choice", "NUM_COMMITS", "What schedules a clean.",
        allowed=("NUM_COMMITS",)),
-    _s("hoodie.clean.max.commits", "int", 1, "Commits since the last clean before the next is scheduled."),
+    _s("hoodie.clean.max.commits", "int", 1, "Commits since the last clean before the next is scheduled.", minimum=1),
     # -- archival -----------------------------------------------------------------------------
     _s("hoodie.archive.automatic", "bool", True, "Archive after each write."),
-    _s("hoodie.keep.min.commits", "int", 20, "Commits archival leaves in the active timeline."),
-    _s("hoodie.keep.max.commits", "int", 30, "Archive once the active timeline holds more commits."),
+    _s("hoodie.keep.min.commits", "int", 20, "Commits archival leaves in the active timeline.", minimum=1),
+    _s("hoodie.keep.max.commits", "int", 30, "Archive once the active timeline holds more commits.", minimum=2),
     _s("hoodie.archive.beyond.savepoint", "bool", False, "Archive past the earliest savepoint (keeping "
        "savepointed commits)."),
-    _s("hoodie.timeline.compaction.batch.size", "int", 10, "v8+: LSM history files merged by one compaction."),
+    _s("hoodie.timeline.compaction.batch.size", "int", 10, "v8+: LSM history files merged by one compaction.", minimum=2),
     _s("hoodie.timeline.compaction.target.file.max.bytes", "int", 1024 * MB, "v8+: largest LSM history "
-       "file a compaction writes."),
-    _s("hoodie.commits.archival.batch", "int", 10, "v6: instants per archived log block."),
+       "file a compaction writes.", minimum=1),
+    _s("hoodie.commits.archival.batch", "int", 10, "v6: instants per archived log block.", minimum=1),
 )
+# archival leaves keep.min commits once the timeline holds more than keep.max
+declare_below("hoodie.keep.min.commits", "hoodie.keep.max.commits")

@@ -73,15 +73,15 @@ declare(
     _w("hoodie.datasource.write.insert.drop.duplicates", "bool", False, "On insert, drop records whose "
        "key is already in the table."),
     # -- file sizing --------------------------------------------------------------------------
-    _w("hoodie.parquet.max.file.size", "int", 120 * MB, "Target size of base files, in bytes."),
+    _w("hoodie.parquet.max.file.size", "int", 120 * MB, "Target size of base files, in bytes.", minimum=1),
     _w("hoodie.parquet.small.file.limit", "int", 100 * MB, "Base files smaller than this take new inserts "
-       "(0 turns bin-packing off)."),
+       "(0 turns bin-packing off).", minimum=0),
     _w("hoodie.copyonwrite.insert.split.size", "int", 500_000, "Records per new file group when the "
-       "record size is unknown and auto split is off."),
+       "record size is unknown and auto split is off.", minimum=1),
     _w("hoodie.copyonwrite.insert.auto.split", "bool", True, "Size new file groups from the average record size."),
-    _w("hoodie.copyonwrite.record.size.estimate", "int", 1024, "Record size in bytes assumed before any commit."),
+    _w("hoodie.copyonwrite.record.size.estimate", "int", 1024, "Record size in bytes assumed before any commit.", minimum=1),
     _w("hoodie.merge.small.file.group.candidates.limit", "int", 1, "MERGE_ON_READ: small file groups per "
-       "partition that take inserts into their logs."),
+       "partition that take inserts into their logs.", minimum=0),
     # -- file formats -------------------------------------------------------------------------
     _w("hoodie.parquet.compression.codec", "str", "gzip", "Parquet codec: gzip, snappy, zstd, lz4, "
        "brotli, uncompressed."),
@@ -94,10 +94,10 @@ declare(
        "where no bloom index reads it: a BLOOM or GLOBAL_BLOOM index type writes it anyway."),
     _w("hoodie.parquet.dictionary.enabled", "bool", True, "Dictionary-encode Parquet columns (base files of "
        "writes, compaction and clustering; unique meta columns and a single record-key field never are)."),
-    _w("hoodie.logfile.max.size", "int", 1024 * MB, "Roll over to a new log file beyond this size in bytes."),
+    _w("hoodie.logfile.max.size", "int", 1024 * MB, "Roll over to a new log file beyond this size in bytes.", minimum=1),
     _w("hoodie.logfile.data.block.format", "choice", "avro", "Format of log data blocks.",
        allowed=("avro", "parquet")),
-    _w("hoodie.logfile.data.block.max.size", "int", 256 * MB, "Split log data blocks beyond this size in bytes."),
+    _w("hoodie.logfile.data.block.max.size", "int", 256 * MB, "Split log data blocks beyond this size in bytes.", minimum=1),
     # -- index --------------------------------------------------------------------------------
     _w("hoodie.index.type", "choice", "SIMPLE", "How incoming keys find their file group.", allowed=INDEX_TYPES),
     _w("hoodie.simple.index.update.partition.path", "bool", True, "GLOBAL_SIMPLE: a key that moves "
@@ -106,11 +106,12 @@ declare(
        "partition is deleted from the old one."),
     _w("hoodie.bloom.index.use.metadata", "bool", False, "BLOOM: read bloom filters from the metadata "
        "table instead of base file footers."),
-    _w("hoodie.index.bloom.num_entries", "int", 60000, "Keys a bloom filter is sized for."),
-    _w("hoodie.index.bloom.fpp", "float", 0.000000001, "False positive rate a bloom filter is sized for."),
+    _w("hoodie.index.bloom.num_entries", "int", 60000, "Keys a bloom filter is sized for.", minimum=1),
+    _w("hoodie.index.bloom.fpp", "float", 0.000000001, "False positive rate a bloom filter is sized for.",
+       between=(0.0, 1.0)),
     _w("hoodie.bloom.index.filter.type", "choice", "DYNAMIC_V0", "Bloom filter kind written to footers.",
        allowed=("SIMPLE", "DYNAMIC_V0")),
-    _w("hoodie.bloom.index.filter.dynamic.max.entries", "int", 100000, "DYNAMIC_V0: keys a filter grows to."),
+    _w("hoodie.bloom.index.filter.dynamic.max.entries", "int", 100000, "DYNAMIC_V0: keys a filter grows to.", minimum=1),
     _w("hoodie.datasource.write.streaming.checkpoint.identifier", "str", "default_single_writer",
        "Structured Streaming sink: this writer's name in the commit's _hudi_streaming_sink_checkpoint "
        "(micro-batches it already committed are skipped on replay); one per streaming writer."),
