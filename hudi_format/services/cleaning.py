@@ -321,10 +321,11 @@ def nothing_to_clean(timeline: Timeline, options: Mapping[str, Any] | None = Non
 
 
 def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
-                   *, timeline: Timeline | None = None) -> Instant | None:
+                   *, timeline: Timeline | None = None, instant_time: str | None = None) -> Instant | None:
     """Plan a clean: ``<ts>.clean.requested`` with its ``HoodieCleanerPlan``; ``None`` when the
     trigger (``hoodie.clean.max.commits`` commits since the last clean) is not met or nothing
-    would be deleted. ``timeline``: the caller's listing, taken under the table lock."""
+    would be deleted. ``timeline``: the caller's listing, taken under the table lock.
+    ``instant_time``: the clean's time (default: a new one from the table's clock)."""
     opts = values(options, OPTION_KEYS)
     timeline = timeline if timeline is not None else Timeline.load(storage, config)
     if _commits_since_last_clean(timeline) < opts["hoodie.clean.max.commits"]:
@@ -333,7 +334,7 @@ def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, 
     if not _plan_has_work(plan):
         log.info("nothing to clean in %s", storage.url)
         return None
-    return TimelineWriter(storage, config).create_requested("clean", plan=plan)
+    return TimelineWriter(storage, config).create_requested("clean", instant_time, plan=plan)
 
 
 # -- execution -------------------------------------------------------------------------------
@@ -424,7 +425,8 @@ def run_clean(storage: Storage, config: TableConfig, instant: Instant | str | No
 
 def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None, *,
           snapshot: TableSnapshot | None = None, locked: bool = False,
-          when_idle: Callable[[Timeline], Any] | None = None) -> Instant | None:
+          when_idle: Callable[[Timeline], Any] | None = None,
+          instant_time: Callable[[Timeline], str | None] | None = None) -> Instant | None:
     """Finish any pending clean, then schedule and run a new one; the last completed clean
     instant, or ``None`` when there was nothing to do.
 
@@ -434,7 +436,9 @@ def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | No
     is made on a fresh listing under the lock unless ``locked`` (the caller holds a lock no
     other process changes this table without: the metadata table under its data table's).
     ``when_idle(listing)`` runs under that same lock hold, on that listing, when no clean is
-    planned (inline archival then needs no listing of its own)."""
+    planned (inline archival then needs no listing of its own). ``instant_time(listing)``: the
+    new clean's time (``None``: plan none), for a table whose instants another table's clock
+    issues (the metadata table's)."""
     timeline = Timeline.current(storage, config, snapshot.timeline if snapshot is not None else None)
     pending = sorted((i for i in timeline.pending if i.action == "clean"), key=lambda i: i.timestamp)
     if not pending and not locked and nothing_to_clean(timeline, options):
@@ -444,7 +448,10 @@ def clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | No
         now = Timeline.current(storage, config, timeline) if locked else Timeline.load(storage, config)
         if any(i.action == "clean" for i in now.pending):
             return None
-        planned = schedule_clean(storage, config, options, timeline=now)
+        ts = instant_time(now) if instant_time is not None else None
+        if instant_time is not None and ts is None:
+            return None
+        planned = schedule_clean(storage, config, options, timeline=now, instant_time=ts)
         if planned is None and when_idle is not None:
             when_idle(now)
         return planned
