@@ -53,3 +53,27 @@ def test_metadata_cleans_take_times_the_data_table_never_uses(tmp_path, monkeypa
             assert (path, c.timestamp) in [(u, t) for u, t in issued]   # the data table's clock
     assert sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist()) == \
         sorted(hudi_rs_read(path).column("id").to_pylist())
+
+
+def test_a_metadata_instant_of_another_action_at_the_data_time_is_never_removed(tmp_path):
+    """Defence in depth: a metadata-table instant of another action at a data instant's time
+    (a table from a writer with the old clock) fails that write, which is undone, instead of
+    being rolled back or deleted as a leftover of the write's own deltacommit."""
+    from hudi_format import engine
+    path = str(tmp_path / "t")
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p")
+    hudi.write(path, make_rows(range(6), ts=1), operation="insert", **kw)
+    before = sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist())
+    rows = make_rows(range(6, 9), ts=2)
+    job = engine.begin_write(path, "upsert", schema=rows.schema, **kw)
+    buckets = engine.plan_write(job, rows)
+    ts = job.instant_time
+    md = Storage(f"{path}/.hoodie/metadata")
+    clean = f".hoodie/timeline/{ts}.clean.requested"
+    md.write_bytes(clean, b"")
+    results = [engine.write_bucket(b, **job.inputs_of(b)) for b in buckets]
+    with pytest.raises(hudi.HudiError, match="clean at"):
+        engine.commit(job, results)
+    assert md.exists(clean)
+    assert sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist()) == before
+    assert sorted(hudi_rs_read(path).column("id").to_pylist()) == before

@@ -310,6 +310,10 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         """One deltacommit on the MDT at ``instant`` with these partitions' deltas."""
         md_tl = self.md_timeline()
         same = [i for i in md_tl.instants if i.timestamp == instant]
+        taken = [i for i in same if i.action != "deltacommit"]
+        if taken:   # never another action's instant to roll back or remove as a leftover of ours
+            raise MetadataTableError(f"the metadata table of {self.storage.url} has a {taken[0].action} at "
+                                     f"{instant}, the time of this data instant; its deltacommit cannot be written")
         if any(i.is_completed for i in same):
             if self.data_timeline().is_completed(instant):
                 raise MetadataTableError(f"the metadata table of {self.storage.url} already has a "
