@@ -24,6 +24,7 @@ from hudi_format.config import TableConfig
 from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import values
 from hudi_format.services import cleaning
+from hudi_format.transaction import ServiceBusyError
 from hudi_format.storage import Storage
 from hudi_format.timeline import State, Timeline, TimelineWriter
 from hudi_format.timeline.avro_schemas import strip_comments
@@ -441,6 +442,26 @@ def test_crash_mid_execution_is_finished_by_run_clean(tmp_path):
     assert failed == [doomed[0]] and meta["totalFilesDeleted"] == len(doomed) - 1
     with pytest.raises(HudiError):
         cleaning.run_clean(st, cfg)  # nothing pending any more
+
+
+def test_a_pending_clean_another_process_completes_is_skipped(tmp_path, monkeypatch):
+    """Two processes list the same pending clean; one runs it. The other, reaching it after,
+    skips it (found by a soak: it failed with "is not a pending clean") and goes on to plan."""
+    path = tmp_path / "t"
+    build_table(path, "COPY_ON_WRITE", 8, rounds=4)
+    st, cfg = storage_config(path)
+    opts = {"hoodie.cleaner.commits.retained": 2}
+    requested = cleaning.schedule_clean(st, cfg, opts)
+    listed = Timeline.load(st, cfg)                       # the slow process lists it pending
+    done = cleaning.run_clean(st, cfg, requested.timestamp, opts)   # the other one runs it
+    with pytest.raises(ServiceBusyError, match="completed by another process"):
+        cleaning.run_clean(st, cfg, requested.timestamp, opts)
+    monkeypatch.setattr(Timeline, "current", classmethod(lambda cls, *a, **k: listed))
+    result = cleaning.clean(st, cfg, opts)     # skips the clean it listed pending; plans anew
+    assert result is None or result.timestamp > done.timestamp
+    assert [i.timestamp for i in Timeline.load(st, cfg).instants if i.action == "clean"][0] == done.timestamp
+    with pytest.raises(InvalidOptionError, match="not a pending clean"):
+        cleaning.run_clean(st, cfg, "20000101000000000", opts)
 
 
 def test_trigger_max_commits(tmp_path):

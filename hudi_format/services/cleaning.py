@@ -44,7 +44,7 @@ from ..storage import Storage
 from ..timeline import Instant, State, Timeline
 from ..timeline.clock import format_epoch_millis
 from ..timeline.writer import TimelineWriter
-from ..transaction import Transaction
+from ..transaction import ServiceBusyError, Transaction
 from ..transaction.snapshot import TableSnapshot
 from .common import run_pending_then_new
 from ..view import FileSlice, FileSystemView
@@ -400,6 +400,9 @@ def run_clean(storage: Storage, config: TableConfig, instant: Instant | str | No
     else:
         ts = instant.timestamp if isinstance(instant, Instant) else str(instant)
         target = next((i for i in pending if i.timestamp == ts), None)
+        if target is None and any(i.timestamp == ts and i.action == "clean" for i in timeline.completed):
+            # listed pending by the caller, completed since by another process: nothing to do
+            raise ServiceBusyError(f"clean {ts} of {storage.url} was completed by another process")
         if target is None:
             raise InvalidOptionError(f"{ts} is not a pending clean on the timeline of {storage.url}")
     start = time.time()
