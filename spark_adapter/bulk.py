@@ -41,7 +41,6 @@ SAMPLE_ROWS = 20_000   # first rows whose compressed size sizes the new files
 # bytes of rows in its open files and encodes Parquet on one thread beside the one reading rows
 TASK_BUFFER_BYTES = 128 * 1024 * 1024
 TASK_THREADS = 1
-_KEYED = ("GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION", "PARTITION_PATH_REPARTITION_AND_SORT")
 
 
 def applies(job) -> bool:
@@ -50,9 +49,9 @@ def applies(job) -> bool:
 
 
 def arrange(df, keyer: tasks.Keyer, mode: str, parallelism: int | None):
-    """``df`` as the sort mode hands rows to the write tasks; the keyed modes carry the record
-    key and partition path columns (``tasks.KEY``, ``tasks.PARTITION``)."""
-    if mode not in _KEYED:
+    """``df`` as the sort mode hands rows to the write tasks; every mode but ``NONE`` adds the
+    record key and partition path columns (``tasks.KEY``, ``tasks.PARTITION``) to order by."""
+    if mode == "NONE":
         return df
     keyed = df.mapInArrow(functools.partial(tasks.with_keys, keyer=keyer), tasks.with_key_schema(df))
     n = parallelism or max(1, df.rdd.getNumPartitions())

@@ -399,8 +399,6 @@ def _keys_moved(lookup, incoming: dict[str, int] | None, record_size: int) -> tu
             sum(held.get(p, 0) for p in incoming))
 
 
-
-
 def _write_counts(counts: pa.Table) -> "engine.WriteCounts":
     """The counts of :func:`spread.count_tagged` as the planner takes them."""
     updates, deletes, inserts = {}, {}, {}

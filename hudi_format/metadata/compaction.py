@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 __all__ = ["MetadataCompaction"]
 
 
+#: suffixes of the version-6 metadata table's own instants after its latest deltacommit, as Hudi's
+COMPACTION_SUFFIX, CLEAN_SUFFIX = "001", "002"
+
+
 class MetadataCompaction:
     """Mixin of :class:`~hudi_format.metadata.writer.MetadataWriter`: its compaction."""
 
@@ -79,16 +83,27 @@ class MetadataCompaction:
             return None
         return self.compact(md_tl, deltas)
 
+    def service_instant_time(self, md_tl: Timeline, suffix: str) -> str | None:
+        """The time of an instant the metadata table makes for itself (a compaction, a clean).
+        Never one from a clock of the metadata table's own: its deltacommits carry the data
+        instants' times, which the data table's clock issues, and two clocks can issue the same
+        millisecond. Version 6, as Hudi: the latest completed deltacommit's time with
+        ``suffix`` (``None`` when there is none or the time is taken). Version 8: a time from
+        the data table's clock."""
+        if self.md_config.version >= 8:
+            return self.clock.new_instant_time()
+        deltas = [i.timestamp for i in md_tl.instants if i.action == "deltacommit" and i.is_completed]
+        if not deltas:
+            return None
+        ts = max(deltas) + suffix
+        return None if any(i.timestamp == ts for i in md_tl.instants) else ts
+
     def compact(self, md_tl: Timeline | None = None, deltas: list[Instant] | None = None) -> Instant | None:
         """Compact every file group of every metadata partition into new base HFiles."""
         md_tl = md_tl or self.md_timeline()
-        if self.md_config.version >= 8:
-            instant = self.clock.new_instant_time()
-        else:
-            latest = max(i.timestamp for i in md_tl.instants if i.action == "deltacommit" and i.is_completed)
-            instant = latest + "001"
-            if any(i.timestamp == instant for i in md_tl.instants):
-                return None
+        instant = self.service_instant_time(md_tl, COMPACTION_SUFFIX)
+        if instant is None:
+            return None
         ops, slices = [], []
         for partition in sorted(self.config.metadata_partitions):
             for s in self.latest_slices(partition):

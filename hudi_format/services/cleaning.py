@@ -322,13 +322,13 @@ def nothing_to_clean(timeline: Timeline, options: Mapping[str, Any] | None = Non
 
 def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, Any] | None = None,
                    *, timeline: Timeline | None = None,
-                   instant_time: str | Callable[[], str | None] | None = None) -> Instant | None:
+                   instant_time: Callable[[], str | None] | None = None) -> Instant | None:
     """Plan a clean: ``<ts>.clean.requested`` with its ``HoodieCleanerPlan``; ``None`` when the
     trigger (``hoodie.clean.max.commits`` commits since the last clean) is not met or nothing
     would be deleted. ``timeline``: the caller's listing, taken under the table lock.
-    ``instant_time``: the clean's time, or a function giving it (``None``: plan none), asked only
-    once the plan has work (a clock round costs requests and a skew wait on object stores);
-    default: a new time from the table's clock."""
+    ``instant_time()``: the clean's time (``None``: plan none), asked only once the plan has
+    work (a clock round costs requests and a skew wait on object stores); default: a new time
+    from the table's clock."""
     opts = values(options, OPTION_KEYS)
     timeline = timeline if timeline is not None else Timeline.load(storage, config)
     if _commits_since_last_clean(timeline) < opts["hoodie.clean.max.commits"]:
@@ -337,8 +337,8 @@ def schedule_clean(storage: Storage, config: TableConfig, options: Mapping[str, 
     if not _plan_has_work(plan):
         log.info("nothing to clean in %s", storage.url)
         return None
-    ts = instant_time() if callable(instant_time) else instant_time
-    if callable(instant_time) and ts is None:
+    ts = instant_time() if instant_time is not None else None
+    if instant_time is not None and ts is None:
         return None
     return TimelineWriter(storage, config).create_requested("clean", ts, plan=plan)
 

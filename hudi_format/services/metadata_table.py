@@ -21,11 +21,12 @@ from typing import Any, Mapping
 
 from ..config import TableConfig
 from ..metadata import keys as K
+from ..metadata.compaction import CLEAN_SUFFIX
 from ..metadata.options import DEFAULT_METADATA_CLEANER_COMMITS_RETAINED
 from ..metadata.writer import MetadataWriter
 from ..options import option
 from ..storage import Storage
-from ..timeline import Instant, Timeline
+from ..timeline import Instant
 from ..transaction.snapshot import TableSnapshot
 from .archival import archive
 from .cleaning import clean
@@ -46,22 +47,7 @@ def clean_metadata_table(w: MetadataWriter) -> Instant | None:
     # under the data table's lock: the MDT timeline the writer listed is current for everyone
     return clean(w.md, w.md_config, {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS",
                                      "hoodie.cleaner.commits.retained": int(retained)},
-                 snapshot=_snapshot(w), locked=True, instant_time=lambda now: _clean_time(w, now))
-
-
-def _clean_time(w: MetadataWriter, md_tl: Timeline) -> str | None:
-    """The time of a new metadata-table clean. Never one from a clock of the metadata table's
-    own: its deltacommits carry the data instants' times, which the data table's clock issues,
-    and two clocks can issue the same millisecond. Version 6, as Hudi: the latest deltacommit's
-    time with the suffix ``002`` (compaction takes ``001``; ``None`` if taken). Version 8: a
-    time from the data table's clock."""
-    if w.md_config.version >= 8:
-        return w.clock.new_instant_time()
-    deltas = [i.timestamp for i in md_tl.instants if i.action == "deltacommit" and i.is_completed]
-    if not deltas:
-        return None
-    ts = max(deltas) + "002"
-    return None if any(i.timestamp == ts for i in md_tl.instants) else ts
+                 snapshot=_snapshot(w), locked=True, instant_time=lambda now: w.service_instant_time(now, CLEAN_SUFFIX))
 
 
 def archive_metadata_table(w: MetadataWriter) -> list[Instant]:

@@ -33,8 +33,6 @@ def _is_instant_candidate(name: str) -> bool:
     return not (name.startswith("hoodie.properties") or name.startswith("."))
 
 
-
-
 def _first_non_savepoint(instants: list[Instant]) -> str | None:
     """First instant of the write timeline that is not a savepointed commit. Restores, cleans
     and rollbacks do not count: Hudi never archives a restore, so one can stay in front of
