@@ -536,3 +536,100 @@ def test_sort_indices_linear_nulls_first_and_one_column_curve_is_linear():
     keys = [sc.interleaving([sc.long_to_8(sc.LONG_MAX if a is None else a), sc.long_to_8(b)])
             for a, b in zip(t.column("a").to_pylist(), t.column("b").to_pylist())]
     assert [keys[i] for i in z] == sorted(keys)
+
+
+def _killed_upsert(path, monkeypatch, rows, version, jobs=None):
+    """An upsert stopped after writing its files, before its commit: pending, markers left
+    behind (``jobs`` receives its job, for the abort it would have run)."""
+    import hudi_format.writer.client as client
+
+    class Killed(BaseException):
+        pass
+
+    def die(job, *args, **kwargs):
+        if jobs is not None:
+            jobs.append(job)
+        raise Killed()
+    with monkeypatch.context() as m:
+        m.setattr(client, "commit_write", die)
+        m.setattr(client, "abort_write", lambda job: None)
+        with pytest.raises(Killed):
+            write(path, rows, version=version)
+    pending = hudi.open_table(str(path)).timeline.pending
+    assert len(pending) == 1
+    return pending[0]
+
+
+def _planned_groups(t, inst) -> set:
+    plan = t.timeline.plan(inst)["clusteringPlan"]
+    return {(s["partitionPath"], s["fileId"]) for g in plan["inputGroups"] for s in g["slices"]}
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_clustering_leaves_out_file_groups_a_write_in_flight_touches(tmp_path, monkeypatch, version):
+    """A write in flight appends to a file group: clustering it would abort that write at its
+    commit (or be aborted by it), and in v6 its plan would name a log file the write's rollback
+    deletes. The plan leaves such file groups out; the write's rollback then costs nothing."""
+    path = tmp_path / "t"
+    small_files(path, "MERGE_ON_READ", version)
+    before = both(path)
+    pending = _killed_upsert(path, monkeypatch, make_rows(range(0, 2), ts=70, seed=7), version)
+    t = hudi.open_table(str(path))
+    from hudi_format.transaction.markers import read_markers
+    touched = set()
+    for data, _ in read_markers(t.storage, pending.timestamp):
+        part, name = data.rsplit("/", 1)
+        touched.add((part, name.lstrip(".").split("_")[0]))
+    assert touched
+    inst = schedule_clustering(t.storage, t.config, "score",
+                               {"hoodie.clustering.plan.strategy.max.num.groups": "30"})
+    assert inst is not None
+    planned = _planned_groups(hudi.open_table(str(path)), inst)
+    assert planned and not planned & touched
+    from hudi_format.services.rollback import rollback
+    rollback(t.storage, t.config, pending.timestamp)
+    assert run_clustering(t.storage, t.config).timestamp == inst.timestamp
+    assert both(path) == before
+
+
+def test_clustering_aborts_when_a_planned_log_file_is_rolled_back_under_it(tmp_path, monkeypatch):
+    """v6 names a log file by its slice, not its writer, so a plan can name the log file of a
+    write in flight (one that had not left its marker when the plan was made). When that write
+    fails and removes its files while the clustering runs, the file is gone: the clustering
+    aborts and drops its plan (a conflict, retried by the next clustering); no row is lost."""
+    from hudi_format.services import clustering as cl
+    from hudi_format.writer.job import abort_write
+    path = tmp_path / "t"
+    small_files(path, "MERGE_ON_READ", 6)
+    before = both(path)
+    jobs = []
+    pending = _killed_upsert(path, monkeypatch, make_rows(range(0, 2), ts=70, seed=7), 6, jobs)
+    t = hudi.open_table(str(path))
+    monkeypatch.setattr(cl, "in_flight_file_groups", lambda ts: set(), raising=False)
+    inst = schedule_clustering(t.storage, t.config, "score",
+                               {"hoodie.clustering.plan.strategy.max.num.groups": "30"})
+    plan = hudi.open_table(str(path)).timeline.plan(inst)
+    logs = [p for g in plan["clusteringPlan"]["inputGroups"] for s in g["slices"] for p in s["deltaFilePaths"]]
+    assert any(posixpath_name(p).startswith(".") for p in logs)
+    read_group = cl._read_group
+
+    def rolled_back_meanwhile(*args, **kwargs):
+        # after the clustering checked its file groups, before it reads the first of them, the
+        # write fails (at its conflict check, say) and removes what it wrote
+        if jobs:
+            abort_write(jobs.pop())
+        return read_group(*args, **kwargs)
+    monkeypatch.setattr(cl, "_read_group", rolled_back_meanwhile)
+    monkeypatch.setattr(cl.os, "cpu_count", lambda: 1)   # groups one after another
+    with pytest.raises(ServiceConflictError, match="is gone .*file not found"):
+        run_clustering(t.storage, t.config)
+    monkeypatch.undo()
+    t = hudi.open_table(str(path))
+    assert t.timeline.pending == []
+    assert both(path) == before
+    assert cluster(t.storage, t.config, "score") is not None
+    assert both(path) == before
+
+
+def posixpath_name(p: str) -> str:
+    return p.rsplit("/", 1)[-1]

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from ..base_file import footer_bloom, parquet_format, unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
-from ..errors import InvalidOptionError, UnsupportedFeatureError
+from ..errors import FileMissingError, InvalidOptionError, UnsupportedFeatureError
 from ..options import option
 from ..read.align import align_table
 from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys, row_numbers
@@ -55,7 +55,7 @@ from ..view.file_names import BaseFileName, parse_base_file_name
 from ..writer.handles import new_file_id
 from . import space_curves
 from .common import (EXECUTION_STRATEGIES, PLAN_STRATEGIES, ServiceConflictError, TableState,
-                     full_uri, is_clustering, new_instant_time,
+                     full_uri, in_flight_file_groups, is_clustering, new_instant_time,
                      pending_service_file_groups, pick_pending,
                      rel_in_partition, run_services, runtime, schema_extra, committed, snapshot_of,
                      slice_metrics, split_partitions, validate_service_options)
@@ -202,7 +202,7 @@ def _schedule(storage: Storage, config: TableConfig, sort_by: str | Sequence[str
     if (inline if check_trigger is None else check_trigger) and not clustering_due(ts.timeline, opts):
         return None, ts
 
-    busy = pending_service_file_groups(ts.timeline)
+    busy = set(pending_service_file_groups(ts.timeline)) | in_flight_file_groups(ts)
     small = option(opts, "hoodie.clustering.plan.strategy.small.file.limit")
     single = bool(cols) or option(opts, "hoodie.clustering.plan.strategy.single.group.clustering.enabled")
     max_groups = option(opts, "hoodie.clustering.plan.strategy.max.num.groups")
@@ -406,11 +406,20 @@ def _run(ts: TableState, instant: "Instant | str | None", opts: Mapping[str, Any
             run = lambda j: _cluster_group(ts, spec, schema, avro, inst.timestamp, j[0], j[1], params,  # noqa: E731
                                            opts, preserve, written, current)
             workers = min(len(jobs), os.cpu_count() or 1)
-            if workers > 1:
-                with ThreadPoolExecutor(workers) as pool:
-                    results = list(pool.map(run, jobs))
-            else:
-                results = [run(j) for j in jobs]
+            try:
+                if workers > 1:
+                    with ThreadPoolExecutor(workers) as pool:
+                        results = list(pool.map(run, jobs))
+                else:
+                    results = [run(j) for j in jobs]
+            except FileMissingError as exc:
+                # A file of the plan went away: a write in flight when the plan was made (v6
+                # names its log file after the slice) was rolled back, or a service removed
+                # the file. Either way the plan no longer describes the table.
+                raise ServiceConflictError(
+                    f"clustering {inst.timestamp}: a file it planned to rewrite is gone ({exc}); the "
+                    "write that made it was rolled back or the file group changed, so the clustering "
+                    "is aborted and the next one plans afresh") from None
             stats = [s for r in results for s in r]
             replaced: dict[str, list[str]] = {}
             for s in planned:

@@ -18,7 +18,7 @@ from ..options import SERVICE_SCOPES, option, specs, validate
 from ..options.services import SIZE_BASED_PLAN, SORT_AND_SIZE_EXECUTION
 from ..storage import Storage
 from ..timeline import Instant, Timeline
-from ..timeline.instant import CLUSTERING
+from ..timeline.instant import CLUSTERING, WRITE_ACTIONS
 from ..transaction import ServiceBusyError, table_lock
 from ..transaction.snapshot import TableSnapshot, is_clustering, plan_file_groups
 from ..view import FileSlice
@@ -93,6 +93,28 @@ def pending_service_file_groups(timeline: Timeline) -> dict[tuple[str, str], Ins
     No service may plan a file group that another pending service will rewrite.
     """
     return TableSnapshot(timeline.storage, timeline.config, timeline).pending_services
+
+
+def in_flight_file_groups(ts: TableState) -> set[tuple[str, str]]:
+    """File groups that writes in flight (pending commits and delta commits, by the markers
+    they leave before each file) are writing to.
+
+    A clustering that plans such a group makes that write fail at its commit, or is aborted
+    by it; and in table version 6 the plan can name the write's log file (named after its
+    slice, not its writer), which the write's rollback then deletes under the clustering.
+    A marker is created before its file, so a write that has not reached a file group yet
+    cannot be seen; the commit-time conflict checks still settle that race."""
+    from ..transaction.markers import read_markers
+    out: set[tuple[str, str]] = set()
+    for inst in ts.timeline.pending:
+        if inst.action not in WRITE_ACTIONS or is_clustering(ts.timeline, inst):
+            continue
+        for data, _ in read_markers(ts.storage, inst.timestamp):
+            part, name = posixpath.split(data)
+            parsed = parse_base_file_name(name) or parse_log_file_name(name)
+            if parsed is not None:
+                out.add((part, parsed.file_id))
+    return out
 
 
 def pending_instants(timeline: Timeline, action: str) -> list[Instant]:
