@@ -603,9 +603,9 @@ def test_clustering_aborts_when_a_planned_log_file_is_rolled_back_under_it(tmp_p
     small_files(path, "MERGE_ON_READ", 6)
     before = both(path)
     jobs = []
-    pending = _killed_upsert(path, monkeypatch, make_rows(range(0, 2), ts=70, seed=7), 6, jobs)
+    _killed_upsert(path, monkeypatch, make_rows(range(0, 2), ts=70, seed=7), 6, jobs)
     t = hudi.open_table(str(path))
-    monkeypatch.setattr(cl, "in_flight_file_groups", lambda ts: set(), raising=False)
+    monkeypatch.setattr(cl, "in_flight_file_groups", lambda ts: set())
     inst = schedule_clustering(t.storage, t.config, "score",
                                {"hoodie.clustering.plan.strategy.max.num.groups": "30"})
     plan = hudi.open_table(str(path)).timeline.plan(inst)
