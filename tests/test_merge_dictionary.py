@@ -15,7 +15,7 @@ import pytest
 import hudi_format as hudi
 from hudi_format.read.parquet import dictionary_columns
 from hudi_format.base_file import BaseFileWriter
-from hudi_format.writer import handles
+from hudi_format.writer import merge_handle
 from writemodel import canonical_rows, hudi_rs_read
 
 KEY = dict(record_key="id", ordering_field="ts", partition_by="city")
@@ -39,8 +39,8 @@ def test_merge_keeps_dictionary_columns_and_rows(tmp_path, monkeypatch, evolve, 
     """``batch_rows``: the old file is merged that many rows at a time (updates fall on batch
     boundaries and in batches of their own); by default it fits one batch and is merged whole."""
     if batch_rows:
-        monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", batch_rows)
-        monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", batch_rows)
+        monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", batch_rows)
+        monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", batch_rows)
     path = str(tmp_path / "t")
     written = []   # what the streamed merge hands the new file's writer
     real_write = BaseFileWriter.write
@@ -89,9 +89,9 @@ def test_streamed_merge_writes_row_groups_within_its_buffer(tmp_path, monkeypatc
     """A streamed merge holds at most ``_MERGE_BUFFER_BYTES`` of rows before writing them as a
     row group (not a Hudi-sized one per merge running in parallel); the file it writes holds
     the same rows for us and for hudi-rs, and its key range and bloom filter cover every key."""
-    monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", 1000)
-    monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", 400)
-    monkeypatch.setattr(handles, "_MERGE_BUFFER_BYTES", 24_000)
+    monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", 1000)
+    monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", 400)
+    monkeypatch.setattr(merge_handle, "_MERGE_BUFFER_BYTES", 24_000)
     path = str(tmp_path / "t")
     n = 3000
     first = _rows(range(n), 1, [("red", "green")[i % 2] for i in range(n)])
@@ -121,22 +121,22 @@ def test_failed_streamed_merge_leaves_the_table_as_it_was(tmp_path, monkeypatch)
     """A streamed merge that fails after writing row groups of its new file removes that file
     and the instant: both readers see the last commit, and the next upsert commits."""
     import os
-    monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", 100)
-    monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", 100)
-    monkeypatch.setattr(handles, "_MERGE_BUFFER_BYTES", 1)
+    monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", 100)
+    monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", 100)
+    monkeypatch.setattr(merge_handle, "_MERGE_BUFFER_BYTES", 1)
     path = str(tmp_path / "t")
     first = _rows(range(1000), 1, ["red"] * 1000)
     hudi.write(path, first, operation="insert", **KEY)
     before = canonical_rows(hudi.open_table(path).read(columns=["id", "ts", "city", "color"]))
     files_before = sorted(os.listdir(f"{path}/a"))
-    real, calls = handles._write_merged, []
+    real, calls = merge_handle._write_merged, []
 
     def failing(*args, **kwargs):
         real(*args, **kwargs)
         calls.append(1)
         if len(calls) == 3:
             raise OSError("disk full")
-    monkeypatch.setattr(handles, "_write_merged", failing)
+    monkeypatch.setattr(merge_handle, "_write_merged", failing)
     with pytest.raises(Exception, match="disk full"):
         hudi.write(path, _rows(range(0, 1000, 3), 2, ["blue"] * 334), operation="upsert", **KEY)
     assert len(calls) == 3
@@ -145,7 +145,7 @@ def test_failed_streamed_merge_leaves_the_table_as_it_was(tmp_path, monkeypatch)
     assert sorted(f for f in os.listdir(f"{path}/a") if f.endswith(".parquet")) == \
         [f for f in files_before if f.endswith(".parquet")]
 
-    monkeypatch.setattr(handles, "_write_merged", real)
+    monkeypatch.setattr(merge_handle, "_write_merged", real)
     again = _rows(range(0, 1000, 3), 3, ["green"] * 334)
     hudi.write(path, again, operation="upsert", **KEY)
     expected = {r["id"]: r for r in first.to_pylist()}

@@ -261,6 +261,34 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
                    spec: MergeSpec) -> pa.Table | None:
     """The merge, with the base rows of keys no later piece mentions passed through; None when
     those rows repeat a key (the full merge then keeps one of them)."""
+    plan = _touched_plan(base, pieces, delete_at, schema, spec)
+    if plan is None:
+        return None
+    keep, log_rows = plan
+    out = [decode_dictionaries(base if keep is None else base.filter(keep), schema)]
+    logs = [p for p in pieces[1:] if p is not None and p.num_rows]
+    if logs and len(log_rows):
+        out.append(pa.concat_tables(logs).take(log_rows))
+    return pa.concat_tables(out) if len(out) > 1 else out[0]
+
+
+def touched_plan(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.Schema,
+                 spec: MergeSpec) -> tuple[pa.Array | None, pa.Array] | None:
+    """What :func:`merge_pieces` of a base file's rows (``pieces[0]``, not empty) and later
+    pieces keeps, without building it: see :func:`_touched_plan`."""
+    spec = attrs.evolve(spec, ordering_fields=tuple(
+        f for f in spec.ordering_fields if schema.get_field_index(f) >= 0))
+    return _touched_plan(pieces[0], pieces, dict(deletes), schema, spec)
+
+
+def _touched_plan(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Schema,
+                  spec: MergeSpec) -> tuple[pa.Array | None, pa.Array] | None:
+    """What :func:`merge_pieces` keeps, without building it: ``(which base rows stay, in file
+    order -- None: all; the later pieces' winning rows, numbered over those data pieces stacked,
+    in log order)``; the merge is the kept base rows, then those. ``base`` needs only the
+    columns the merge compares (keys, ordering, ``_hoodie_is_deleted``): a streamed merge plans
+    on them and reads the other columns batch by batch. None when the base rows no later piece
+    mentions repeat a key (only the full merge decides which of them stays)."""
     later_keys = []
     for seq in range(1, len(pieces)):
         piece = pieces[seq]
@@ -279,8 +307,9 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
         return None
     live = _live(base)
     keep = untouched if live is None else (live if untouched is None else pc.and_(untouched, live))
+    no_logs = pa.array([], pa.int64())
     if touched is None:
-        return decode_dictionaries(base if keep is None or pc.all(keep).as_py() else base.filter(keep), schema)
+        return (None if keep is None or pc.all(keep).as_py() else _flat(keep)), no_logs
 
     # The touched base rows become the first piece of an ordinary merge.
     touched_rows = base.filter(touched)
@@ -289,12 +318,8 @@ def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sch
     is_base = pc.less(merged_rows, pa.scalar(n_t, pa.int64()))
     base_won = pc.is_in(row_numbers(n_t), value_set=merged_rows.filter(is_base))
     keep = pc.replace_with_mask(_flat(keep), _flat(touched), base_won)   # scatter into touched rows
-    out = [decode_dictionaries(base.filter(keep), schema)]
-    logs = [p for p in pieces[1:] if p is not None and p.num_rows]
-    log_rows = merged_rows.filter(pc.invert(is_base))
-    if logs and len(log_rows):
-        out.append(pa.concat_tables(logs).take(pc.subtract(log_rows, pa.scalar(n_t, pa.int64()))))
-    return pa.concat_tables(out)
+    log_rows = pc.subtract(merged_rows.filter(pc.invert(is_base)), pa.scalar(n_t, pa.int64()))
+    return keep, log_rows
 
 
 def _touched(later_keys: list, base_keys: pa.ChunkedArray | pa.Array) -> tuple[pa.ChunkedArray, bool]:

@@ -43,11 +43,11 @@ from ..transaction.markers import read_markers, written_by
 from ..transaction.snapshot import TableSnapshot
 from ..view import FileSlice, FileSystemView
 from ..view.file_names import parse_log_file_name
-from . import handles
+from . import handles, merge_handle
 from .input import check_fields
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
 from ..options.write import KEY_SORTING_MODES
-from .planning import REPLACE_OPS, Plan, WriteCounts, WritePlanner, concat_rows
+from .planning import IS_DELETED, REPLACE_OPS, TAGGING_OPS, Plan, WriteCounts, WritePlanner, concat_rows, live_rows
 from .schema_evolution import conform, evolve, incoming_schema
 
 log = logging.getLogger(__name__)
@@ -129,10 +129,12 @@ class WriteSpec:
         keygen = self.keygen
         spec = attrs.evolve(spec, event_time=bool(spec.ordering_fields), has_meta_fields=False,
                             keygen=KeyGenerator(keygen.record_key_fields, (), keygen.keygen_type))
-        numbered = rows.append_column("__row", row_numbers(rows.num_rows))
+        # a record flagged _hoodie_is_deleted competes like any other (Hudi's preCombine): when it
+        # wins, the write handles apply it as a delete, so it must not vanish here
+        numbered = rows.drop_columns([c for c in (IS_DELETED,) if c in rows.column_names])
+        numbered = numbered.append_column("__row", row_numbers(rows.num_rows))
         merged = merge_pieces([numbered], [], numbered.schema, spec)
         return pc.take(merged.column("__row"), pc.sort_indices(merged.column("__row")))
-
 
 @attrs.frozen(eq=False)
 class WriteBucket:
@@ -282,6 +284,11 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | 
                 kept = None
             else:
                 table, rec_keys, parts = table.take(kept), pc.take(rec_keys, kept), pc.take(parts, kept)
+        live = live_rows(table) if op not in TAGGING_OPS else None
+        if live is not None:   # nothing to delete where nothing is looked up: never written
+            idx = pc.indices_nonzero(live)
+            table, rec_keys, parts = table.take(idx), pc.take(rec_keys, idx), pc.take(parts, idx)
+            kept = idx if kept is None else pc.take(kept, idx)
         if op == "bulk_insert" and sorts_by_key(job.options) and table.num_rows > 1:
             order = pc.sort_indices(pa.table({"p": parts, "k": rec_keys}), [("p", "ascending"), ("k", "ascending")])
             table, rec_keys, parts = table.take(order), pc.take(rec_keys, order), pc.take(parts, order)
@@ -421,7 +428,7 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
         if bucket.kind == "create":
             stat = handles.create(ctx, bucket.partition, ups, up_keys)
         elif bucket.kind == "merge":
-            stat = retryable(lambda: handles.merge(ctx, bucket.file_slice, ups, up_keys, dels))
+            stat = retryable(lambda: merge_handle.merge(ctx, bucket.file_slice, ups, up_keys, dels))
         else:
             stat = retryable(lambda: handles.append(ctx, bucket.file_slice, ups, up_keys, dels,
                                                      bucket.num_updates, bucket.compaction_instant))

@@ -31,6 +31,25 @@ REPLACE_OPS = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
 SAMPLE_ROWS = 50_000   # bulk_insert sizes its files from the compressed size of this many rows
 
 
+
+IS_DELETED = "_hoodie_is_deleted"
+#: operations that look the incoming keys up: a flagged record there deletes a stored one
+TAGGING_OPS = ("upsert", "delete")
+
+
+def live_rows(rows: pa.Table) -> pa.Array | None:
+    """Which of ``rows`` are not flagged ``_hoodie_is_deleted`` (None: none is flagged). A
+    flagged record deletes its key where the key is stored, and is never written as a row
+    (Hudi's handles skip it, or write it to a delete block)."""
+    if IS_DELETED not in rows.column_names:
+        return None
+    flags = pc.fill_null(rows.column(IS_DELETED), False)
+    if not pc.any(flags).as_py():
+        return None
+    flags = flags.combine_chunks() if isinstance(flags, pa.ChunkedArray) else flags
+    return pc.invert(flags)
+
+
 @attrs.define
 class Plan:
     """Per file group: records to upsert (with their keys), keys to delete; new groups."""
@@ -175,6 +194,9 @@ class WritePlanner:
             inserts = tagged.filter(pc.or_(pc.equal(acts, INSERT), moved))
         else:
             inserts = pa.table({"partition": partitions, "row": rows})
+        live = live_rows(table) if table is not None else None
+        if live is not None:   # a flagged record of a key stored nowhere deletes nothing
+            inserts = inserts.filter(pc.take(live, inserts.column("row")))
         insert_rows = {part: idx for (part,), idx in groups_of(inserts, ["partition"])}
         sized = self.size_inserts({p: len(idx) for p, idx in insert_rows.items()}, slices, state, clustering)
         for part, idx in insert_rows.items():

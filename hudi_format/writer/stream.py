@@ -61,7 +61,7 @@ from .job import (BucketResult, WriteBucket, WriteJob, abort_write, commit_write
 from ..options import option
 from .options import sizing_config
 from .grouping import groups_of
-from .planning import SAMPLE_ROWS
+from .planning import SAMPLE_ROWS, live_rows
 
 STREAMED_OPERATIONS = ("insert", "bulk_insert")
 DEFAULT_BUFFER_BYTES = 256 * 1024 * 1024   # Arrow bytes of rows held by open files, all together
@@ -312,6 +312,9 @@ class _StreamWriter:
     def prepare(self, batch: pa.RecordBatch) -> _Chunk:
         """A batch conformed to the writer schema and keyed (a null key fails here)."""
         table = self.job.spec.conform(pa.Table.from_batches([batch]))
+        live = live_rows(table)
+        if live is not None:   # an insert writes no record flagged _hoodie_is_deleted
+            table = table.filter(live)
         keys, parts = self.job.spec.keys(table)
         return table, keys, parts
 

@@ -22,14 +22,15 @@ def die():
 def install(point: str) -> None:
     from hudi_format.log import writer as log_writer
     from hudi_format.timeline import writer as tl_writer
-    from hudi_format.writer import handles
+    from hudi_format.writer import handles, merge_handle
     import hudi_format.base_file as base_file
 
     if point == "after_requested":
         tl_writer.TimelineWriter.transition_to_inflight = lambda self, *a, **k: die()
     elif point == "before_data":
-        for name in ("create", "merge", "append"):
+        for name in ("create", "append"):
             setattr(handles, name, lambda *a, **k: die())
+        merge_handle.merge = lambda *a, **k: die()
     elif point == "mid_base_file":
         real_wbf = base_file.write_base_file
 
@@ -41,16 +42,16 @@ def install(point: str) -> None:
         handles.write_base_file = torn
     elif point == "mid_streamed_merge":
         # a COW merge streamed batch by batch, killed once row groups of the new file are written
-        handles._STREAM_ABOVE_ROWS = handles._MERGE_BATCH_ROWS = 2
-        handles._MERGE_BUFFER_BYTES = 1
-        real_merged, calls = handles._write_merged, []
+        merge_handle._STREAM_ABOVE_ROWS = merge_handle._MERGE_BATCH_ROWS = 2
+        merge_handle._MERGE_BUFFER_BYTES = 1
+        real_merged, calls = merge_handle._write_merged, []
 
         def merged_then_die(*a, **k):
             real_merged(*a, **k)
             calls.append(1)
             if len(calls) == 3:
                 die()
-        handles._write_merged = merged_then_die
+        merge_handle._write_merged = merged_then_die
     elif point == "mid_log_append":
         def torn_log(storage, rel, blocks):
             with storage.open(rel, "wb") as f:

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hudi_format as hudi  # noqa: E402
 from hudi_format.errors import InvalidOptionError  # noqa: E402
-from hudi_format.writer import handles  # noqa: E402
+from hudi_format.writer import merge_handle  # noqa: E402
 from writemodel import (Model, data_rows, hudi_rs_read, make_rows, metadata_listing_problem,  # noqa: E402
                         model_rows)
 
@@ -105,7 +105,7 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
         opts.update({"hoodie.metadata.record.index.enable": "true",
                      "hoodie.metadata.record.index.min.filegroup.count": rng.choice([1, 2]),
                      "hoodie.index.type": rng.choice(["RECORD_INDEX", "SIMPLE"])})
-    # COW merges of old files over this many rows are streamed batch by batch (writer/handles.py;
+    # COW merges of old files over this many rows are streamed batch by batch (writer/merge_handle.py;
     # 131,072 by default: tiny here so that the torture's small files take that path too), and
     # then write row groups of a few KB (32 MB by default): merged files hold several row groups
     merge_batch = random.Random(f"merge-batch-{seed}").choice([None, 5, 37])
@@ -382,10 +382,10 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
     rng = random.Random(cfg["seed"])
     n = len(given) if given is not None else steps
     ok = False
-    saved = handles._STREAM_ABOVE_ROWS, handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES
+    saved = merge_handle._STREAM_ABOVE_ROWS, merge_handle._MERGE_BATCH_ROWS, merge_handle._MERGE_BUFFER_BYTES
     if cfg.get("merge_batch_rows"):
-        handles._STREAM_ABOVE_ROWS = handles._MERGE_BATCH_ROWS = cfg["merge_batch_rows"]
-        handles._MERGE_BUFFER_BYTES = 4096
+        merge_handle._STREAM_ABOVE_ROWS = merge_handle._MERGE_BATCH_ROWS = cfg["merge_batch_rows"]
+        merge_handle._MERGE_BUFFER_BYTES = 4096
     try:
         for i in range(n):
             step = given[i] if given is not None else seq.generate(rng)
@@ -414,7 +414,7 @@ def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: 
                 f"  table kept at {path}\n") from exc
         ok = True
     finally:
-        handles._STREAM_ABOVE_ROWS, handles._MERGE_BATCH_ROWS, handles._MERGE_BUFFER_BYTES = saved
+        merge_handle._STREAM_ABOVE_ROWS, merge_handle._MERGE_BATCH_ROWS, merge_handle._MERGE_BUFFER_BYTES = saved
         if ok and not keep:
             shutil.rmtree(base, ignore_errors=True)
     return {"steps": n, "checks": seq.checks, "path": path}
