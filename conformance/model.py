@@ -24,6 +24,8 @@ STANDARD_SCHEMA: list[tuple[str, str]] = [
     ("flag", "bool"), ("tags", "list<string>"), ("info", "struct<a:int64,b:string>"),
 ]
 PARTITIONS = ("a", "b", "c")
+#: Hudi's soft-delete flag: a record carrying it true deletes its key
+IS_DELETED = "_hoodie_is_deleted"
 
 _SIMPLE = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "double": pa.float64(),
            "float": pa.float32(), "bool": pa.bool_(), "date32": pa.date32(), "binary": pa.binary()}
@@ -149,17 +151,28 @@ class Model:
         return row[self.key]
 
     def apply(self, op: str, table: pa.Table | None, commit: int, partitions: Iterable[str] = ()) -> None:
+        """One write. Its records are first precombined (one per key, the highest ordering value
+        winning, flagged ``_hoodie_is_deleted`` or not); an upsert's flagged winner deletes its
+        key unless the stored record is newer (event time); other writes skip flagged records."""
         batch: dict[Any, dict] = {}
         for r in (table.to_pylist() if table is not None else []):
             k = self._id(r)
             old = batch.get(k)
             if old is None or not self.event_time or r[self.ordering] >= old[self.ordering]:
                 batch[k] = r
+        if op in ("insert_overwrite", "insert_overwrite_table"):
+            batch = {k: r for k, r in batch.items() if not r.get(IS_DELETED)}   # never written
         if op in ("insert", "upsert", "bulk_insert"):
             for k, r in batch.items():
                 old = self.rows.get(k)
+                if r.get(IS_DELETED) and op != "upsert":
+                    continue   # an insert writes no flagged record (it looks no key up to delete)
                 if old is not None and self.event_time and op in self.ordered_ops \
                         and r[self.ordering] < old[self.ordering]:
+                    continue
+                if r.get(IS_DELETED):   # the winning record is a delete
+                    self.rows.pop(k, None)
+                    self.writer.pop(k, None)
                     continue
                 self.rows[k], self.writer[k] = r, commit
         elif op == "delete":

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hudi_format as hudi  # noqa: E402
 from hudi_format.errors import InvalidOptionError  # noqa: E402
 from hudi_format.writer import merge_handle  # noqa: E402
+from conformance.model import IS_DELETED  # noqa: E402
 from writemodel import (Model, data_rows, hudi_rs_read, make_rows, metadata_listing_problem,  # noqa: E402
                         model_rows)
 
@@ -166,12 +167,17 @@ class Sequence:
         op = rng.choices(list(ops), weights=list(ops.values()))[0]
         existing = self._keys_in()
         if op in ("insert", "bulk_insert"):
-            return {"op": op, "keys": self._fresh(rng.randint(1, 25))}
+            step = {"op": op, "keys": self._fresh(rng.randint(1, 25))}
+            if rng.random() < 0.15:   # flagged records of an insert are not written
+                step["flagged"] = sorted(rng.sample(step["keys"], max(1, len(step["keys"]) // 4)))
+            return step
         if op == "upsert":
             old = rng.sample(existing, min(len(existing), rng.randint(0, 20)))
             step = {"op": op, "keys": sorted(old + self._fresh(rng.randint(0 if old else 1, 8)))}
             if self.event_time and old and rng.random() < 0.3:
                 step["stale"] = sorted(rng.sample(old, max(1, len(old) // 3)))  # lower ordering value
+            if rng.random() < 0.25:   # records flagged _hoodie_is_deleted: they delete their keys
+                step["flagged"] = sorted(rng.sample(step["keys"], max(1, len(step["keys"]) // 3)))
             return step
         if op == "delete":
             keys = rng.sample(existing, min(len(existing), rng.randint(1, 10)))
@@ -197,13 +203,16 @@ class Sequence:
         return {"op": op}
 
     # -- execution -----------------------------------------------------------------------------------
-    def _rows(self, keys: list[int], stale: list[int] = ()) -> pa.Table:
+    def _rows(self, keys: list[int], stale: list[int] = (), flagged: list[int] = ()) -> pa.Table:
         fresh = [k for k in keys if k not in set(stale)]
         pieces = [make_rows(fresh, ts=self.ts, seed=self.ts % 97)] if fresh else []
         for k in stale:   # an update with a lower ordering value than the stored row
             stored = self.model.rows[key_id(k)]["ts"]
             pieces.append(make_rows([k], ts=stored - 1, seed=(self.ts + 1) % 97))
-        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+        table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+        # every write of these tables carries Hudi's soft-delete flag (one schema throughout)
+        ids = {key_id(k) for k in flagged}
+        return table.append_column(IS_DELETED, pa.array([i in ids for i in table.column("id").to_pylist()]))
 
     def _write(self, op: str, data, partitions=None) -> None:
         opts = dict(self.opts)
@@ -224,7 +233,7 @@ class Sequence:
         self.ts += 10
         table = hudi.open_table(self.path) if self.steps_done else None
         if op in ("insert", "bulk_insert", "upsert", "insert_overwrite", "insert_overwrite_table"):
-            data = self._rows(step["keys"], step.get("stale", []))
+            data = self._rows(step["keys"], step.get("stale", []), step.get("flagged", []))
             self._write(op, data)
             return f"{len(step['keys'])} keys"
         if op == "delete":
