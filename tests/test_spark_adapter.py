@@ -336,6 +336,28 @@ def test_every_operation_through_df_write(spark, tmp_path, table_type, version):
     _check(spark, path, model)
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_soft_deletes_through_spark(spark, tmp_path, table_type):
+    """Records flagged ``_hoodie_is_deleted`` delete their keys through Spark as through the
+    core: a newer flagged record deletes, an older one loses (event time), a flagged new key is
+    never written."""
+    path = str(tmp_path / "t")
+    model = Model(event_time=True)
+
+    def flagged(rows: pa.Table, ids=()) -> pa.Table:
+        want = {f"k{int(i):06d}" for i in ids}
+        return rows.append_column("_hoodie_is_deleted", pa.array([k in want for k in rows.column("id").to_pylist()]))
+    steps = [("bulk_insert", flagged(rs_rows(range(0, 60), ts=5))),
+             ("upsert", pa.concat_tables([flagged(rs_rows([1, 2, 3, 70, 71], ts=9, seed=1), [1, 2, 70]),
+                                          flagged(rs_rows([4], ts=1, seed=1), [4])]))]
+    for n, (op, rows) in enumerate(steps):
+        sdf(spark, rows).write.format("hudi_format").options(**_opts(table_type, op)).mode("append").save(path)
+        model.apply(op, rows, n)
+        _check(spark, path, model)
+    assert {"k000001", "k000002", "k000070"}.isdisjoint({r["id"] for r in model.rows.values()})
+    assert "k000004" in {r["id"] for r in model.rows.values()} and len(model.rows) == 60 - 2 + 1
+
+
 def test_save_modes(spark, tmp_path):
     path = str(tmp_path / "modes")
     first = sdf(spark, rs_rows(range(10), ts=1))
