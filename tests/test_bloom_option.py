@@ -12,7 +12,7 @@ import pytest
 
 import hudi_format as hudi
 from hudi_format.errors import InvalidOptionError
-from hudi_format.writer import handles
+from hudi_format.writer import merge_handle
 from writemodel import assert_both_read, latest_rows
 
 KEY = dict(record_key="id", ordering_field="ts", partition_by="p")
@@ -48,8 +48,8 @@ def _same_rows(path, want):
 @pytest.mark.parametrize("streamed", [False, True])
 def test_off_writes_no_bloom_filter_in_any_base_file(tmp_path, monkeypatch, streamed):
     if streamed:   # the merge of a big old file, batch by batch
-        monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", 50)
-        monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", 50)
+        monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", 50)
+        monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", 50)
     path = str(tmp_path / "t")
     first = _rows(range(400), 1)
     hudi.write(path, first, operation="insert", options=OFF, **KEY)

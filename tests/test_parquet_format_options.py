@@ -14,7 +14,7 @@ import pytest
 
 import hudi_format as hudi
 from hudi_format.errors import InvalidOptionError
-from hudi_format.writer import handles
+from hudi_format.writer import merge_handle
 from writemodel import assert_both_read, latest_rows
 
 KEY = dict(record_key="id", ordering_field="ts", partition_by="p")
@@ -79,8 +79,8 @@ def test_defaults_write_one_dictionary_encoded_row_group(tmp_path):
 @pytest.mark.parametrize("streamed", [False, True])
 def test_insert_and_cow_merge_honour_the_parquet_options(tmp_path, monkeypatch, streamed):
     if streamed:   # the merge of a big old file, batch by batch
-        monkeypatch.setattr(handles, "_STREAM_ABOVE_ROWS", 100)
-        monkeypatch.setattr(handles, "_MERGE_BATCH_ROWS", 700)
+        monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", 100)
+        monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", 700)
     path = str(tmp_path / "t")
     first = _rows(range(6000), 1)
     hudi.write(path, first, operation="insert", options=SMALL, **KEY)
