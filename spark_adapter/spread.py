@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from hudi_format.engine import IS_DELETED
 from hudi_format.errors import HudiError
 
 from . import tasks
@@ -195,13 +196,18 @@ def tag(rows, lookup):
     def kinds(*ks):
         return F.array(*[F.lit(k) for k in ks])
 
+    none = F.array().cast("array<string>")
+    # a record flagged _hoodie_is_deleted deletes where its key is stored, and is never inserted
+    flagged = F.coalesce(F.col(IS_DELETED), F.lit(False)) if IS_DELETED in rows.columns else F.lit(False)
+    insert = F.when(flagged, none).otherwise(kinds("I"))
     if op == "delete":
-        kind = F.when(known, kinds("D")).otherwise(F.array().cast("array<string>"))
+        kind = F.when(known, kinds("D")).otherwise(none)
     elif op in ("upsert", "insert"):
-        stay = kinds("U") if op == "upsert" else F.array().cast("array<string>")
-        kind = F.when(moved, kinds("D", "I")).when(known, stay).otherwise(kinds("I"))
+        stay = kinds("U") if op == "upsert" else none
+        kind = F.when(moved, F.when(flagged, kinds("D")).otherwise(kinds("D", "I"))).when(known, stay) \
+            .otherwise(insert)
     else:
-        kind = kinds("I")
+        kind = insert
     exploded = rows.withColumn(_KIND, F.explode(kind))
     is_insert = F.col(_KIND) == "I"
     data = [F.col(c) for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID)]

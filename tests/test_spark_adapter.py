@@ -356,6 +356,12 @@ def test_soft_deletes_through_spark(spark, tmp_path, table_type):
         _check(spark, path, model)
     assert {"k000001", "k000002", "k000070"}.isdisjoint({r["id"] for r in model.rows.values()})
     assert "k000004" in {r["id"] for r in model.rows.values()} and len(model.rows) == 60 - 2 + 1
+    # only flagged records of new keys in a partition: nothing is planned there, no file written
+    only = flagged(rs_rows([80, 81], ts=9, partitions=("z",)), [80, 81])
+    sdf(spark, only).write.format("hudi_format").options(**_opts(table_type, "upsert")).mode("append").save(path)
+    model.apply("upsert", only, len(steps))
+    _check(spark, path, model)
+    assert not glob.glob(f"{path}/z/*.parquet") and not glob.glob(f"{path}/z/.*.log.*")
 
 
 def test_save_modes(spark, tmp_path):

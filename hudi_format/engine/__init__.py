@@ -15,14 +15,16 @@ instant and each task writes its own rows into new file groups (:func:`write_new
 Index tagging at scale (:mod:`.index`): :func:`plan_index_lookup` plans picklable
 :class:`LookupTask` values from the table state alone, :func:`lookup` runs one where the keys
 are, and ``plan_write(job, counts=WriteCounts(...))`` sizes the write from counts, so the
-driver never holds the records' keys.
+driver never holds the records' keys. A record whose :data:`IS_DELETED` (Hudi's
+``_hoodie_is_deleted``) is true deletes its key where the index finds it and is never inserted:
+an engine counting inserts leaves such records out.
 """
 
 from ..read.scan import ScanPlan, ScanTask
 from ..timeline.write_stat import WriteStat
 from ..writer.job import BucketResult, WriteBucket, WriteJob, WriteSpec
 from .scan import plan_scan, read_task, read_task_table
-from ..writer.planning import WriteCounts
+from ..writer.planning import IS_DELETED, WriteCounts
 from .index import IndexLookup, LookupTask, lookup, lookup_key_range, plan_index_lookup
 from ..writer.stream import NewFiles
 from .write import abort, begin_write, commit, open_new_files, plan_write, write_bucket, write_new_files
@@ -31,4 +33,4 @@ __all__ = ["ScanPlan", "ScanTask", "plan_scan", "read_task", "read_task_table",
            "WriteJob", "WriteSpec", "WriteBucket", "BucketResult", "WriteStat",
            "begin_write", "plan_write", "write_bucket", "commit", "abort",
            "NewFiles", "open_new_files", "write_new_files",
-           "IndexLookup", "LookupTask", "WriteCounts", "plan_index_lookup", "lookup", "lookup_key_range"]
+           "IndexLookup", "LookupTask", "WriteCounts", "IS_DELETED", "plan_index_lookup", "lookup", "lookup_key_range"]
