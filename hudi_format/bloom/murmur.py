@@ -18,6 +18,7 @@ in the CPU cache. ``abs`` of the signed hash is NumPy's wrapping ``abs`` on an i
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -185,18 +186,46 @@ def _hash_block(matrix: np.ndarray, nb_hash: int, vector_size: int, out: np.ndar
             np.add(tmp, shift, out=out[r])
 
 
+_FREE: list[np.ndarray] = []        # position buffers no generator holds, for the next ones
+_FREE_LOCK = threading.Lock()
+_FREE_MAX = 4
+
+
+def _take_buffer(size: int) -> np.ndarray:
+    with _FREE_LOCK:
+        for i, buf in enumerate(_FREE):
+            if buf.size >= size:
+                return _FREE.pop(i)
+    return np.empty(size, np.intp)
+
+
+def _give_back(buf: np.ndarray) -> None:
+    with _FREE_LOCK:
+        if len(_FREE) < _FREE_MAX:
+            _FREE.append(buf)
+
+
 def iter_positions(keys: pa.Array, nb_hash: int, vector_size: int, block: int = _BLOCK,
                    shift: np.ndarray | None = None) -> Iterator[tuple[slice | np.ndarray, np.ndarray]]:
     """Bit positions of a binary array of keys (:func:`as_binary`), block by block:
     ``(which keys, positions)`` with ``positions[r, i]`` (``intp``, ready to index with) round
     ``r`` of the ``i``-th key the first item selects (a slice, or an index array when key
-    lengths differ), plus that key's entry of ``shift`` (int64, one per key) when given."""
+    lengths differ), plus that key's entry of ``shift`` (int64, one per key) when given.
+
+    ``positions`` is only valid until the next block is asked for: the blocks are written into
+    one buffer, which goes back to a small shared pool for the next call (15 MB for 30 rounds
+    of 65,536 keys). A fresh buffer per block cost a page fault per 4 KiB written: 3/4 of a
+    bloom filter's time (0.064 s for 122,880 keys against 0.017 s with the pages kept)."""
     if not len(keys):
         return
-    for which, matrix in _blocks(keys, block):
-        out = np.empty((nb_hash, len(matrix)), np.intp)
-        _hash_block(matrix, nb_hash, vector_size, out, None if shift is None else shift[which])
-        yield which, out
+    buf = _take_buffer(nb_hash * min(block, len(keys)))
+    try:
+        for which, matrix in _blocks(keys, block):
+            out = buf[:nb_hash * len(matrix)].reshape(nb_hash, len(matrix))
+            _hash_block(matrix, nb_hash, vector_size, out, None if shift is None else shift[which])
+            yield which, out
+    finally:
+        _give_back(buf)
 
 
 def hash_positions_all(keys, nb_hash: int, max_value: int) -> list[pa.Array]:
