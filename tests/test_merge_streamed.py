@@ -86,6 +86,19 @@ def _stats(path: str) -> list[dict]:
     return out
 
 
+def _count_whole_reads(monkeypatch) -> list:
+    """The old base files merges read whole from now on (a list that fills as they do)."""
+    whole_reads = []
+    real = BaseFileReader.read_encoded
+
+    def spy(self, columns, *args, **kwargs):
+        if columns is None:
+            whole_reads.append(self)
+        return real(self, columns, *args, **kwargs)
+    monkeypatch.setattr(BaseFileReader, "read_encoded", spy)
+    return whole_reads
+
+
 @pytest.mark.parametrize("version", [6, 8])
 @pytest.mark.parametrize("seed", range(4))
 def test_streamed_merge_writes_what_the_whole_file_merge_writes(tmp_path, monkeypatch, seed, version):
@@ -96,14 +109,7 @@ def test_streamed_merge_writes_what_the_whole_file_merge_writes(tmp_path, monkey
     monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", 50)
     monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", 37)
     monkeypatch.setattr(merge_handle, "_MERGE_BUFFER_BYTES", 4096)
-    whole_reads = []
-    real = BaseFileReader.read_encoded
-
-    def spy(self, columns, *args, **kwargs):
-        if columns is None:
-            whole_reads.append(self)
-        return real(self, columns, *args, **kwargs)
-    monkeypatch.setattr(BaseFileReader, "read_encoded", spy)
+    whole_reads = _count_whole_reads(monkeypatch)
     _apply(streamed, ops, version)
     assert whole_reads == [], "a merge read its old file whole"
     a, b = _files(whole), _files(streamed)
@@ -128,14 +134,7 @@ def test_an_old_file_repeating_an_untouched_key_is_merged_whole(tmp_path, monkey
     dup = pa.concat_tables([_rows(range(200), 10, 0), _rows([7, 8], 11, 1)])
     hudi.write(path, dup, operation="insert", options={"hoodie.combine.before.insert": "false"}, **KEY)
     assert sum(t.num_rows for t, _ in _files(path).values()) == 202
-    whole_reads = []
-    real = BaseFileReader.read_encoded
-
-    def spy(self, columns, *args, **kwargs):
-        if columns is None:
-            whole_reads.append(self)
-        return real(self, columns, *args, **kwargs)
-    monkeypatch.setattr(BaseFileReader, "read_encoded", spy)
+    whole_reads = _count_whole_reads(monkeypatch)
     hudi.write(path, _rows([1, 2, 3], [20, 5, 20], 2, [True, False, False]), operation="upsert", **KEY)
     assert whole_reads
     got = {r["id"]: r["v"] for r in hudi.open_table(path).read().to_pylist()}
