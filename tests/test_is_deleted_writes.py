@@ -65,3 +65,25 @@ def test_flagged_records_of_an_insert_are_not_written(tmp_path, operation):
     t = hudi.open_table(path)
     stats = [s for ss in t.timeline.metadata(t.timeline.completed[-1]).partition_to_write_stats.values() for s in ss]
     assert sum(s.num_writes for s in stats) == 4
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_mor_writes_flagged_records_as_delete_records(tmp_path, version):
+    """As Hudi's append handle: a flagged record goes to the log as a delete record carrying its
+    ordering value, not as a data row."""
+    from hudi_format.log import BlockType, read_log_file
+    path = str(tmp_path / "t")
+    key = dict(record_key="id", ordering_field="ts", partition_by="p", table_type="MERGE_ON_READ",
+               table_version=version)
+    hudi.write(path, _rows(range(6), 10, 0), operation="insert", **key)
+    inst = hudi.write(path, _rows([1, 2], [20, 21], 1, [True, False]), operation="upsert", **key)
+    t = hudi.open_table(path)
+    blocks = [b for s in t.file_slices() for f in s.log_files for b in read_log_file(t.storage, f)
+              if b.instant_time == inst.timestamp]
+    data = [r for b in blocks if b.block_type != BlockType.DELETE for r in b.records().to_pylist()]
+    deletes = [r for b in blocks if b.block_type == BlockType.DELETE for r in b.deleted_keys().to_pylist()]
+    assert [r["id"] for r in data] == ["k0002"]
+    assert [(r["record_key"], r["ordering_value"]) for r in deletes] == [("k0001", 20)]
+    stats = [s for ss in t.timeline.metadata(inst).partition_to_write_stats.values() for s in ss]
+    assert sum(s.num_deletes for s in stats) == 1 and sum(s.num_writes for s in stats) == 1
+    assert "k0001" not in _read_both(path)

@@ -143,14 +143,24 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
     instant, so that the compaction's new slice takes these records."""
     task, token = ctx.next_token()
     blocks = []
+    flagged = None
+    live = live_rows(upserts)
+    if live is not None:   # as Hudi's append handle: flagged records become delete records
+        flagged = _soft_deletes(ctx, upserts.filter(pc.invert(live)), pc.filter(upsert_keys, pc.invert(live)),
+                                fs.partition_path)
+        upserts, upsert_keys = upserts.filter(live), pc.filter(upsert_keys, live)
+        num_updates = max(0, num_updates - flagged.num_rows)   # only stored keys reach a log
     if upserts.num_rows:
         table = with_meta(ctx, upserts, upsert_keys, fs.partition_path, fs.file_id, task)
         if ctx.log_block_format == "parquet":
             blocks.append(encode_parquet_data_block(table, ctx.avro_schema, ctx.instant))
         else:
             blocks.append(encode_avro_data_block(table, ctx.avro_schema, ctx.instant))
-    if deletes is not None and deletes.num_rows:
-        blocks.append(encode_delete_block(deletes, ctx.instant))
+    n_deletes = 0
+    for dels in (deletes, flagged):   # one block each: a block's ordering values share a type
+        if dels is not None and dels.num_rows:
+            blocks.append(encode_delete_block(dels, ctx.instant))
+            n_deletes += dels.num_rows
     # v8+: a log file per delta commit, named by it; v6: log files carry the slice's base instant.
     log_instant = ctx.instant if ctx.table_version >= 8 else (base_instant or fs.base_instant)
     # v8+: the log files are named by this new instant, so the first is version 1 unless an
@@ -176,7 +186,17 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
     last = results[-1]
     return WriteStat(file_id=fs.file_id, path=last.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=upserts.num_rows, num_update_writes=num_updates,
-                     num_inserts=upserts.num_rows - num_updates,
-                     num_deletes=deletes.num_rows if deletes is not None else 0, total_write_bytes=size,
+                     num_inserts=max(0, upserts.num_rows - num_updates),
+                     num_deletes=n_deletes, total_write_bytes=size,
                      base_file=fs.base_file_name or "", log_files=[posixpath.basename(r.path) for r in results],
                      log_version=last.version)
+
+
+def _soft_deletes(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str) -> pa.Table:
+    """Delete records for ``rows`` flagged ``_hoodie_is_deleted``: their keys, with their
+    ordering values (Hudi's ``DeleteRecord``), so that the delete competes as the record did."""
+    n = rows.num_rows
+    ordering = [f for f in ctx.spec.ordering_fields if f in rows.column_names]
+    return pa.table({"record_key": pc.cast(keys, pa.string()),
+                     "partition_path": pa.repeat(pa.scalar(partition), n),
+                     "ordering_value": rows.column(ordering[0]) if ordering else pa.nulls(n)})
