@@ -534,10 +534,11 @@ def test_log_compaction_restates_the_merge_outcome(tmp_path, event_time):
     spec = MergeSpec(("id",), ("ts",), event_time, True)
     merged = merge_log_blocks(collect_log_blocks(storage, originals, lambda _: True), schema, spec)
     header = {HeaderKey.COMPACTED_BLOCK_TIMES: "002,003,004,005"}
-    out = [encode_delete_block(merged.hard_deletes, "006", extra_header=header)] if merged.hard_deletes.num_rows else []
+    # restated with the ordering-value types they came with: an int32 0 stays Hudi's default
+    assert [d.column("ordering_value").type for d in merged.hard_deletes] == [pa.int32()]
+    out = [encode_delete_block(d, "006", extra_header=header) for d in merged.hard_deletes]
     out.append(encode_avro_data_block(merged.records, avro, "006", extra_header=header))
-    if merged.deletes.num_rows:
-        out.append(encode_delete_block(merged.deletes, "006", extra_header=header))
+    out += [encode_delete_block(d, "006", extra_header=header) for d in merged.deletes]
     compacted = tuple(r.path for r in write_log_file(storage, "", "fg-0", "001", out, "2-1-2"))
 
     def read(logs):

@@ -87,3 +87,16 @@ def test_mor_writes_flagged_records_as_delete_records(tmp_path, version):
     stats = [s for ss in t.timeline.metadata(inst).partition_to_write_stats.values() for s in ss]
     assert sum(s.num_deletes for s in stats) == 1 and sum(s.num_writes for s in stats) == 1
     assert "k0001" not in _read_both(path)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_flagged_record_ordered_zero_loses_to_a_newer_one(tmp_path, table_type):
+    """A flagged record with ordering value 0 (a long) is an older record like any other: both
+    table types keep the stored, newer one (MOR's delete record carries a LongWrapper 0, which
+    Hudi and hudi-rs do not take for "no ordering value")."""
+    path = str(tmp_path / "t")
+    key = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type)
+    hudi.write(path, _rows(range(4), 10, 0), operation="insert", **key)
+    hudi.write(path, _rows([1, 2], [0, 11], 1, [True, True]), operation="upsert", **key)
+    got = _read_both(path)
+    assert got["k0001"] == (10, 0) and "k0002" not in got

@@ -20,10 +20,10 @@ def rows(*items):
                     schema=SCHEMA)
 
 
-def deletes(*items):
+def deletes(*items, typ=pa.int64()):
     keys, ordering = zip(*items)
     return pa.table({"record_key": pa.array(keys, pa.string()), "partition_path": [""] * len(keys),
-                     "ordering_value": pa.array(ordering, pa.int64())})
+                     "ordering_value": pa.array(ordering, typ)})
 
 
 def merged(pieces, spec):
@@ -51,9 +51,19 @@ def test_event_time_ordering_takes_the_highest_ordering_value():
 
 def test_delete_without_ordering_value_wins_then_loses_to_later_writes():
     base = rows(("a", 100, "base"), ("b", 100, "base"), ("c", 100, "base"))
-    log1 = ("delete", deletes(("a", 0), ("b", 0)))
+    log1 = ("delete", deletes(("a", 0), ("b", 0), typ=pa.int32()))   # Hudi's default: IntWrapper 0
     log2 = rows(("b", 1, "reinserted"))
     assert merged([base, log1, log2], EVENT) == {"b": (1, "reinserted"), "c": (100, "base")}
+    log1 = ("delete", deletes(("a", None), ("b", None)))                # no ordering value at all
+    assert merged([base, log1, log2], EVENT) == {"b": (1, "reinserted"), "c": (100, "base")}
+
+
+def test_a_long_zero_is_a_real_ordering_value():
+    """Only an IntWrapper 0 stands for "no ordering value" (Java's Integer.equals, and hudi-rs):
+    a LongWrapper 0, the soft delete of a record ordered by a long, loses to a newer record."""
+    base = rows(("a", 100, "base"), ("b", -5, "base"))
+    log1 = ("delete", deletes(("a", 0), ("b", 0)))
+    assert merged([base, log1], EVENT) == {"a": (100, "base")}
 
 
 def test_delete_with_ordering_value_is_ordered_in_event_time():

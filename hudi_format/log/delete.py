@@ -126,7 +126,9 @@ def _ordering_column(pairs: list[tuple[str | None, Any]]) -> pa.Array:
     if len(kinds) == 1 and next(iter(kinds)) in _KIND_TYPES:
         return pa.array(values, _KIND_TYPES[next(iter(kinds))])
     if kinds <= {"IntWrapper", "LongWrapper"}:
-        return pa.array(values, pa.int64())
+        # one column: Hudi's default ordering value (an IntWrapper 0) becomes null, which means
+        # the same to a merge, so that it is not mistaken for a LongWrapper 0
+        return pa.array([None if k == "IntWrapper" and v == 0 else v for k, v in pairs], pa.int64())
     if kinds <= {"FloatWrapper", "DoubleWrapper"}:
         return pa.array(values, pa.float64())
     return pa.array([_render(k, v) for k, v in pairs], pa.string())

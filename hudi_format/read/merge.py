@@ -136,9 +136,11 @@ _ROW = "__hudi_row"
 
 
 def _is_default_ordering(values: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Deletes without a real ordering value (null, or Hudi's default 0) win by commit time."""
+    """Deletes without a real ordering value win by commit time: null, or Hudi's default, the
+    ``IntWrapper`` 0 (an int32 here). A ``LongWrapper`` 0 is a real ordering value, as Hudi's
+    ``Integer.equals`` and hudi-rs take it (a soft delete of a record ordered by a long)."""
     mask = pc.is_null(values)
-    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type):
+    if values.type == pa.int32():
         mask = pc.or_(mask, pc.fill_null(pc.equal(values, 0), False))
     return mask
 

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -61,21 +62,50 @@ LOG_COMPACTION_EXECUTOR = "org.apache.hudi.table.action.compact.LogCompactionExe
 class MergedLogs:
     """The outcome of a slice's log blocks, to be restated in order: ``hard_deletes`` (deletes
     without ordering value, which also remove the base file's record), then ``records``, then
-    ``deletes`` that won by their ordering value."""
+    ``deletes`` that won by their ordering value; deletes as one table per ordering-value type
+    (one delete block each)."""
 
-    hard_deletes: pa.Table
+    hard_deletes: list[pa.Table]
     records: pa.Table
-    deletes: pa.Table
+    deletes: list[pa.Table]
     log_records: int
     keys: int
 
 
-def _concat_deletes(tables: list[pa.Table]) -> pa.Table:
+_SOURCE = "__ordering_type"
+
+
+def _concat_deletes(tables: list[pa.Table]) -> tuple[pa.Table, list[pa.DataType]]:
+    """The delete records of several blocks as one table, and the ordering-value types they
+    came with: column ``__ordering_type`` indexes that list, so that each record is restated
+    with its own type (Hudi and hudi-rs take only an ``IntWrapper`` 0 for "no ordering value":
+    an int32 0 promoted to int64 would turn a delete that always wins into one that loses)."""
+    kinds: list[pa.DataType] = []
+    which = []
+    for t in tables:
+        typ = t.column("ordering_value").type
+        if typ not in kinds:
+            kinds.append(typ)
+        which.append(np.full(t.num_rows, kinds.index(typ), np.int32))
     try:
-        return pa.concat_tables(tables, promote_options="permissive")
+        out = pa.concat_tables(tables, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return pa.concat_tables([t.set_column(2, "ordering_value", pc.cast(t.column(2), pa.string()))
-                                 for t in tables])
+        out = pa.concat_tables([t.set_column(2, "ordering_value", pc.cast(t.column(2), pa.string()))
+                                for t in tables])
+    return out.append_column(_SOURCE, pa.array(np.concatenate(which) if which else [], pa.int32())), kinds
+
+
+def _delete_blocks(deletes: pa.Table, kinds: list[pa.DataType]) -> list[pa.Table]:
+    """:func:`_concat_deletes`' rows back as one table per ordering-value type they came with."""
+    out = []
+    for i, typ in enumerate(kinds):
+        part = deletes.filter(pc.equal(deletes.column(_SOURCE), i)).drop_columns([_SOURCE])
+        if part.num_rows:
+            col = part.column("ordering_value")
+            if col.type != typ:
+                col = pc.cast(col, typ)
+            out.append(part.set_column(2, "ordering_value", col))
+    return out
 
 
 def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> MergedLogs:
@@ -106,12 +136,11 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
             datas.append(recs)
             rows += recs.num_rows
     data = pa.concat_tables(datas) if datas else schema.empty_table()
-    deleted = _concat_deletes(dels) if dels else pa.table({
+    deleted, kinds = _concat_deletes(dels or [pa.table({
         "record_key": pa.array([], pa.string()), "partition_path": pa.array([], pa.string()),
-        "ordering_value": pa.array([], pa.int32())})
+        "ordering_value": pa.array([], pa.int32())})])
     if not auxes:
-        empty = deleted.slice(0, 0)
-        return MergedLogs(empty, data.slice(0, 0), empty, log_records, 0)
+        return MergedLogs([], data.slice(0, 0), [], log_records, 0)
     aux = pa.concat_tables(auxes, promote_options="permissive")
     hard_rows = pa.array([], pa.int64())
     if pc.any(aux.column(_HARD)).as_py():
@@ -130,9 +159,9 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
     del_won = pc.filter(win_rows, pc.less(win_rows, 0))
     del_won = pc.filter(del_won, pc.invert(pc.is_in(del_won, value_set=hard_rows)))
 
-    def take_deletes(neg_rows) -> pa.Table:
+    def take_deletes(neg_rows) -> list[pa.Table]:
         idx = pc.subtract(pc.negate(neg_rows), 1)
-        return deleted.take(pc.take(idx, pc.sort_indices(idx)))
+        return _delete_blocks(deleted.take(pc.take(idx, pc.sort_indices(idx))), kinds)
     return MergedLogs(take_deletes(hard_rows), records, take_deletes(del_won), log_records, len(winners))
 
 
@@ -208,15 +237,15 @@ def _log_compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: d
     compacted = ",".join(sorted({b.instant_time for b in blocks if b.instant_time}))
     header = {HeaderKey.COMPACTED_BLOCK_TIMES: compacted}
     out = []
-    if merged.hard_deletes.num_rows:
-        out.append(encode_delete_block(merged.hard_deletes, instant_time, extra_header=header))
+    for dels in merged.hard_deletes:
+        out.append(encode_delete_block(dels, instant_time, extra_header=header))
     if merged.records.num_rows:
         out += encode_data_blocks(merged.records, avro, instant_time, extra_header=header,
                                   block_format=option(opts, "hoodie.logfile.data.block.format"),
                                   max_block_size=option(opts, "hoodie.logfile.data.block.max.size"),
                                   compression=option(opts, "hoodie.parquet.compression.codec"))
-    if merged.deletes.num_rows:
-        out.append(encode_delete_block(merged.deletes, instant_time, extra_header=header))
+    for dels in merged.deletes:
+        out.append(encode_delete_block(dels, instant_time, extra_header=header))
     if not out:
         return None
     token = f"{task}-1-{task}"
@@ -230,7 +259,7 @@ def _log_compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: d
                              max_file_size=option(opts, "hoodie.logfile.max.size"))
     written.extend(r.path for r in results)
     size = sum(r.size for r in results)
-    n_deletes = merged.hard_deletes.num_rows + merged.deletes.num_rows
+    n_deletes = sum(d.num_rows for d in merged.hard_deletes + merged.deletes)
     return WriteStat(file_id=fid, path=results[-1].path, partition_path=part,
                       prev_commit=op.get("baseInstantTime"),
                       num_writes=merged.records.num_rows, num_deletes=n_deletes,
