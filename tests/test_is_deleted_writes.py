@@ -100,3 +100,20 @@ def test_a_flagged_record_ordered_zero_loses_to_a_newer_one(tmp_path, table_type
     hudi.write(path, _rows([1, 2], [0, 11], 1, [True, True]), operation="upsert", **key)
     got = _read_both(path)
     assert got["k0001"] == (10, 0) and "k0002" not in got
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_soft_delete_that_loses_keeps_the_key_in_the_record_index(tmp_path, table_type):
+    """Found by the torture (seed 310025): a MOR soft delete older than the stored record lost
+    the merge but took the key out of the record index, so the next write of the key was
+    tagged as an insert and its soft delete went nowhere: the key stayed."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX",
+            "hoodie.metadata.record.index.min.filegroup.count": "1"}
+    key = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type, options=opts)
+    hudi.write(path, _rows(range(4), 10, 0), operation="insert", **key)
+    hudi.write(path, _rows([1], 5, 1, [True]), operation="upsert", **key)      # older: loses
+    assert _read_both(path)["k0001"] == (10, 0)
+    assert hudi.open_table(path).lookup(["k0001"]).num_rows == 1
+    hudi.write(path, _rows([1], 20, 2, [True]), operation="upsert", **key)     # newer: deletes
+    assert "k0001" not in _read_both(path)

@@ -90,7 +90,13 @@ class DataFiles:
         return self._keys(read_base_file(self.storage, path, self._key_columns()))
 
     def log_keys(self, path: str) -> tuple[pa.Array, pa.Array]:
-        """``(upserted keys, deleted keys)`` of one log file's blocks, in block order."""
+        """``(upserted keys, deleted keys)`` of one log file's blocks, in block order.
+
+        Deleted keys are those of deletes without an ordering value only: such a delete wins.
+        One with an ordering value (a soft delete) may lose to the stored record, whose key
+        must then stay in the record index; if it wins, the entry left behind only sends a
+        later write of the key to this file group, where the merge orders it right."""
+        from ..read.merge import is_default_ordering
         ups, dels = [], []
         for block in read_log_file(self.storage, path):
             if block.is_corrupted:
@@ -100,6 +106,7 @@ class DataFiles:
             elif block.block_type == BlockType.DELETE:
                 dk = block.deleted_keys()
                 if dk.num_rows:
+                    dk = dk.filter(is_default_ordering(dk.column("ordering_value")))
                     dels.append(pc.cast(dk.column("record_key"), pa.string()).combine_chunks())
         cat = (lambda xs: pa.concat_arrays(xs) if xs else pa.array([], pa.string()))
         return cat(ups), cat(dels)

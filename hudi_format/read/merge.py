@@ -135,7 +135,7 @@ _HARD = "__hudi_hard_delete"
 _ROW = "__hudi_row"
 
 
-def _is_default_ordering(values: pa.ChunkedArray | pa.Array) -> pa.Array:
+def is_default_ordering(values: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Deletes without a real ordering value win by commit time: null, or Hudi's default, the
     ``IntWrapper`` 0 (an int32 here). A ``LongWrapper`` 0 is a real ordering value, as Hudi's
     ``Integer.equals`` and hudi-rs take it (a soft delete of a record ordered by a long)."""
@@ -151,7 +151,7 @@ def _delete_aux(deleted: pa.Table, seq: int, schema: pa.Schema, spec: MergeSpec)
     cols = {_KEY: pc.cast(deleted.column("record_key"), pa.string()),
             _SEQ: pa.repeat(pa.scalar(seq, pa.int32()), n),
             _DEL: pa.repeat(pa.scalar(True), n),
-            _HARD: _is_default_ordering(ov),
+            _HARD: is_default_ordering(ov),
             _ROW: pa.repeat(pa.scalar(-1, pa.int64()), n)}
     for i, f in enumerate(spec.ordering_fields if spec.event_time else ()):
         typ = schema.field(f).type if schema.get_field_index(f) >= 0 else ov.type
