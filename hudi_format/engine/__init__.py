@@ -24,7 +24,8 @@ from ..read.scan import ScanPlan, ScanTask
 from ..timeline.write_stat import WriteStat
 from ..writer.job import BucketResult, WriteBucket, WriteJob, WriteSpec
 from .scan import plan_scan, read_task, read_task_table
-from ..writer.planning import IS_DELETED, WriteCounts
+from ..read.merge import IS_DELETED
+from ..writer.planning import WriteCounts
 from .index import IndexLookup, LookupTask, lookup, lookup_key_range, plan_index_lookup
 from ..writer.stream import NewFiles
 from .write import abort, begin_write, commit, open_new_files, plan_write, write_bucket, write_new_files

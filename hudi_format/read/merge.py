@@ -27,6 +27,9 @@ from .parquet import decode_dictionaries, dictionary_schema, read_base_file
 
 log = logging.getLogger(__name__)
 
+#: Hudi's soft-delete field: a record carrying it true deletes its key
+IS_DELETED = "_hoodie_is_deleted"
+
 _SEQ = "__hudi_seq"
 _DEL = "__hudi_is_delete"
 _KEY = "__hudi_key"
@@ -59,7 +62,7 @@ class MergeSpec:
 
 def _merge_columns(spec: MergeSpec) -> list[str]:
     """The columns a merge reads values of (the rest it only carries)."""
-    return spec.needed_columns() + list(spec.record_key_fields) + list(spec.ordering_fields) + ["_hoodie_is_deleted"]
+    return spec.needed_columns() + list(spec.record_key_fields) + list(spec.ordering_fields) + [IS_DELETED]
 
 
 def record_keys(table: pa.Table, spec: MergeSpec) -> pa.ChunkedArray:
@@ -167,8 +170,8 @@ def _delete_aux(deleted: pa.Table, seq: int, schema: pa.Schema, spec: MergeSpec)
 
 def _data_aux(piece: pa.Table, seq: int, first_row: int, spec: MergeSpec) -> dict:
     n = piece.num_rows
-    if "_hoodie_is_deleted" in piece.column_names:
-        is_del = pc.fill_null(piece.column("_hoodie_is_deleted"), False)
+    if IS_DELETED in piece.column_names:
+        is_del = pc.fill_null(piece.column(IS_DELETED), False)
     else:
         is_del = pa.repeat(pa.scalar(False), n)
     cols = {_KEY: pc.cast(record_keys(piece, spec), pa.string()),
@@ -252,11 +255,16 @@ def merge_pieces(pieces: list, deletes: list[tuple[int, pa.Table]], schema: pa.S
     return _merge_all(pieces, delete_at, schema, spec)
 
 
-def _live(piece: pa.Table) -> pa.Array | pa.ChunkedArray | None:
-    """Rows not flagged ``_hoodie_is_deleted`` (None: no row is flagged)."""
-    if "_hoodie_is_deleted" not in piece.column_names:
+def live_rows(rows: pa.Table) -> pa.Array | None:
+    """Which of ``rows`` are not flagged ``_hoodie_is_deleted`` (None: none is flagged). A
+    flagged record deletes its key where the key is stored and is never a row of the merge
+    (writers skip it, or write it to a delete block)."""
+    if IS_DELETED not in rows.column_names:
         return None
-    return pc.invert(pc.fill_null(piece.column("_hoodie_is_deleted"), False))
+    flags = pc.fill_null(rows.column(IS_DELETED), False)
+    if not pc.any(flags).as_py():
+        return None
+    return pc.invert(_flat(flags))
 
 
 def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Schema,
@@ -307,7 +315,7 @@ def _touched_plan(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sche
         unique = len(pc.unique(base_keys)) == len(base_keys)
     if not unique:
         return None
-    live = _live(base)
+    live = live_rows(base)
     keep = untouched if live is None else (live if untouched is None else pc.and_(untouched, live))
     no_logs = pa.array([], pa.int64())
     if touched is None:

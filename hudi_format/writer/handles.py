@@ -26,11 +26,10 @@ from ..errors import ConcurrentWriteError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    LogVersionTakenError, next_log_version, write_log_file)
 from ..read.align import align_table
-from ..read.merge import MergeSpec, record_keys, row_numbers
+from ..read.merge import MergeSpec, live_rows, record_keys, row_numbers
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
 from ..transaction.markers import create_marker
-from .planning import live_rows
 
 
 _TOKEN_LOCK = threading.Lock()
@@ -192,11 +191,19 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
                      log_version=last.version)
 
 
-def _soft_deletes(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str) -> pa.Table:
-    """Delete records for ``rows`` flagged ``_hoodie_is_deleted``: their keys, with their
-    ordering values (Hudi's ``DeleteRecord``), so that the delete competes as the record did."""
-    n = rows.num_rows
-    ordering = [f for f in ctx.spec.ordering_fields if f in rows.column_names]
+def delete_records(keys: pa.Array, partition: str, ordering: pa.Array | None = None) -> pa.Table:
+    """Delete records (Hudi's ``DeleteRecord``) of ``keys`` in ``partition``. Without
+    ``ordering``, as Hudi's delete operation writes them: the default ordering value (an int 0),
+    so that the delete wins over every earlier write of the key. With it (a soft delete's own
+    ordering values), the delete competes as the record it stands for did."""
+    n = len(keys)
     return pa.table({"record_key": pc.cast(keys, pa.string()),
                      "partition_path": pa.repeat(pa.scalar(partition), n),
-                     "ordering_value": rows.column(ordering[0]) if ordering else pa.nulls(n)})
+                     "ordering_value": pa.repeat(pa.scalar(0, pa.int32()), n) if ordering is None else ordering})
+
+
+def _soft_deletes(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str) -> pa.Table:
+    """Delete records for ``rows`` flagged ``_hoodie_is_deleted``, with their ordering values
+    (nulls when the table orders by none)."""
+    ordering = [f for f in ctx.spec.ordering_fields if f in rows.column_names]
+    return delete_records(keys, partition, rows.column(ordering[0]) if ordering else pa.nulls(rows.num_rows))

@@ -30,7 +30,7 @@ from ..base_file import footer_bloom, parquet_format
 from ..config import META_FIELDS, TableConfig
 from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
-from ..read.merge import MergeSpec, merge_pieces, row_numbers
+from ..read.merge import IS_DELETED, MergeSpec, live_rows, merge_pieces, row_numbers
 from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -47,7 +47,7 @@ from . import handles, merge_handle
 from .input import check_fields
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
 from ..options.write import KEY_SORTING_MODES
-from .planning import IS_DELETED, REPLACE_OPS, TAGGING_OPS, Plan, WriteCounts, WritePlanner, concat_rows, live_rows
+from .planning import REPLACE_OPS, TAGGING_OPS, Plan, WriteCounts, WritePlanner, concat_rows
 from .schema_evolution import conform, evolve, incoming_schema
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class WriteSpec:
                             keygen=KeyGenerator(keygen.record_key_fields, (), keygen.keygen_type))
         # a record flagged _hoodie_is_deleted competes like any other (Hudi's preCombine): when it
         # wins, the write handles apply it as a delete, so it must not vanish here
-        numbered = rows.drop_columns([c for c in (IS_DELETED,) if c in rows.column_names])
+        numbered = rows.drop_columns([IS_DELETED]) if IS_DELETED in rows.column_names else rows
         numbered = numbered.append_column("__row", row_numbers(rows.num_rows))
         merged = merge_pieces([numbered], [], numbered.schema, spec)
         return pc.take(merged.column("__row"), pc.sort_indices(merged.column("__row")))
@@ -422,7 +422,8 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
         ups = spec.full_schema.empty_table()
     if delete_keys is None and deletes is not None and deletes.num_rows:
         delete_keys = spec.keys(spec.conform(deletes))[0] if spec.operation != "delete_partition" else None
-    dels = _delete_records(delete_keys, bucket.partition)
+    dels = handles.delete_records(delete_keys, bucket.partition) \
+        if delete_keys is not None and len(delete_keys) else None
     ctx = write_context(storage, bucket, write_token)
     try:
         if bucket.kind == "create":
@@ -470,17 +471,6 @@ def write_context(storage: Storage, bucket: WriteBucket, write_token: str | None
         max_log_file_size=option(opts, "hoodie.logfile.max.size"),
         bloom=footer_bloom(opts),
         file_id=bucket.file_id, token=token)
-
-
-def _delete_records(keys: pa.Array | None, partition: str) -> pa.Table | None:
-    """Delete markers as Hudi's delete operation writes them: the default ordering value 0,
-    so the delete wins over every earlier write of the key whatever its ordering value."""
-    if keys is None or not len(keys):
-        return None
-    n = len(keys)
-    return pa.table({"record_key": pc.cast(keys, pa.string()),
-                     "partition_path": pa.repeat(pa.scalar(partition), n),
-                     "ordering_value": pa.repeat(pa.scalar(0, pa.int32()), n)})
 
 
 # -- commit / abort ------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ..base_file import BaseFileWriter, bloom_filter_from_options, read_footer, 
 from ..bloom import BloomFilter, resume
 from ..errors import CorruptFileError
 from ..read.align import align_table
-from ..read.merge import merge_pieces, record_keys, touched_plan
+from ..read.merge import IS_DELETED, live_rows, merge_pieces, record_keys, touched_plan
 from ..read.parquet import BaseFileReader, dictionary_columns, open_base_file
 from ..timeline.write_stat import WriteStat
 from ..transaction.markers import create_marker
@@ -80,21 +80,22 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         merged = with_file_name(merged, name)
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
-    if fs.base_file and deleted == 0 and merged.num_rows == old.num_rows + inserts:
-        seeded = _continued_bloom(ctx, fs, old.num_rows)
-        if seeded is not None:
-            bloom, bloom_keys = seeded, inserted
+    seeded = _continued_bloom(ctx, fs, old.num_rows, merged.num_rows, inserts, deleted)
+    if seeded is not None:
+        bloom, bloom_keys = seeded, inserted
     res = _write_base(ctx, fs.partition_path, name, merged, "MERGE", bloom, bloom_keys)
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
 
 
-def _continued_bloom(ctx: WriteContext, fs: FileSlice, n_old: int) -> BloomFilter | None:
+def _continued_bloom(ctx: WriteContext, fs: FileSlice, n_old: int, n_merged: int, n_inserted: int,
+                     n_deleted: int) -> BloomFilter | None:
     """The old base file's bloom filter, to go on with when every one of its ``n_old`` rows
-    stays: it holds their keys, as Hudi's merge handle would add them again (in file order,
-    updates in place); only the inserted keys are hashed. ``None``: build a new filter."""
-    if not ctx.keyed or not fs.base_file:
+    stays (no row deleted, the merged rows are the old ones plus the inserted): it holds their
+    keys, as Hudi's merge handle would add them again (in file order, updates in place); only
+    the inserted keys are hashed. ``None``: build a new filter."""
+    if not ctx.keyed or not fs.base_file or n_deleted or n_merged != n_old + n_inserted:
         return None
     stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size)
     if stored.bloom_filter is None or stored.num_rows != n_old:
@@ -181,7 +182,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as
     whole old file can decide (it repeats a key this write does not touch)."""
     where = ctx.storage.uri(fs.base_file or "")
     names = reader.pf.schema_arrow.names
-    probe_cols = [c for c in [*_compared_columns(ctx), "_hoodie_is_deleted"] if c in ctx.schema.names and c in names]
+    probe_cols = [c for c in [*_compared_columns(ctx), IS_DELETED] if c in ctx.schema.names and c in names]
     with _reading(where):
         probe = reader.read(probe_cols)
     probe = align_table(probe, pa.schema([ctx.schema.field(c) for c in probe_cols]), where)
@@ -190,7 +191,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as
     in_place = _in_place_plan(ctx, probe, fresh, new_keys) if deletes is None or not deletes.num_rows else None
     if in_place is not None:
         upd_old, upd_new, ins_new = in_place
-        bloom = _continued_bloom(ctx, fs, n_old)
+        bloom = _continued_bloom(ctx, fs, n_old, n_old + len(ins_new), len(ins_new), 0)
         inserted = new_keys.take(pa.array(ins_new))
         batches = _in_place_batches(reader, names, as_dict, encoded, where, fresh, upd_old, upd_new)
         tail = fresh.take(pa.array(ins_new))
@@ -209,9 +210,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as
             from_fresh = pa.array(np.arange(len(merged_keys)) >= len(merged_keys) - len(won_keys))
         counts = _merge_counts(ctx, probe, merged_keys, from_fresh, new_keys, delete_keys)
         inserted = counts[1]
-        bloom = None
-        if counts[2] == 0 and len(merged_keys) == n_old + len(inserted):
-            bloom = _continued_bloom(ctx, fs, n_old)
+        bloom = _continued_bloom(ctx, fs, n_old, len(merged_keys), len(inserted), counts[2])
         keep_np = None if keep is None else np.asarray(keep.to_numpy(zero_copy_only=False), bool)
         batches = _kept_batches(reader, names, as_dict, encoded, where, keep_np)
         tail = fresh.take(log_rows)
@@ -299,7 +298,7 @@ def _in_place_plan(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
     unless the old one has the higher ordering value (event-time ordering), as the general
     merge decides."""
     ordering = [f for f in ctx.spec.ordering_fields if f in ctx.schema.names] if ctx.spec.event_time else []
-    if "_hoodie_is_deleted" in ctx.schema.names or len(ordering) > 1 or new_keys.null_count:
+    if IS_DELETED in ctx.schema.names or len(ordering) > 1 or new_keys.null_count:
         return None
     old_keys = _flat(pc.cast(record_keys(old, ctx.spec), pa.string()))
     if len(pc.unique(new_keys)) != len(new_keys):
@@ -361,7 +360,7 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged_keys: pa.Array | pa.C
     is_update = pc.is_in(won, value_set=_flat(old_mentioned))
     updates = pc.sum(is_update).as_py() or 0
     inserted = won.filter(pc.invert(is_update))
-    if "_hoodie_is_deleted" in old.column_names and pc.any(old.column("_hoodie_is_deleted")).as_py():
+    if live_rows(old) is not None:
         # rows flagged deleted in the old file drop out whether or not this write names them
         present = pc.sum(pc.is_in(old_keys, value_set=_flat(merged_keys))).as_py() or 0
         return updates, inserted, old.num_rows - present

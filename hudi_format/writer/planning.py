@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
-from ..read.merge import MergeSpec, row_numbers
+from ..read.merge import MergeSpec, live_rows, row_numbers
 from ..storage import Storage
 from .grouping import groups_of
 from .file_sizing import SmallFile, assign_inserts, average_record_size, small_files
@@ -32,22 +32,8 @@ SAMPLE_ROWS = 50_000   # bulk_insert sizes its files from the compressed size of
 
 
 
-IS_DELETED = "_hoodie_is_deleted"
 #: operations that look the incoming keys up: a flagged record there deletes a stored one
 TAGGING_OPS = ("upsert", "delete")
-
-
-def live_rows(rows: pa.Table) -> pa.Array | None:
-    """Which of ``rows`` are not flagged ``_hoodie_is_deleted`` (None: none is flagged). A
-    flagged record deletes its key where the key is stored, and is never written as a row
-    (Hudi's handles skip it, or write it to a delete block)."""
-    if IS_DELETED not in rows.column_names:
-        return None
-    flags = pc.fill_null(rows.column(IS_DELETED), False)
-    if not pc.any(flags).as_py():
-        return None
-    flags = flags.combine_chunks() if isinstance(flags, pa.ChunkedArray) else flags
-    return pc.invert(flags)
 
 
 @attrs.define

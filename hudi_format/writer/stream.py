@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from ..base_file import BaseFileWriter, unique_key_columns
 from ..config import TableConfig
-from ..read.merge import row_numbers
+from ..read.merge import live_rows, row_numbers
 from ..storage import Storage
 from ..table_init import write_partition_metadata
 from ..timeline import Timeline
@@ -61,7 +61,7 @@ from .job import (BucketResult, WriteBucket, WriteJob, abort_write, commit_write
 from ..options import option
 from .options import sizing_config
 from .grouping import groups_of
-from .planning import SAMPLE_ROWS, live_rows
+from .planning import SAMPLE_ROWS
 
 STREAMED_OPERATIONS = ("insert", "bulk_insert")
 DEFAULT_BUFFER_BYTES = 256 * 1024 * 1024   # Arrow bytes of rows held by open files, all together
