@@ -188,7 +188,7 @@ def _hash_block(matrix: np.ndarray, nb_hash: int, vector_size: int, out: np.ndar
 
 _FREE: list[np.ndarray] = []        # position buffers no generator holds, for the next ones
 _FREE_LOCK = threading.Lock()
-_FREE_MAX = 4
+_FREE_MAX = 2   # buffers kept between calls (<= 30 MB held): two write threads hash at once
 
 
 def _take_buffer(size: int) -> np.ndarray:
