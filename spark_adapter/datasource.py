@@ -70,10 +70,12 @@ def storage_options(options) -> dict | None:
     return value
 
 
+_READER_KEYS = ("hoodie.metadata.enable", "hoodie.datasource.read.incr.fallback.fulltablescan.enable")
+
+
 def _table_options(options) -> dict:
-    """Reader options the core takes (``hoodie.metadata.enable``)."""
-    value = options.get("hoodie.metadata.enable")
-    return {"hoodie.metadata.enable": value} if value is not None else {}
+    """Reader options the core takes (the metadata table; the incremental query's fallback)."""
+    return {k: options[k] for k in _READER_KEYS if options.get(k) is not None}
 
 
 def _path(options) -> str:

@@ -10,6 +10,7 @@ same thing whichever process reads its tasks.
 from __future__ import annotations
 
 import logging
+import posixpath
 from functools import cached_property
 from typing import Any, Mapping, Sequence
 
@@ -17,7 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import META_FIELDS, TableConfig
-from ..errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError
+from ..options import option
+from ..options.read import INCR_FALLBACK
+from ..errors import CorruptFileError, FileMissingError, HudiError, InvalidOptionError, SchemaError
 from ..storage import Storage
 from ..timeline import Instant, Timeline
 from ..view import FileSlice, FileSystemView
@@ -205,6 +208,11 @@ class ScanPlanner:
 
     def _plan_incremental(self, cols: list[str], parsed: list[Filter], start_ts: str, end_ts: str | None,
                           out_schema: pa.Schema) -> ScanPlan:
+        """Each record written by a commit in ``(start, end]`` at its state as of ``end``: the
+        slices as of ``end`` of the file groups those commits touched. When the cleaner removed
+        files those commits wrote, that state is gone (a view built from today's listing would
+        silently lack it): the latest snapshot's records of those commits are read instead
+        (:data:`~hudi_format.options.read.INCR_FALLBACK`, as Hudi 1.x), or the query fails."""
         state = self.state(end_ts)
         bound = state.bound
         in_range = [i for i in state.instants if bound(i) > start_ts]
@@ -213,22 +221,61 @@ class ScanPlanner:
         if not in_range:
             return ScanPlan((), out_schema, self.storage.url, end_ts)
         commit_times = frozenset(i.timestamp for i in in_range)
-        touched = self.touched_file_ids(in_range)
+        written = self.written_files(in_range)
         extra = [COMMIT_TIME] if self.config.populate_meta_fields else []
+        gone = self._missing(written) if written is not None else []
+        if gone:
+            state = self._fallback_state(start_ts, end_ts, gone)
+            tasks = tuple(self.task(s, state, cols, parsed, commit_times=commit_times, extra=extra)
+                          for s in self.slices(state, parsed, False))
+            return ScanPlan(tasks, out_schema, self.storage.url, end_ts)
+        touched = None if written is None else {file_id for file_id, _, _ in written}
         tasks = tuple(self.task(s, state, cols, parsed, commit_times=commit_times, extra=extra)
                       for s in self.slices(state, parsed, False)
                       if touched is None or s.file_id in touched)
         return ScanPlan(tasks, out_schema, self.storage.url, end_ts)
 
-    def touched_file_ids(self, instants: Sequence[Instant]) -> set[str] | None:
-        """File ids written by ``instants`` (``None``: some metadata unreadable, read all)."""
-        out: set[str] = set()
+    def written_files(self, instants: Sequence[Instant]) -> list[tuple[str, str, str]] | None:
+        """``(file id, partition, path)`` of the files ``instants`` wrote, from their commit
+        metadata (``None``: some metadata unreadable; path ``""`` when a stat names none)."""
+        out: list[tuple[str, str, str]] = []
         for inst in instants:
             try:
                 meta = self.timeline.metadata(inst) if self.timeline.get(inst.timestamp) else \
                     self.timeline.archived().metadata(inst)
             except HudiError:
                 return None
-            for stats in meta.partition_to_write_stats.values():
-                out.update(st.file_id for st in stats if st.file_id)
+            for partition, stats in meta.partition_to_write_stats.items():
+                out.extend((st.file_id, partition or "", st.path or "") for st in stats if st.file_id)
         return out
+
+    def _missing(self, written: list[tuple[str, str, str]]) -> list[str]:
+        """Paths among ``written`` that the table's listing no longer holds."""
+        names: dict[str, set[str]] = {}
+        gone = []
+        for _, partition, path in written:
+            if not path:
+                continue
+            part = posixpath.dirname(path) if "/" in path else partition
+            if part not in names:
+                names[part] = {f.name for f in self.view.files_in(part)}
+            if posixpath.basename(path) not in names[part]:
+                gone.append(path)
+        return gone
+
+    def _fallback_state(self, start_ts: str, end_ts: str | None, gone: list[str]) -> ReadState:
+        """The latest state, to read the range's records from, when the fallback is on; else
+        the error Hudi gives (``HoodieIncrementalPathNotFoundException``)."""
+        enabled = option(self.options, INCR_FALLBACK)
+        if enabled is None:
+            enabled = self.config.version >= 8
+        where = f"incremental query ({start_ts}, {end_ts or 'latest'}] of {self.storage.url}"
+        if not enabled or not self.config.populate_meta_fields:
+            why = (f"set {INCR_FALLBACK}=true to read the latest snapshot's records of those commits"
+                   if self.config.populate_meta_fields else
+                   "without meta fields (_hoodie_commit_time) the latest snapshot cannot stand in")
+            raise FileMissingError(f"{where}: {len(gone)} file(s) its commits wrote are gone, likely "
+                                   f"removed by the cleaner (e.g. {self.storage.uri(gone[0])}); {why}")
+        log.warning("%s: %d file(s) its commits wrote were cleaned; reading the latest snapshot's "
+                    "records of those commits (%s)", where, len(gone), INCR_FALLBACK)
+        return self.state()

@@ -8,7 +8,7 @@ default. ``docs/options.md`` is generated from the same declarations
 
 from __future__ import annotations
 
-from . import lock, metadata, services, write  # noqa: F401  - declare every scope
+from . import lock, metadata, read, services, write  # noqa: F401  - declare every scope
 from .registry import (READ_SCOPES, SCOPES, SERVICE_SCOPES, TYPES, WRITE_SCOPES, OptionSpec, all_specs,
                        default, lookup, option, parse_bool, spec, specs, validate, values)
 from .write import OPERATIONS
