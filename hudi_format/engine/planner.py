@@ -25,6 +25,7 @@ from ..storage import Storage
 from ..timeline import Instant, Timeline
 from ..view import FileSlice, FileSystemView
 from ..read.bounds import normalize_instant
+from ..read.cleaned import cleaned_slice
 from ..read.filters import Filter, PartitionPruner, check_columns, parse_filters
 from ..read.merge import MergeSpec
 from ..read.scan import COMMIT_TIME, ScanPlan, ScanTask
@@ -202,9 +203,32 @@ class ScanPlanner:
                                           self.instant(end, "end"), out_schema)
         state = self.state(self.instant(as_of, "as_of"))
         ro = read_optimized and self.config.table_type == "MERGE_ON_READ"
-        tasks = tuple(self.task(s, state, cols, parsed, read_optimized=ro)
-                      for s in self.slices(state, parsed, read_optimized))
+        slices = self.slices(state, parsed, read_optimized)
+        if state.as_of is not None:
+            self._check_not_cleaned(state, parsed, read_optimized)
+        tasks = tuple(self.task(s, state, cols, parsed, read_optimized=ro) for s in slices)
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
+
+    def _check_not_cleaned(self, state: ReadState, filters: list[Filter], read_optimized: bool) -> None:
+        """Time travel to an instant whose file slices the cleaner removed fails, naming one,
+        instead of reading the older slices that are left (:mod:`..read.cleaned`)."""
+        pruner = PartitionPruner(self.config, self.schema, filters)
+        partitions = [p for p in self.view.partitions() if not pruner.active or pruner.matches(p)]
+        slices = state.file_slices(self.view, pruner.matches if pruner.active else None, read_optimized)
+        gone = cleaned_slice(state, slices, partitions)
+        if gone is None:
+            return
+        cleans = [i for i in self.timeline.completed if i.action == "clean"]
+        keep = ""
+        if cleans:
+            try:
+                ectr = self.timeline.raw_metadata(cleans[-1]).get("earliestCommitToRetain")
+            except HudiError:
+                ectr = None
+            keep = f"; the latest clean keeps every slice from {ectr} on" if ectr else ""
+        raise FileMissingError(f"time travel to {state.as_of} of {self.storage.url}: the cleaner removed "
+                               f"file slices that were current then (e.g. {self.storage.uri(gone)}), so "
+                               f"the table as of that instant cannot be read whole{keep}")
 
     def _plan_incremental(self, cols: list[str], parsed: list[Filter], start_ts: str, end_ts: str | None,
                           out_schema: pa.Schema) -> ScanPlan:

@@ -1,4 +1,7 @@
-"""Incremental queries over commits whose files the cleaner removed (a consumer that fell behind).
+"""Queries of history whose files the cleaner removed: incremental queries over cleaned commits
+(a consumer that fell behind) and time travel to an instant whose file slices are gone.
+
+Incremental queries:
 
 The exact answer (each record at its state as of the range's end) needs the file slices as of
 that end; once the cleaner removed them it cannot be computed. It used to come back empty or
@@ -6,6 +9,10 @@ partial, silently: the view as of the end was built from a listing without those
 Hudi 1.x: ``hoodie.datasource.read.incr.fallback.fulltablescan.enable`` (default true from table
 version 8, false for 6) reads the latest snapshot's records of the range's commits instead, and
 without it the query fails naming the option.
+
+Time travel: a view as of an old instant built from today's listing silently took the older
+slices the cleaner left (older rows) or none (rows gone); now it fails naming a removed file,
+while instants whose slices are all kept read exactly as before.
 """
 
 from __future__ import annotations
@@ -80,3 +87,26 @@ def test_version_6_fails_by_default_as_hudi_does(tmp_path):
         hudi.open_table(path).read_incremental(bounds[1], bounds[5])
     got = hudi.open_table(path, options={FALLBACK: "true"}).read_incremental(bounds[1], bounds[5], columns=["id", "ts"])
     assert dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == _latest_of_range(wrote, 2, 6)
+
+
+def _as_of_model(wrote: list[list[int]], n: int) -> dict[int, int]:
+    """Model: every key written by commits 1..n, with the ts of its latest write among them."""
+    out: dict[int, int] = {}
+    for ts, keys in enumerate(wrote[:n], start=1):
+        for k in keys:
+            out[k] = ts
+    return out
+
+
+@pytest.mark.parametrize("table_type,version", [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 6)])
+def test_time_travel_to_a_cleaned_instant_fails_and_a_kept_one_reads_exactly(tmp_path, table_type, version):
+    path = str(tmp_path / "t")
+    bounds, wrote = _history(path, table_type, version, commits=16)
+    table = hudi.open_table(path)
+    with pytest.raises(FileMissingError, match="cleaner removed"):
+        table.read(as_of=bounds[2], columns=["id", "ts"])
+    for n in (len(bounds), len(bounds) - 1):              # the last commits: their slices are kept
+        got = table.read(as_of=bounds[n - 1], columns=["id", "ts"])
+        assert dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == _as_of_model(wrote, n)
+    latest = table.read(columns=["id", "ts"])
+    assert dict(zip(latest.column("id").to_pylist(), latest.column("ts").to_pylist())) == _as_of_model(wrote, 16)

@@ -1,0 +1,68 @@
+"""Whether the cleaner removed file slices a time-travel query needs.
+
+A view as of an old instant is built from today's listing. Once the cleaner has deleted the
+slice a file group had then, that view silently takes an older slice of the group (older rows)
+or none (rows gone): a wrong answer with no error. The cleans' own metadata names every file they
+deleted, so the loss is detectable: a deleted file of an instant visible as of the query
+belonged to the slice the query needs unless the group's slice in the view starts after it
+(the cleaner deletes whole slices, oldest first), or the group was replaced by then.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Iterable
+
+from ..errors import HudiError
+from ..timeline import Instant
+from ..view import FileSlice
+from ..view.file_names import parse_base_file_name, parse_log_file_name
+from .snapshot import ReadState
+
+__all__ = ["cleaned_slice"]
+
+
+def _deleted_files(state: ReadState) -> Iterable[tuple[str, str, str, str]]:
+    """``(partition, file id, instant, path)`` of every file a completed clean deleted; the
+    archive's cleans too when the query reaches behind the active timeline."""
+    timeline = state.timeline
+    cleans: list[tuple[Instant, object]] = [(i, timeline) for i in timeline.completed if i.action == "clean"]
+    if state.needs_archive:
+        archived = timeline.archived()
+        cleans += [(i, archived) for i in archived.completed if i.action == "clean"]
+    for inst, source in cleans:
+        try:
+            meta = source.raw_metadata(inst)  # type: ignore[attr-defined]
+        except HudiError:
+            continue
+        for partition, pm in (meta.get("partitionMetadata") or {}).items():
+            for path in pm.get("successDeleteFiles") or ():
+                name = posixpath.basename(path)
+                parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
+                if parsed is not None:
+                    yield partition or "", parsed.file_id, parsed.instant_time, path
+
+
+def cleaned_slice(state: ReadState, slices: list[FileSlice], partitions: Iterable[str]) -> str | None:
+    """A file the cleaner deleted that the view as of ``state`` (``slices``: its slices of
+    ``partitions``) would need, or ``None`` when the view is whole."""
+    wanted = set(partitions)
+    needed: dict[tuple[str, str], tuple[str, str]] = {}
+    for partition, file_id, instant, path in _deleted_files(state):
+        if partition in wanted and state.visible(instant):
+            key = (partition, file_id)
+            if key not in needed or needed[key][0] < instant:
+                needed[key] = (instant, path)
+    if not needed:
+        return None
+    # a slice whose base instant is not visible is none (version 6 names log files after their
+    # slice's base, so the logs of a newer slice show as a log-only slice, all blocks unread)
+    current = {(s.partition_path, s.file_id): s.base_instant for s in slices if state.visible(s.base_instant)}
+    replaced = state.replaced_file_groups
+    for key, (instant, path) in sorted(needed.items()):
+        base = current.get(key)
+        if base is None and key in replaced:
+            continue
+        if base is None or base <= instant:
+            return path
+    return None
