@@ -22,7 +22,10 @@ pytestmark = pytest.mark.slow
 STEPS = 16
 # seed -> reason for the sequences that hit a known defect
 KNOWN: dict[int, str] = {}
-SEEDS = [0, 1, 2, 3, 12, 5, 6, 7]
+# 340004 and 340036 (COW v8, time travel to retained commits) caught the cleaned-slice check
+# taking a file group retired by an archived replacecommit, and a file of a commit later
+# restored away, for slices the query needed
+SEEDS = [0, 1, 2, 3, 12, 5, 6, 7, 340004, 340036]
 
 
 @pytest.mark.parametrize("seed", [pytest.param(s, marks=[pytest.mark.xfail(strict=False, reason=KNOWN[s])]

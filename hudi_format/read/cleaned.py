@@ -48,8 +48,13 @@ def cleaned_slice(state: ReadState, slices: list[FileSlice], partitions: Iterabl
     ``partitions``) would need, or ``None`` when the view is whole."""
     wanted = set(partitions)
     needed: dict[tuple[str, str], tuple[str, str]] = {}
+    undone: set[str] | None = None    # a cleaned file of a commit later restored away was never needed
     for partition, file_id, instant, path in _deleted_files(state):
         if partition in wanted and state.visible(instant):
+            if undone is None:
+                undone = _undone(state)
+            if instant in undone:
+                continue
             key = (partition, file_id)
             if key not in needed or needed[key][0] < instant:
                 needed[key] = (instant, path)
@@ -58,11 +63,41 @@ def cleaned_slice(state: ReadState, slices: list[FileSlice], partitions: Iterabl
     # a slice whose base instant is not visible is none (version 6 names log files after their
     # slice's base, so the logs of a newer slice show as a log-only slice, all blocks unread)
     current = {(s.partition_path, s.file_id): s.base_instant for s in slices if state.visible(s.base_instant)}
-    replaced = state.replaced_file_groups
+    replaced: set[tuple[str, str]] | None = None
     for key, (instant, path) in sorted(needed.items()):
         base = current.get(key)
-        if base is None and key in replaced:
-            continue
+        if base is None:   # gone: fine when replaced as of then (its replacecommit may be archived)
+            if replaced is None:
+                replaced = set(state.replaced_file_groups) | _replaced_in_archive(state)
+            if key in replaced:
+                continue
         if base is None or base <= instant:
             return path
     return None
+
+
+def _undone(state: ReadState) -> set[str]:
+    """Request times rolled back or restored away (visibility takes anything before the active
+    timeline for committed, and a savepoint kept in front of a restore puts them there)."""
+    undone = set(state.timeline.rolled_back_instants())
+    if state.needs_archive:
+        undone |= state.timeline.archived().rolled_back_instants()
+    return undone
+
+
+def _replaced_in_archive(state: ReadState) -> set[tuple[str, str]]:
+    """File groups retired by archived replacecommits visible as of ``state`` (its own set
+    holds the archived ones only when the query reaches behind the active timeline)."""
+    if state.needs_archive:
+        return set()
+    archived = state.timeline.archived()
+    out: set[tuple[str, str]] = set()
+    for inst in archived.completed:
+        if inst.action == "replacecommit" and state.visible(inst.timestamp):
+            try:
+                meta = archived.metadata(inst)
+            except HudiError:
+                continue
+            for partition, file_ids in meta.partition_to_replace_file_ids.items():
+                out.update((partition, fid) for fid in file_ids)
+    return out
