@@ -213,9 +213,8 @@ class ScanPlanner:
         """Time travel to an instant whose file slices the cleaner removed fails, naming one,
         instead of reading the older slices that are left (:mod:`..read.cleaned`)."""
         pruner = PartitionPruner(self.config, self.schema, filters)
-        partitions = [p for p in self.view.partitions() if not pruner.active or pruner.matches(p)]
-        slices = state.file_slices(self.view, pruner.matches if pruner.active else None, read_optimized)
-        gone = cleaned_slice(state, slices, partitions)
+        accepts = pruner.matches if pruner.active else None
+        gone = cleaned_slice(state, state.file_slices(self.view, accepts, read_optimized), accepts)
         if gone is None:
             return
         cleans = [i for i in self.timeline.completed if i.action == "clean"]

@@ -11,7 +11,7 @@ belonged to the slice the query needs unless the group's slice in the view start
 from __future__ import annotations
 
 import posixpath
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..errors import HudiError
 from ..timeline import Instant
@@ -43,14 +43,16 @@ def _deleted_files(state: ReadState) -> Iterable[tuple[str, str, str, str]]:
                     yield partition or "", parsed.file_id, parsed.instant_time, path
 
 
-def cleaned_slice(state: ReadState, slices: list[FileSlice], partitions: Iterable[str]) -> str | None:
-    """A file the cleaner deleted that the view as of ``state`` (``slices``: its slices of
-    ``partitions``) would need, or ``None`` when the view is whole."""
-    wanted = set(partitions)
+def cleaned_slice(state: ReadState, slices: list[FileSlice],
+                  accepts: Callable[[str], bool] | None = None) -> str | None:
+    """A file the cleaner deleted that the view as of ``state`` (``slices``: its slices of the
+    partitions ``accepts`` takes, all by default) would need, or ``None`` when the view is
+    whole. A partition is judged by its cleaned files, not by the listing: a partition deleted
+    whole (``delete_partition``, then cleaned) is in no listing any more."""
     needed: dict[tuple[str, str], tuple[str, str]] = {}
     undone: set[str] | None = None    # a cleaned file of a commit later restored away was never needed
     for partition, file_id, instant, path in _deleted_files(state):
-        if partition in wanted and state.visible(instant):
+        if (accepts is None or accepts(partition)) and state.visible(instant):
             if undone is None:
                 undone = _undone(state)
             if instant in undone:
