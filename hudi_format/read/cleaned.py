@@ -39,8 +39,8 @@ def _deleted_files(state: ReadState) -> Iterable[tuple[str, str, str, str]]:
             for path in pm.get("successDeleteFiles") or ():
                 name = posixpath.basename(path)
                 parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
-                if parsed is not None:
-                    yield partition or "", parsed.file_id, parsed.instant_time, path
+                if parsed is not None:   # named by the table-relative path, for the error message
+                    yield partition or "", parsed.file_id, parsed.instant_time, posixpath.join(partition or "", name)
 
 
 def cleaned_slice(state: ReadState, slices: list[FileSlice],
