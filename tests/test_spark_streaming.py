@@ -173,12 +173,14 @@ def test_table_a_through_the_source_into_table_b_equals_a(spark, tmp_path, table
     assert _rows(b) == _rows(a)
 
 
-def test_a_replayed_batch_whose_commits_were_cleaned_still_gets_every_record(spark, tmp_path):
+@pytest.mark.parametrize("fallback", [None, "false"])
+def test_a_replayed_batch_whose_commits_were_cleaned_still_gets_every_record(spark, tmp_path, fallback):
     """The driver died after Spark logged a micro-batch's offsets ``(b1, b3]`` and before the
     sink committed it; while it was down, table A's cleaner removed the files commits 2-3
     wrote. The restarted query replays exactly that range: the source reads those commits'
     records from A's latest snapshot (Hudi 1.x's fallback), so B still ends equal to A. The
-    replay used to read nothing, without an error: the records only commits 2-3 wrote were lost."""
+    replay used to read nothing, without an error: the records only commits 2-3 wrote were lost.
+    With the fallback turned off on the source, the query fails naming the option instead."""
     import json
     import random
     a, b, cp = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "cp")
@@ -194,7 +196,10 @@ def test_a_replayed_batch_whose_commits_were_cleaned_still_gets_every_record(spa
         return last.completion_time or last.timestamp    # the source's offset of this commit
 
     def stream_once():
-        q = (spark.readStream.format("hudi_format").load(a).writeStream.format("hudi_format")
+        source = spark.readStream.format("hudi_format")
+        if fallback is not None:
+            source = source.option("hoodie.datasource.read.incr.fallback.fulltablescan.enable", fallback)
+        q = (source.load(a).writeStream.format("hudi_format")
              .options(**{**OPTS, "hoodie.table.name": "b"}).option("checkpointLocation", cp).start(b))
         try:
             q.processAllAvailable()
@@ -210,6 +215,10 @@ def test_a_replayed_batch_whose_commits_were_cleaned_still_gets_every_record(spa
     rng = random.Random(5)
     for ts in range(4, 14):                              # A goes on; its cleaner removes 2-3's files
         write_a(sorted(rng.sample(range(30), 8)), ts)
+    if fallback == "false":
+        with pytest.raises(Exception, match="hoodie.datasource.read.incr.fallback.fulltablescan.enable"):
+            stream_once()
+        return
     stream_once()                                        # replays batch 1 = (commit 1, commit 3]
     assert _rows(b) == _rows(a) and len(_rows(a)) == 60
     assert sorted(hudi_rs_read(b).column("id").to_pylist()) == [r[0] for r in _rows(a)]
