@@ -164,11 +164,16 @@ class ScanPlanner:
 
     def slices(self, state: ReadState, filters: list[Filter], read_optimized: bool) -> list[FileSlice]:
         """The file slices a query reads: pruned by partition values, then by column stats."""
+        return self._prune_by_stats(self._partition_slices(state, filters, read_optimized)[0], filters)
+
+    def _partition_slices(self, state: ReadState, filters: list[Filter],
+                          read_optimized: bool) -> tuple[list[FileSlice], Any]:
+        """The slices of the partitions ``filters`` select, and that selection (``None``: all)."""
         if read_optimized and self.config.table_type != "MERGE_ON_READ":
             read_optimized = False
         pruner = PartitionPruner(self.config, self.schema, filters)
-        slices = state.file_slices(self.view, pruner.matches if pruner.active else None, read_optimized)
-        return self._prune_by_stats(slices, filters)
+        accepts = pruner.matches if pruner.active else None
+        return state.file_slices(self.view, accepts, read_optimized), accepts
 
     def read_schema(self, columns: Sequence[str], filters: Sequence[Filter], with_logs: bool) -> pa.Schema:
         """What to read for ``columns``: plus filter columns, plus the merge's columns for logs."""
@@ -203,18 +208,18 @@ class ScanPlanner:
                                           self.instant(end, "end"), out_schema)
         state = self.state(self.instant(as_of, "as_of"))
         ro = read_optimized and self.config.table_type == "MERGE_ON_READ"
-        slices = self.slices(state, parsed, read_optimized)
+        listed, accepts = self._partition_slices(state, parsed, read_optimized)
         if state.as_of is not None:
-            self._check_not_cleaned(state, parsed, read_optimized)
-        tasks = tuple(self.task(s, state, cols, parsed, read_optimized=ro) for s in slices)
+            self._check_not_cleaned(state, listed, accepts)
+        tasks = tuple(self.task(s, state, cols, parsed, read_optimized=ro)
+                      for s in self._prune_by_stats(listed, parsed))
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
 
-    def _check_not_cleaned(self, state: ReadState, filters: list[Filter], read_optimized: bool) -> None:
+    def _check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any) -> None:
         """Time travel to an instant whose file slices the cleaner removed fails, naming one,
-        instead of reading the older slices that are left (:mod:`..read.cleaned`)."""
-        pruner = PartitionPruner(self.config, self.schema, filters)
-        accepts = pruner.matches if pruner.active else None
-        gone = cleaned_slice(state, state.file_slices(self.view, accepts, read_optimized), accepts)
+        instead of reading the older slices that are left (:mod:`..read.cleaned`). ``listed``:
+        the query's slices before column-stats pruning, of the partitions ``accepts`` takes."""
+        gone = cleaned_slice(state, listed, accepts)
         if gone is None:
             return
         cleans = [i for i in self.timeline.completed if i.action == "clean"]

@@ -20,19 +20,13 @@ from ..errors import HudiError
 from ..storage import Storage
 from ..timeline import Instant
 from ..timeline.clock import InstantClock
+from ..timeline.metadata import deleted_files
 from ..timeline.writer import TimelineWriter
 from . import init as I
 from .options import _WRITE_ACTIONS
 from .writer import DataTableSnapshot, MetadataTableServices, MetadataWriter, is_metadata_table, metadata_enabled
 
 log = logging.getLogger(__name__)
-
-
-def _rollback_deleted(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
-    out = {}
-    for part, pm in (metadata.get("partitionMetadata") or {}).items():
-        out[part] = [posixpath.basename(p) for p in (pm.get("successDeleteFiles") or ())]
-    return out
 
 
 def _rollback_plan_logs(w: "MetadataWriter", rollback_ts: str) -> dict[str, dict[str, int]]:
@@ -109,7 +103,7 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
             # Hudi keeps them listed (logFilesFromFailedCommit) until the cleaner takes them
             for part, logs in _rollback_plan_logs(w, ts).items():
                 added.setdefault(part, {}).update(logs)
-            w.rollback(str(targets[0]), ts, _rollback_deleted(meta), added)
+            w.rollback(str(targets[0]), ts, deleted_files(meta), added)
     return w.config
 
 

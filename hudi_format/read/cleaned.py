@@ -15,9 +15,10 @@ from typing import Callable, Iterable
 
 from ..errors import HudiError
 from ..timeline import Instant
+from ..timeline.metadata import deleted_files
 from ..view import FileSlice
 from ..view.file_names import parse_base_file_name, parse_log_file_name
-from .snapshot import ReadState
+from .snapshot import ReadState, replaced_by
 
 __all__ = ["cleaned_slice"]
 
@@ -35,9 +36,8 @@ def _deleted_files(state: ReadState) -> Iterable[tuple[str, str, str, str]]:
             meta = source.raw_metadata(inst)  # type: ignore[attr-defined]
         except HudiError:
             continue
-        for partition, pm in (meta.get("partitionMetadata") or {}).items():
-            for path in pm.get("successDeleteFiles") or ():
-                name = posixpath.basename(path)
+        for partition, names in deleted_files(meta).items():
+            for name in names:
                 parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
                 if parsed is not None:   # named by the table-relative path, for the error message
                     yield partition or "", parsed.file_id, parsed.instant_time, posixpath.join(partition or "", name)
@@ -93,13 +93,10 @@ def _replaced_in_archive(state: ReadState) -> set[tuple[str, str]]:
     if state.needs_archive:
         return set()
     archived = state.timeline.archived()
-    out: set[tuple[str, str]] = set()
-    for inst in archived.completed:
-        if inst.action == "replacecommit" and state.visible(inst.timestamp):
-            try:
-                meta = archived.metadata(inst)
-            except HudiError:
-                continue
-            for partition, file_ids in meta.partition_to_replace_file_ids.items():
-                out.update((partition, fid) for fid in file_ids)
-    return out
+
+    def metadata(inst: Instant):
+        try:
+            return archived.metadata(inst)
+        except HudiError:
+            return None
+    return replaced_by((i for i in archived.completed if state.visible(i.timestamp)), metadata)

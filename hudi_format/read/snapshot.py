@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import cached_property
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import attrs
 
@@ -37,6 +37,21 @@ class Visibility:
         if self.active_start is None or instant_time >= self.active_start:
             return False
         return self.archived is None or instant_time in self.archived
+
+
+def replaced_by(instants: Iterable[Instant], metadata: Callable[[Instant], Any]) -> set[tuple[str, str]]:
+    """``(partition, file id)`` of the file groups the replacecommits among ``instants`` retired;
+    ``metadata(instant)`` gives an instant's commit metadata (``None``: skip it)."""
+    out: set[tuple[str, str]] = set()
+    for inst in instants:
+        if inst.action != "replacecommit":
+            continue
+        meta = metadata(inst)
+        if meta is None:
+            continue
+        for partition, file_ids in meta.partition_to_replace_file_ids.items():
+            out.update((partition, fid) for fid in file_ids)
+    return out
 
 
 class ReadState:
@@ -150,15 +165,9 @@ class ReadState:
         instants = list(self.instants)
         if self.needs_archive:
             instants += list(self.archived_instants.values())
-        out = set()
-        for inst in instants:
-            if inst.action != "replacecommit":
-                continue
-            meta = (self.timeline.metadata(inst) if inst.timestamp in self._visible_times
-                    else self.timeline.archived().metadata(inst))
-            for partition, file_ids in meta.partition_to_replace_file_ids.items():
-                out.update((partition, fid) for fid in file_ids)
-        return frozenset(out)
+        return frozenset(replaced_by(instants, lambda inst: self.timeline.metadata(inst)
+                                     if inst.timestamp in self._visible_times
+                                     else self.timeline.archived().metadata(inst)))
 
     @property
     def latest(self) -> Instant | None:

@@ -9,6 +9,7 @@ absent previous commit as the string ``"null"`` and Avro leaves missing maps as 
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any, Mapping
 
 import attrs
@@ -17,7 +18,8 @@ from ..errors import TimelineError
 from .avro_schemas import decode_payload
 from .write_stat import NULL_COMMIT, WriteStat
 
-__all__ = ["CommitMetadata", "WriteStat", "NULL_COMMIT", "decode_commit_metadata", "rolled_back_from"]
+__all__ = ["CommitMetadata", "WriteStat", "NULL_COMMIT", "decode_commit_metadata", "rolled_back_from",
+           "deleted_files"]
 
 
 def _mapping(d: Mapping[str, Any], key: str, source: str) -> dict:
@@ -107,3 +109,10 @@ def rolled_back_from(action: str, metadata: Mapping[str, Any]) -> set[str]:
                 if rb:
                     out.update(rolled_back_from("rollback", rb))
     return out
+
+
+def deleted_files(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
+    """File names a completed clean or rollback deleted, per partition (``successDeleteFiles``
+    of its ``partitionMetadata``; Hudi writes names or paths, so both end as names)."""
+    return {part: [posixpath.basename(p) for p in (pm.get("successDeleteFiles") or ())]
+            for part, pm in (metadata.get("partitionMetadata") or {}).items()}
