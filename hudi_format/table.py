@@ -186,6 +186,7 @@ class Table:
             else:
                 return self._located_slices(state, located)
         slices = state.file_slices(self._view)
+        self._planner.check_not_cleaned(state, slices)
         mdt = self._usable_metadata(BLOOM_FILTERS)
         blooms = None
         if mdt is not None:
@@ -222,8 +223,9 @@ class Table:
         by_group = {(p, f): lists[i].values for i, (p, f) in enumerate(
             zip(groups.column("partition").to_pylist(), groups.column("file_id").to_pylist()))}
         partitions = {p for p, _ in by_group}
-        return [(s, by_group[(s.partition_path, s.file_id)])
-                for s in state.file_slices(self._view, partitions.__contains__)
+        slices = state.file_slices(self._view, partitions.__contains__)
+        self._planner.check_not_cleaned(state, slices, partitions.__contains__)
+        return [(s, by_group[(s.partition_path, s.file_id)]) for s in slices
                 if (s.partition_path, s.file_id) in by_group]
 
     # -- writing -----------------------------------------------------------------------------

@@ -131,3 +131,38 @@ def test_time_travel_before_a_cleaned_delete_partition_fails(tmp_path):
         table.read(as_of=bounds[2], filters=[("part", "=", "p2")])
     with pytest.raises(FileMissingError, match="cleaner removed"):
         table.read(as_of=bounds[2])
+
+
+@pytest.mark.parametrize("table_type,version,listing", [("COPY_ON_WRITE", 8, "storage"), ("MERGE_ON_READ", 6, "storage"),
+                                                       ("COPY_ON_WRITE", 6, "metadata"), ("MERGE_ON_READ", 8, "metadata")])
+def test_a_reader_whose_snapshot_was_cleaned_meanwhile_is_told_which_clean_and_what_to_do(
+        tmp_path, table_type, version, listing):
+    """A table opened (its timeline pinned), then written and cleaned past that snapshot by
+    another process: reads and lookups fail (the files are gone), saying that a clean after the
+    snapshot removed them and how to avoid it; refreshed, the table reads the latest state. It
+    used to answer no rows at all, silently: its view, listed at the read, lacked the cleaned
+    slices and could not see the newer ones."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.write.table.version": str(version),
+            "hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "1",
+            "hoodie.metadata.record.index.enable": "true"}
+
+    def upsert(ts: int) -> None:
+        hudi.write(path, pa.table({"id": pa.array([1, 2], pa.int64()), "ts": pa.array([ts, ts], pa.int64()),
+                                   "part": ["p0", "p0"]}), operation="upsert", table_type=table_type,
+                   options=opts, **KEY)
+
+    upsert(1)
+    stale = hudi.open_table(path, options={"hoodie.metadata.enable": str(listing == "metadata").lower()})
+    for ts in (2, 3, 4):
+        upsert(ts)
+    cleans = [i for i in hudi.open_table(path).timeline.completed if i.action == "clean"]
+    assert cleans, "the test needs a clean after the snapshot"
+    with pytest.raises(FileMissingError) as err:
+        stale.read()
+    text = str(err.value)
+    assert "removed by clean" in text and any(c.timestamp in text for c in cleans), text
+    assert "hoodie.cleaner.commits.retained" in text and "refresh()" in text, text
+    with pytest.raises(FileMissingError, match="removed by clean"):
+        stale.lookup([1])
+    assert sorted(stale.refresh().read(columns=["ts"]).column("ts").to_pylist()) == [4, 4]

@@ -209,19 +209,44 @@ class ScanPlanner:
         state = self.state(self.instant(as_of, "as_of"))
         ro = read_optimized and self.config.table_type == "MERGE_ON_READ"
         listed, accepts = self._partition_slices(state, parsed, read_optimized)
-        if state.as_of is not None:
-            self._check_not_cleaned(state, listed, accepts)
+        self.check_not_cleaned(state, listed, accepts)
         tasks = tuple(self.task(s, state, cols, parsed, read_optimized=ro)
                       for s in self._prune_by_stats(listed, parsed))
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
 
-    def _check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any) -> None:
-        """Time travel to an instant whose file slices the cleaner removed fails, naming one,
-        instead of reading the older slices that are left (:mod:`..read.cleaned`). ``listed``:
-        the query's slices before column-stats pruning, of the partitions ``accepts`` takes."""
-        gone = cleaned_slice(state, listed, accepts)
+    def _later_cleans(self) -> list[tuple[Instant, Timeline]]:
+        """Cleans completed since the timeline was loaded (another process's), each with the
+        freshly listed timeline that holds its metadata: one listing of the timeline folder."""
+        known = {i.timestamp for i in self.timeline.instants if i.action == "clean"}
+        try:
+            fresh = Timeline.load(self.storage, self.config)
+        except HudiError as exc:   # the check is best effort; the query itself does not need it
+            log.warning("cannot check %s for cleans since it was opened: %s", self.storage.url, exc)
+            return []
+        return [(i, fresh) for i in fresh.completed if i.action == "clean" and i.timestamp not in known]
+
+    def check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any = None) -> None:
+        """A query whose file slices the cleaner removed fails, naming one, instead of reading
+        the older slices that are left (:mod:`..read.cleaned`): time travel to an old instant,
+        and the snapshot of a table opened before another process's clean (checked after the
+        listing, which then no longer holds what that clean deleted). ``listed``: the query's
+        slices before column-stats pruning, of the partitions ``accepts`` takes."""
+        later = self._later_cleans()
+        if state.as_of is None and not later:
+            return
+        gone = cleaned_slice(state, listed, accepts, later)
         if gone is None:
             return
+        path = self.storage.uri(gone.path)
+        if any(gone.clean == clean for clean, _ in later):
+            seen = self.timeline.latest_completed_write()
+            what = f"time travel to {state.as_of}" if state.as_of is not None else "the snapshot"
+            raise FileMissingError(
+                f"{self.storage.url}: {path}, part of {what} of this table as opened (its timeline "
+                f"ends at {seen.timestamp if seen else 'no commit'}), was removed by clean "
+                f"{gone.clean.timestamp}, which completed after the table was opened; refresh() the "
+                f"table and read again, or keep more commits (hoodie.cleaner.commits.retained) for "
+                f"readers that hold a table this long")
         cleans = [i for i in self.timeline.completed if i.action == "clean"]
         keep = ""
         if cleans:
@@ -231,7 +256,7 @@ class ScanPlanner:
                 ectr = None
             keep = f"; the latest clean keeps every slice from {ectr} on" if ectr else ""
         raise FileMissingError(f"time travel to {state.as_of} of {self.storage.url}: the cleaner removed "
-                               f"file slices that were current then (e.g. {self.storage.uri(gone)}), so "
+                               f"file slices that were current then (e.g. {path}), so "
                                f"the table as of that instant cannot be read whole{keep}")
 
     def _plan_incremental(self, cols: list[str], parsed: list[Filter], start_ts: str, end_ts: str | None,

@@ -6,12 +6,16 @@ or none (rows gone): a wrong answer with no error. The cleans' own metadata name
 deleted, so the loss is detectable: a deleted file of an instant visible as of the query
 belonged to the slice the query needs unless the group's slice in the view starts after it
 (the cleaner deletes whole slices, oldest first), or the group was replaced by then.
+
+The same holds for the latest snapshot of a table opened a while ago: its view is built from
+the listing when it is first read, so a clean another process completed meanwhile (``later``)
+must be checked as well, or the pinned snapshot silently lacks what that clean removed.
 """
 
 from __future__ import annotations
 
 import posixpath
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..errors import HudiError
 from ..timeline import Instant
@@ -20,17 +24,31 @@ from ..view import FileSlice
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from .snapshot import ReadState, replaced_by
 
-__all__ = ["cleaned_slice"]
+__all__ = ["cleaned_slice", "Cleaned"]
 
 
-def _deleted_files(state: ReadState) -> Iterable[tuple[str, str, str, str]]:
-    """``(partition, file id, instant, path)`` of every file a completed clean deleted; the
-    archive's cleans too when the query reaches behind the active timeline."""
+class Cleaned(NamedTuple):
+    """A file a view needs that a clean deleted (table-relative path), and that clean."""
+
+    path: str
+    clean: Instant
+
+
+def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, object]] = ()
+                   ) -> Iterable[tuple[str, str, str, str, Instant]]:
+    """``(partition, file id, instant, path, clean)`` of every file a completed clean deleted;
+    the archive's cleans too when the query reaches behind the active timeline; ``later``:
+    ``(clean, timeline holding its metadata)`` of cleans completed since ``state``'s timeline
+    was loaded."""
     timeline = state.timeline
-    cleans: list[tuple[Instant, object]] = [(i, timeline) for i in timeline.completed if i.action == "clean"]
+    # the latest snapshot as loaded: the cleans before it kept its slices (cleaners never
+    # delete the latest), so only the later ones can have removed any
+    cleans: list[tuple[Instant, object]] = [] if state.as_of is None else [
+        (i, timeline) for i in timeline.completed if i.action == "clean"]
     if state.needs_archive:
         archived = timeline.archived()
         cleans += [(i, archived) for i in archived.completed if i.action == "clean"]
+    cleans += list(later)
     for inst, source in cleans:
         try:
             meta = source.raw_metadata(inst)  # type: ignore[attr-defined]
@@ -40,18 +58,21 @@ def _deleted_files(state: ReadState) -> Iterable[tuple[str, str, str, str]]:
             for name in names:
                 parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
                 if parsed is not None:   # named by the table-relative path, for the error message
-                    yield partition or "", parsed.file_id, parsed.instant_time, posixpath.join(partition or "", name)
+                    yield (partition or "", parsed.file_id, parsed.instant_time,
+                           posixpath.join(partition or "", name), inst)
 
 
 def cleaned_slice(state: ReadState, slices: list[FileSlice],
-                  accepts: Callable[[str], bool] | None = None) -> str | None:
+                  accepts: Callable[[str], bool] | None = None,
+                  later: Sequence[tuple[Instant, object]] = ()) -> Cleaned | None:
     """A file the cleaner deleted that the view as of ``state`` (``slices``: its slices of the
     partitions ``accepts`` takes, all by default) would need, or ``None`` when the view is
     whole. A partition is judged by its cleaned files, not by the listing: a partition deleted
-    whole (``delete_partition``, then cleaned) is in no listing any more."""
-    needed: dict[tuple[str, str], tuple[str, str]] = {}
+    whole (``delete_partition``, then cleaned) is in no listing any more. ``later``: cleans
+    completed since the timeline was loaded (see :func:`_deleted_files`)."""
+    needed: dict[tuple[str, str], tuple[str, Cleaned]] = {}
     undone: set[str] | None = None    # a cleaned file of a commit later restored away was never needed
-    for partition, file_id, instant, path in _deleted_files(state):
+    for partition, file_id, instant, path, clean in _deleted_files(state, later):
         if (accepts is None or accepts(partition)) and state.visible(instant):
             if undone is None:
                 undone = _undone(state)
@@ -59,14 +80,14 @@ def cleaned_slice(state: ReadState, slices: list[FileSlice],
                 continue
             key = (partition, file_id)
             if key not in needed or needed[key][0] < instant:
-                needed[key] = (instant, path)
+                needed[key] = (instant, Cleaned(path, clean))
     if not needed:
         return None
     # a slice whose base instant is not visible is none (version 6 names log files after their
     # slice's base, so the logs of a newer slice show as a log-only slice, all blocks unread)
     current = {(s.partition_path, s.file_id): s.base_instant for s in slices if state.visible(s.base_instant)}
     replaced: set[tuple[str, str]] | None = None
-    for key, (instant, path) in sorted(needed.items()):
+    for key, (instant, gone) in sorted(needed.items()):
         base = current.get(key)
         if base is None:   # gone: fine when replaced as of then (its replacecommit may be archived)
             if replaced is None:
@@ -74,7 +95,7 @@ def cleaned_slice(state: ReadState, slices: list[FileSlice],
             if key in replaced:
                 continue
         if base is None or base <= instant:
-            return path
+            return gone
     return None
 
 

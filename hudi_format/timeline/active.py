@@ -62,6 +62,7 @@ class Timeline(TimelineView):
         self._files = {k: dict(v) for k, v in files.items()}
         self._payloads: dict[str, dict] = {}
         self._archived = None
+        self._archived_after_listing = False   # self._archived was loaded after the listing
         self._start = _first_non_savepoint(self._instants)
         self._changes: int | None = None   # this process's change count of the folder when listed
 
@@ -265,6 +266,11 @@ class Timeline(TimelineView):
         failure) or the archive does not hold the instant either (``read`` raises)."""
         if self.storage.exists(f"{self.timeline_dir}/{name}"):
             return None
+        if self._archived is not None and self._archived_after_listing:
+            try:   # an archive loaded after the listing holds what was archived before it
+                return read(self._archived)
+            except TimelineError:
+                pass
         from .archived import ArchivedTimeline
         archive = ArchivedTimeline.load(self.storage, self.config)
         try:
@@ -272,6 +278,7 @@ class Timeline(TimelineView):
         except TimelineError:
             return None
         self._archived = archive      # newer than the one loaded before, if any
+        self._archived_after_listing = True
         return found
 
     def _plan_payload(self, instant: Instant, state: State | None) -> dict:

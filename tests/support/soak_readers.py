@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,8 @@ from servicechild import AGGRESSIVE, rows  # noqa: E402
 
 SERVICE_CHILD = HERE / "servicechild.py"
 SEED_KEYS = [f"seed_{i}" for i in range(12)]
+WRITES = ("commit", "deltacommit", "replacecommit")
+NOT_DATA = ("clean", "rollback", "restore", "savepoint", "indexing")
 
 
 def _append(f, entry: dict) -> None:
@@ -84,28 +87,44 @@ def writer(url: str, seconds: float, ledger_path: str, seed: int) -> None:
             _append(ledger, {"instant": done.timestamp, "op": op, "keys": keys, "value": value})
 
 
-def reader(url: str, seconds: float, out_path: str) -> None:
-    """Reads snapshots until the deadline (listing files through the metadata table, then
-    storage, in turn); logs ``{"seen": [completed instants], "rows":
-    {key: v}}`` or ``{"seen": ..., "error": ...}`` per read."""
+def reader(url: str, seconds: float, out_path: str, seed: int = 0) -> None:
+    """Reads snapshots until the deadline; logs ``{"seen": [completed instants], "rows":
+    {key: v}}`` or ``{"seen": ..., "error": ...}`` per read. Each table opened is read one to
+    three times, a little apart, the first read at once or a little later (a held table stays
+    pinned to its snapshot while the writer and the cleaner go on; its files are listed at its
+    first read), listing files through the metadata table, then storage, in turn."""
+    rng = random.Random(seed)
     deadline = time.monotonic() + seconds
     n = 0
     with open(out_path, "a") as out:
         while time.monotonic() < deadline:
-            seen, latest = None, None
             n += 1
-            try:   # every other read lists storage instead of the metadata table
+            seen, latest = None, None
+            try:
                 table = hudi.open_table(url, options={"hoodie.metadata.enable": str(n % 2 == 0).lower()})
                 seen = [i.timestamp for i in table.timeline.completed]
-                latest = max((i.timestamp for i in table.timeline.write_instants()), default=None)
-                got = table.read(columns=["id", "v"])
-                _append(out, {"seen": seen, "rows": dict(zip(got.column("id").to_pylist(),
-                                                             got.column("v").to_pylist()))})
+                latest = max((i.timestamp for i in table.timeline.completed if i.action in WRITES), default=None)
+                # a write or service still pending then keeps the snapshot behind the instants after it
+                latest = min([latest] + [i.timestamp for i in table.timeline.pending
+                                         if i.action not in NOT_DATA and i.timestamp < (latest or "")])
             except Exception as exc:  # noqa: BLE001 - every failure is an outcome
-                entry = {"seen": seen, "latest_write": latest, "error": f"{type(exc).__name__}: {exc}"[:500]}
-                if os.environ.get("SOAK_READERS_TRACE"):
-                    entry["trace"] = traceback.format_exc()[-3000:]
-                _append(out, entry)
+                _append(out, {"seen": seen, "latest_write": latest, "error": f"{type(exc).__name__}: {exc}"[:500]})
+                continue
+            for held in range(rng.randint(1, 3)):
+                if held or rng.random() < 0.5:   # the first listing is made at the first read
+                    time.sleep(rng.uniform(0, 0.3))
+                try:
+                    t0 = time.perf_counter()
+                    got = table.read(columns=["id", "v"])
+                    took = time.perf_counter() - t0
+                    _append(out, {"seen": seen, "held": held, "took": round(took, 3), "rows": dict(zip(got.column("id").to_pylist(),
+                                                                               got.column("v").to_pylist()))})
+                except Exception as exc:  # noqa: BLE001 - every failure is an outcome
+                    entry = {"seen": seen, "latest_write": latest, "held": held,
+                             "error": f"{type(exc).__name__}: {exc}"[:800]}
+                    if os.environ.get("SOAK_READERS_TRACE"):
+                        entry["trace"] = traceback.format_exc()[-3000:]
+                    _append(out, entry)
 
 
 def rs_reader(url: str, seconds: float, out_path: str) -> None:
@@ -150,13 +169,15 @@ def cleaned_files(url: str) -> dict[str, str]:
 
 
 def _retention_race(r: dict, cleaned: dict[str, str]) -> bool:
-    """Whether a read failed on a file a clean deleted because the read's snapshot (its latest
-    write) was older than what that clean retained: what ``hoodie.cleaner.commits.retained``
-    promises readers, and nothing more."""
+    """Whether a read failed on a file a clean deleted because the read's snapshot was older
+    than what that clean retained: what ``hoodie.cleaner.commits.retained`` promises readers,
+    and nothing more. A snapshot is as old as its latest write, or as the first write or service
+    pending then if that is earlier (the cleaner, seeing it completed, retains from it on; the
+    snapshot has the slices from before it)."""
     if not r["error"].startswith("FileMissingError") or not r.get("latest_write"):
         return False
-    retained = cleaned.get(r["error"].rsplit("/", 1)[-1].strip())
-    return retained is not None and retained > r["latest_write"]
+    names = [w for w in re.split(r"[\s/,()]+", r["error"]) if w in cleaned]
+    return bool(names) and all(cleaned[n] > r["latest_write"] for n in names)
 
 
 def _states(ledger: list[dict]) -> dict[str, dict[str, int]]:
@@ -235,8 +256,8 @@ def run(workdir: str, seconds: float, table_type: str, version: int, readers: in
     procs = [subprocess.Popen([sys.executable, __file__, "writer", url, str(seconds), ledger, str(seed)], env=env),
              subprocess.Popen([sys.executable, str(SERVICE_CHILD), "service", url, str(seconds),
                                str(Path(workdir) / "service.json")], env=env)]
-    procs += [subprocess.Popen([sys.executable, __file__, "reader", url, str(seconds), p], env=env)
-              for p in reads]
+    procs += [subprocess.Popen([sys.executable, __file__, "reader", url, str(seconds), p, str(seed + i)], env=env)
+              for i, p in enumerate(reads)]
     rs = [str(Path(workdir) / f"rs-reads{i}.jsonl") for i in range(rs_readers)]
     procs += [subprocess.Popen([sys.executable, __file__, "rs-reader", url, str(seconds), p], env=env)
               for p in rs]
@@ -254,7 +275,7 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "writer":
         return writer(sys.argv[2], float(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
     if len(sys.argv) > 1 and sys.argv[1] == "reader":
-        return reader(sys.argv[2], float(sys.argv[3]), sys.argv[4])
+        return reader(sys.argv[2], float(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
     if len(sys.argv) > 1 and sys.argv[1] == "rs-reader":
         return rs_reader(sys.argv[2], float(sys.argv[3]), sys.argv[4])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
