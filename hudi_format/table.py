@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import write_api
 from .config import TableConfig
-from .errors import HudiError, InvalidOptionError
+from .errors import FileMissingError, HudiError, InvalidOptionError
 from .options import READ_SCOPES, validate
 from .read.align import align_table
 from .read.filters import Filter
@@ -58,9 +58,26 @@ class Table:
     def refresh(self) -> "Table":
         """Reload the timeline so reads see commits made since the table was opened."""
         self.timeline = Timeline.load(self.storage, self.config)
+        return self._relist()
+
+    def _relist(self) -> "Table":
+        """Forget the file listings (and the metadata table's state), keeping the timeline: the
+        same snapshot, listed again at the next read."""
         self._planner = ScanPlanner(self.storage, self.config, self.timeline, self.options)
         self._view = self._planner.view
         return self
+
+    def _listed_again(self, run: Callable[[], _T]) -> _T:
+        """``run()``, once more over a fresh listing if a file it listed is gone: the listing is
+        made at the first read and kept, and meanwhile a failed write may have deleted a file
+        this snapshot never needed (version 6 names a log file after its slice, so the new log
+        of a write in flight is listed) or a clean one it needed (the second listing then
+        fails naming that clean; see ``ScanPlanner.check_not_cleaned``)."""
+        try:
+            return run()
+        except FileMissingError:
+            self._relist()
+            return run()
 
     # -- metadata table ----------------------------------------------------------------------
     @property
@@ -133,14 +150,18 @@ class Table:
     def read(self, columns: Sequence[str] | None = None, filters: Filters = None, as_of: InstantLike = None,
              read_optimized: bool = False) -> pa.Table:
         """Snapshot (or time-travel, or read-optimized) query as one Arrow table."""
-        plan = self.plan_scan(columns, filters, as_of, read_optimized)
-        return _concat(read_task_tables(self.storage, plan.tasks), plan.schema)
+        def run() -> pa.Table:
+            plan = self.plan_scan(columns, filters, as_of, read_optimized)
+            return _concat(read_task_tables(self.storage, plan.tasks), plan.schema)
+        return self._listed_again(run)
 
     def read_incremental(self, start: InstantLike = None, end: InstantLike = None,
                          columns: Sequence[str] | None = None, filters: Filters = None) -> pa.Table:
         """Records written by commits in ``(start, end]``, each at its latest state in range."""
-        plan = self.plan_scan(columns, filters, incremental=(start, end))
-        return _concat(read_task_tables(self.storage, plan.tasks), plan.schema)
+        def run() -> pa.Table:
+            plan = self.plan_scan(columns, filters, incremental=(start, end))
+            return _concat(read_task_tables(self.storage, plan.tasks), plan.schema)
+        return self._listed_again(run)
 
     def lookup(self, keys: str | bytes | Iterable[Any] | pa.Array | pa.ChunkedArray,
                columns: Sequence[str] | None = None) -> pa.Table:
@@ -151,15 +172,17 @@ class Table:
         target = pa.schema([self.schema().field(c) for c in cols])
         if not len(wanted):
             return _concat([], target)
-        state = self._planner.state()
-        spec = self._planner.merge_spec
-        key_column = self._key_column(spec)
-        key_cols = [key_column] if key_column is not None else list(spec.record_key_fields)
-        read_cols = list(dict.fromkeys(cols + key_cols))
-        found = self._lookup_slices(state, wanted)
-        tasks = [self._planner.task(s, state, read_cols, []) for s, _ in found]
-        tables = read_keys(self.storage, tasks, [k for _, k in found], spec, key_column)
-        return _concat([t.select(cols) for t in tables], target)
+        def run() -> pa.Table:
+            state = self._planner.state()
+            spec = self._planner.merge_spec
+            key_column = self._key_column(spec)
+            key_cols = [key_column] if key_column is not None else list(spec.record_key_fields)
+            read_cols = list(dict.fromkeys(cols + key_cols))
+            found = self._lookup_slices(state, wanted)
+            tasks = [self._planner.task(s, state, read_cols, []) for s, _ in found]
+            tables = read_keys(self.storage, tasks, [k for _, k in found], spec, key_column)
+            return _concat([t.select(cols) for t in tables], target)
+        return self._listed_again(run)
 
     def _key_column(self, spec: MergeSpec) -> str | None:
         """The column that holds each row's record key as is: the key field itself when the key

@@ -18,6 +18,7 @@ while instants whose slices are all kept read exactly as before.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -135,8 +136,9 @@ def test_time_travel_before_a_cleaned_delete_partition_fails(tmp_path):
 
 @pytest.mark.parametrize("table_type,version,listing", [("COPY_ON_WRITE", 8, "storage"), ("MERGE_ON_READ", 6, "storage"),
                                                        ("COPY_ON_WRITE", 6, "metadata"), ("MERGE_ON_READ", 8, "metadata")])
+@pytest.mark.parametrize("clean_state", ["completed", "inflight"])
 def test_a_reader_whose_snapshot_was_cleaned_meanwhile_is_told_which_clean_and_what_to_do(
-        tmp_path, table_type, version, listing):
+        tmp_path, table_type, version, listing, clean_state):
     """A table opened (its timeline pinned), then written and cleaned past that snapshot by
     another process: reads and lookups fail (the files are gone), saying that a clean after the
     snapshot removed them and how to avoid it; refreshed, the table reads the latest state. It
@@ -156,8 +158,13 @@ def test_a_reader_whose_snapshot_was_cleaned_meanwhile_is_told_which_clean_and_w
     stale = hudi.open_table(path, options={"hoodie.metadata.enable": str(listing == "metadata").lower()})
     for ts in (2, 3, 4):
         upsert(ts)
-    cleans = [i for i in hudi.open_table(path).timeline.completed if i.action == "clean"]
+    timeline = hudi.open_table(path).timeline
+    cleans = [i for i in timeline.completed if i.action == "clean"]
     assert cleans, "the test needs a clean after the snapshot"
+    if clean_state == "inflight":   # a clean deletes its files, then completes: caught in between
+        for c in cleans:
+            (Path(path) / timeline.timeline_dir / c.file_name).unlink()
+        assert not [i for i in hudi.open_table(path).timeline.completed if i.action == "clean"]
     with pytest.raises(FileMissingError) as err:
         stale.read()
     text = str(err.value)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 import hudi_format as hudi
 from canonical import canonical_rows, sort_expected
 from conftest import expected
@@ -66,3 +68,37 @@ def test_refresh_sees_new_commits_and_readers_stay_pinned(fixture_tables, tmp_pa
     assert table.timeline.latest_completed_write().timestamp != ts  # pinned at open
     table.refresh()
     assert canonical_rows(table.read()) == sort_expected(expected(COW6)["snapshot"])
+
+
+def test_a_file_gone_since_the_listing_is_listed_again_not_failed(tmp_path):
+    """Version 6 names a log file after its slice's base instant, so a reader lists the new log
+    file of a write still in flight; if that write then fails, it deletes the file. The reader
+    listed it and must not fail for a file its snapshot never needed: the read lists again
+    (same snapshot) and answers it. (Found by ``soak_readers``: readers failed with
+    ``FileMissingError`` whenever a concurrent write on a version-6 MOR table was undone.)"""
+    import pyarrow as pa
+
+    from hudi_format.errors import FileMissingError
+    path = tmp_path / "t"
+    for ts in (1, 2):
+        hudi.write(str(path), pa.table({"id": ["a", "b"], "ts": [ts, ts], "p": ["x", "x"]}), operation="upsert",
+                   record_key="id", ordering_field="ts", partition_by="p", table_type="MERGE_ON_READ",
+                   table_version=6, options={"hoodie.compact.inline": "false"})
+    logs = sorted((path / "x").glob(".*.log.*"))
+    assert logs
+    name = logs[-1].name
+    stem, version_token = name.rsplit(".log.", 1)
+    version, token = version_token.split("_", 1)
+    debris = logs[-1].with_name(f"{stem}.log.{int(version) + 1}_{token}")   # a failed write's new log
+    debris.write_bytes(logs[-1].read_bytes())
+    table = hudi.open_table(path, options={"hoodie.metadata.enable": "false"})
+    assert any(debris.name in lf for s in table.file_slices() for lf in s.log_files)   # listed
+    debris.unlink()                                   # the failed write undoes itself
+    got = table.read(columns=["id", "ts"])
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [{"id": "a", "ts": 2}, {"id": "b", "ts": 2}]
+    # a committed file gone since the listing, which the metadata table lists, still fails
+    table = hudi.open_table(path)
+    table.file_slices()
+    logs[-1].unlink()
+    with pytest.raises(FileMissingError):
+        table.read(columns=["id", "ts"])

@@ -23,6 +23,7 @@ from ..options.read import INCR_FALLBACK
 from ..errors import CorruptFileError, FileMissingError, HudiError, InvalidOptionError, SchemaError
 from ..storage import Storage
 from ..timeline import Instant, Timeline
+from ..timeline.metadata import deleted_files, planned_deletions
 from ..view import FileSlice, FileSystemView
 from ..read.bounds import normalize_instant
 from ..read.cleaned import cleaned_slice
@@ -214,16 +215,26 @@ class ScanPlanner:
                       for s in self._prune_by_stats(listed, parsed))
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
 
-    def _later_cleans(self) -> list[tuple[Instant, Timeline]]:
-        """Cleans completed since the timeline was loaded (another process's), each with the
-        freshly listed timeline that holds its metadata: one listing of the timeline folder."""
-        known = {i.timestamp for i in self.timeline.instants if i.action == "clean"}
+    def _later_cleans(self) -> list[tuple[Instant, dict[str, list[str]]]]:
+        """Cleans completed or begun since the timeline was loaded (another process's), each
+        with the file names it deleted, or plans to delete while in flight (it deletes before
+        it completes), per partition: one listing of the timeline folder."""
+        known = {i.timestamp for i in self.timeline.completed if i.action == "clean"}
         try:
             fresh = Timeline.load(self.storage, self.config)
         except HudiError as exc:   # the check is best effort; the query itself does not need it
             log.warning("cannot check %s for cleans since it was opened: %s", self.storage.url, exc)
             return []
-        return [(i, fresh) for i in fresh.completed if i.action == "clean" and i.timestamp not in known]
+        out = []
+        for i in fresh.instants:
+            if i.action != "clean" or i.timestamp in known:
+                continue
+            try:
+                out.append((i, deleted_files(fresh.raw_metadata(i)) if i.is_completed
+                            else planned_deletions(fresh.plan(i))))
+            except HudiError as exc:
+                log.warning("cannot read clean %s of %s: %s", i.timestamp, self.storage.url, exc)
+        return out
 
     def check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any = None) -> None:
         """A query whose file slices the cleaner removed fails, naming one, instead of reading
@@ -238,13 +249,13 @@ class ScanPlanner:
         if gone is None:
             return
         path = self.storage.uri(gone.path)
-        if any(gone.clean == clean for clean, _ in later):
+        if any(gone.clean.timestamp == clean.timestamp for clean, _ in later):
             seen = self.timeline.latest_completed_write()
             what = f"time travel to {state.as_of}" if state.as_of is not None else "the snapshot"
             raise FileMissingError(
                 f"{self.storage.url}: {path}, part of {what} of this table as opened (its timeline "
                 f"ends at {seen.timestamp if seen else 'no commit'}), was removed by clean "
-                f"{gone.clean.timestamp}, which completed after the table was opened; refresh() the "
+                f"{gone.clean.timestamp}, not yet complete when the table was opened; refresh() the "
                 f"table and read again, or keep more commits (hoodie.cleaner.commits.retained) for "
                 f"readers that hold a table this long")
         cleans = [i for i in self.timeline.completed if i.action == "clean"]

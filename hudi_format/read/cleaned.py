@@ -15,7 +15,7 @@ must be checked as well, or the pinned snapshot silently lacks what that clean r
 from __future__ import annotations
 
 import posixpath
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from ..errors import HudiError
 from ..timeline import Instant
@@ -34,12 +34,12 @@ class Cleaned(NamedTuple):
     clean: Instant
 
 
-def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, object]] = ()
+def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, Mapping[str, list[str]]]] = ()
                    ) -> Iterable[tuple[str, str, str, str, Instant]]:
     """``(partition, file id, instant, path, clean)`` of every file a completed clean deleted;
     the archive's cleans too when the query reaches behind the active timeline; ``later``:
-    ``(clean, timeline holding its metadata)`` of cleans completed since ``state``'s timeline
-    was loaded."""
+    ``(clean, names it deleted or is deleting per partition)`` of the cleans completed or
+    begun since ``state``'s timeline was loaded."""
     timeline = state.timeline
     # the latest snapshot as loaded: the cleans before it kept its slices (cleaners never
     # delete the latest), so only the later ones can have removed any
@@ -48,13 +48,14 @@ def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, object]] = (
     if state.needs_archive:
         archived = timeline.archived()
         cleans += [(i, archived) for i in archived.completed if i.action == "clean"]
-    cleans += list(later)
+    deletions: list[tuple[Instant, Mapping[str, list[str]]]] = []
     for inst, source in cleans:
         try:
-            meta = source.raw_metadata(inst)  # type: ignore[attr-defined]
+            deletions.append((inst, deleted_files(source.raw_metadata(inst))))  # type: ignore[attr-defined]
         except HudiError:
             continue
-        for partition, names in deleted_files(meta).items():
+    for inst, by_partition in deletions + list(later):
+        for partition, names in by_partition.items():
             for name in names:
                 parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
                 if parsed is not None:   # named by the table-relative path, for the error message
@@ -64,7 +65,7 @@ def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, object]] = (
 
 def cleaned_slice(state: ReadState, slices: list[FileSlice],
                   accepts: Callable[[str], bool] | None = None,
-                  later: Sequence[tuple[Instant, object]] = ()) -> Cleaned | None:
+                  later: Sequence[tuple[Instant, Mapping[str, list[str]]]] = ()) -> Cleaned | None:
     """A file the cleaner deleted that the view as of ``state`` (``slices``: its slices of the
     partitions ``accepts`` takes, all by default) would need, or ``None`` when the view is
     whole. A partition is judged by its cleaned files, not by the listing: a partition deleted

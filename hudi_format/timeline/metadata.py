@@ -111,6 +111,17 @@ def rolled_back_from(action: str, metadata: Mapping[str, Any]) -> set[str]:
     return out
 
 
+def planned_deletions(plan: Mapping[str, Any]) -> dict[str, list[str]]:
+    """File names a cleaner plan (``HoodieCleanerPlan``) is to delete, per partition: what a
+    clean still in flight may have deleted already (version 1 plans name files, later ones
+    paths)."""
+    out = {part: [posixpath.basename(i.get("filePath") or "") for i in (infos or ()) if i.get("filePath")]
+           for part, infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).items()}
+    for part, names in (plan.get("filesToBeDeletedPerPartition") or {}).items():
+        out.setdefault(part, []).extend(posixpath.basename(n) for n in names or ())
+    return out
+
+
 def deleted_files(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
     """File names a completed clean or rollback deleted, per partition (``successDeleteFiles``
     of its ``partitionMetadata``; Hudi writes names or paths, so both end as names)."""

@@ -117,8 +117,14 @@ def reader(url: str, seconds: float, out_path: str, seed: int = 0) -> None:
                     t0 = time.perf_counter()
                     got = table.read(columns=["id", "v"])
                     took = time.perf_counter() - t0
-                    _append(out, {"seen": seen, "held": held, "took": round(took, 3), "rows": dict(zip(got.column("id").to_pylist(),
-                                                                               got.column("v").to_pylist()))})
+                    entry = {"seen": seen, "held": held, "took": round(took, 3), "at": time.time(),
+                             "rows": dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist()))}
+                    if os.environ.get("SOAK_READERS_TRACE"):
+                        entry["md"] = n % 2 == 0
+                        entry["slices"] = [[t.file_slice.partition_path, t.file_slice.file_id[:8],
+                                            t.file_slice.base_file, list(t.file_slice.log_files)]
+                                           for t in table.plan_scan(["id", "v"]).tasks]
+                    _append(out, entry)
                 except Exception as exc:  # noqa: BLE001 - every failure is an outcome
                     entry = {"seen": seen, "latest_write": latest, "held": held,
                              "error": f"{type(exc).__name__}: {exc}"[:800]}
