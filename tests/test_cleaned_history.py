@@ -173,3 +173,38 @@ def test_a_reader_whose_snapshot_was_cleaned_meanwhile_is_told_which_clean_and_w
     with pytest.raises(FileMissingError, match="removed by clean"):
         stale.lookup([1])
     assert sorted(stale.refresh().read(columns=["ts"]).column("ts").to_pylist()) == [4, 4]
+
+
+def test_a_held_snapshot_whose_later_cleans_were_archived_already_still_fails(tmp_path):
+    """The cleans that removed a held table's slices may have left the active timeline by the
+    time it reads again (archival ran too): they are looked up in the archive. It used to
+    answer an empty table: the metadata table's listing no longer held the slices, and no clean
+    after the snapshot was on the active timeline."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.compact.inline": "true",
+            "hoodie.compact.inline.max.delta.commits": "1", "hoodie.metadata.compact.max.delta.commits": "1",
+            "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"}
+
+    def upsert(ts: int, keys: list[str], part: str) -> None:
+        hudi.write(path, pa.table({"id": keys, "ts": [ts] * len(keys), "part": [part] * len(keys)}),
+                   operation="upsert", table_type="MERGE_ON_READ", options=opts, **KEY)
+
+    upsert(1, ["a1", "a2"], "a")
+    upsert(1, ["b1", "b2"], "b")
+    upsert(2, ["a1"], "a")
+    held = hudi.open_table(path)
+    assert held.read().num_rows == 4
+    clustering = dict(opts, **{"hoodie.clustering.plan.strategy.small.file.limit": str(100 << 20)})
+    for r in range(3):
+        hudi.open_table(path).cluster(options=clustering)
+        upsert(10 + r, ["a1"], "a")
+        upsert(10 + r, ["b1"], "b")
+        hudi.open_table(path).clean(opts)
+    now = hudi.open_table(path).timeline
+    later = [i for i in now.archived().completed if i.action == "clean"
+             and i.timestamp > held.timeline.instants[-1].timestamp]
+    assert later, "the test needs a clean after the snapshot that was archived since"
+    with pytest.raises(FileMissingError, match="removed by clean"):
+        held.read()
+    with pytest.raises(FileMissingError, match="removed by clean"):
+        held.lookup(["a2"])

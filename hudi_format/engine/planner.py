@@ -218,20 +218,33 @@ class ScanPlanner:
     def _later_cleans(self) -> list[tuple[Instant, dict[str, list[str]]]]:
         """Cleans completed or begun since the timeline was loaded (another process's), each
         with the file names it deleted, or plans to delete while in flight (it deletes before
-        it completes), per partition: one listing of the timeline folder."""
+        it completes), per partition: one listing of the timeline folder, and the archive when
+        instants left the active timeline since (a held table's later cleans may be there)."""
         known = {i.timestamp for i in self.timeline.completed if i.action == "clean"}
         try:
             fresh = Timeline.load(self.storage, self.config)
         except HudiError as exc:   # the check is best effort; the query itself does not need it
             log.warning("cannot check %s for cleans since it was opened: %s", self.storage.url, exc)
             return []
-        out = []
-        for i in fresh.instants:
-            if i.action != "clean" or i.timestamp in known:
+        found: list[tuple[Instant, Any]] = [(i, fresh) for i in fresh.instants if i.action == "clean"]
+        active = {i.timestamp for i in fresh.instants}
+        loaded = self.timeline.instants
+        if loaded and any(i.timestamp not in active for i in loaded if i.is_completed):
+            # archival ran since: the cleans after the snapshot may be in the archive already
+            try:
+                archive = fresh.archived()
+                found += [(i, archive) for i in archive.completed
+                          if i.action == "clean" and i.timestamp >= loaded[0].timestamp]
+            except HudiError as exc:
+                log.warning("cannot read the archived timeline of %s: %s", self.storage.url, exc)
+        out, done = [], set()
+        for i, source in found:
+            if i.timestamp in known or i.timestamp in done:
                 continue
             try:
-                out.append((i, deleted_files(fresh.raw_metadata(i)) if i.is_completed
-                            else planned_deletions(fresh.plan(i))))
+                out.append((i, deleted_files(source.raw_metadata(i)) if i.is_completed
+                            else planned_deletions(source.plan(i))))
+                done.add(i.timestamp)
             except HudiError as exc:
                 log.warning("cannot read clean %s of %s: %s", i.timestamp, self.storage.url, exc)
         return out

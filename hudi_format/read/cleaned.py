@@ -85,8 +85,11 @@ def cleaned_slice(state: ReadState, slices: list[FileSlice],
     if not needed:
         return None
     # a slice whose base instant is not visible is none (version 6 names log files after their
-    # slice's base, so the logs of a newer slice show as a log-only slice, all blocks unread)
-    current = {(s.partition_path, s.file_id): s.base_instant for s in slices if state.visible(s.base_instant)}
+    # slice's base, so the logs of a newer slice show as a log-only slice, all blocks unread);
+    # nor is a log-only slice of a group that lost files: its base was cleaned from under its
+    # logs (the cleaner deletes whole slices, and log files are listed until they go too)
+    current = {(s.partition_path, s.file_id): s.base_instant for s in slices
+               if state.visible(s.base_instant) and (s.base_file or (s.partition_path, s.file_id) not in needed)}
     replaced: set[tuple[str, str]] | None = None
     for key, (instant, gone) in sorted(needed.items()):
         base = current.get(key)
