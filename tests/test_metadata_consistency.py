@@ -221,3 +221,42 @@ def test_replacecommit_stays_while_its_replaced_files_remain(tmp_path, monkeypat
     _assert_consistent(path, "after archiving the replacecommit")
     ids = hudi.open_table(str(path)).read().column("id").to_pylist()
     assert sorted(ids) == ["k0", "k1", "k2", "y"]
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_rolling_back_a_commit_the_metadata_table_was_bootstrapped_with_drops_it(tmp_path, version):
+    """A restore drops the metadata table; the next write bootstraps it from the table as it is,
+    its record index holding the keys a ``delete_partition`` left. Rolling that
+    ``delete_partition`` back then brought partition ``b`` back in the data but not in the record
+    index (nothing of the commit was in the metadata timeline to roll back), so a later delete of
+    ``b``'s keys found nothing and deleted nothing (torture seed 390224). Such a rollback now
+    drops the metadata table, which the next write bootstraps again."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX",
+            "hoodie.metadata.record.index.min.filegroup.count": "1"}
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type="COPY_ON_WRITE",
+              table_version=version, options=opts)
+
+    def rows(keys, ts):
+        return pa.table({"id": [f"k{k}" for k in keys], "ts": [ts] * len(keys),
+                         "p": ["a" if k % 2 == 0 else "b" for k in keys]})
+
+    def ids():
+        return sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist())
+
+    hudi.write(path, rows(range(6), 1), operation="insert", **kw)
+    dropped = hudi.write(path, rows([1], 1), operation="delete_partition",
+                         **dict(kw, options=dict(opts, **{"hoodie.datasource.write.partitions.to.delete": "b"})))
+    hudi.open_table(path).savepoint(dropped.timestamp)
+    hudi.write(path, rows([0], 2), operation="upsert", **kw)
+    hudi.open_table(path).restore(dropped.timestamp)
+    hudi.open_table(path).delete_savepoint(dropped.timestamp)
+    again = hudi.write(path, rows([0], 3), operation="upsert", **kw)   # bootstraps the metadata table
+    hudi.open_table(path).rollback(again.timestamp)
+    hudi.open_table(path).rollback(dropped.timestamp)
+    assert ids() == ["k0", "k1", "k2", "k3", "k4", "k5"]
+    hudi.write(path, rows([1, 3], 4), operation="delete", **kw)
+    assert ids() == ["k0", "k2", "k4", "k5"]
+    from hudi import HudiTableBuilder
+    rs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(path).build().read())
+    assert sorted(rs.column("id").to_pylist()) == ["k0", "k2", "k4", "k5"]

@@ -15,6 +15,7 @@ from ..timeline import Instant, State, Timeline
 from ..timeline.writer import TimelineWriter
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from . import keys as K
+from .init import SOLO_COMMIT_TIMESTAMP_V6
 from . import payloads as P
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,14 @@ class MetadataRollback:
                 out.append(f.path)
         return out
 
+    @staticmethod
+    def _initializations(md_tl: Timeline) -> list[Instant]:
+        """The completed deltacommits that bootstrapped metadata partitions (``init_instant_times``:
+        v8 ``0000000000000000N``, v6 the data instant they cover + ``010``, ``011``, ...)."""
+        def is_init(ts: str) -> bool:
+            return ts.startswith(SOLO_COMMIT_TIMESTAMP_V6) or (len(ts) == 20 and int(ts[17:]) >= 10)
+        return [i for i in md_tl.instants if i.is_completed and i.action == "deltacommit" and is_init(i.timestamp)]
+
     def _rollback_files(self, target: Instant) -> list[str]:
         deleted = []
         for rel in self._files_written_by(target):
@@ -98,7 +107,19 @@ class MetadataRollback:
             deltas.update(self._tombstones(files, rollback_ts))
             self.commit(rollback_ts, deltas)
 
+        inits = self._initializations(md_tl)
         if not targets:
+            last_init = max((i.completion_time or i.timestamp for i in inits), default=None)
+            if last_init is not None and target_ts < last_init:
+                # the target completed before a metadata partition was bootstrapped (a bootstrap
+                # waits for pending writes): its records are in that partition's base files
+                # (record index entries a delete_partition removed, say), which no deltacommit
+                # of it can undo
+                log.warning("data rollback of %s undoes a commit the metadata table of %s was "
+                            "bootstrapped with; dropping it (the next write bootstraps it again)",
+                            target_ts, self.storage.url)
+                self.drop()
+                return
             # nothing of the target reached the MDT: record what the rollback changed, so that
             # the data rollback has its deltacommit
             files_deltacommit()
@@ -113,7 +134,8 @@ class MetadataRollback:
         if record:
             rollback_ts = rollback_ts + "006"
         target = targets[0]
-        compactions = self.compaction_instants(md_tl)
+        # a partition bootstrapped after the target holds it in its base files, as a compaction does
+        compactions = self.compaction_instants(md_tl) + [i for i in inits if i.timestamp != target.timestamp]
         if target.is_completed and compactions:
             last = max(compactions, key=lambda i: i.completion_time or i.timestamp)
             if (target.completion_time or target.timestamp) <= (last.completion_time or last.timestamp):
