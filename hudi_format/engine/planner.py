@@ -35,6 +35,31 @@ from ..read.table_schema import latest_data_schema
 
 log = logging.getLogger(__name__)
 
+_DELETING = ("clean", "rollback", "restore")   # actions that delete committed files
+
+
+def _deleted_by(instant: Instant, timeline: Any) -> dict[str, list[str]]:
+    """Names of the files a clean, rollback or restore deleted (completed), or is deleting (in
+    flight: its plan; a restore's plan names instants only, so nothing), per partition."""
+    if instant.is_completed:
+        meta = timeline.raw_metadata(instant)
+        if instant.action != "restore":
+            return deleted_files(meta)
+        out: dict[str, list[str]] = {}
+        for rollbacks in (meta.get("hoodieRestoreMetadata") or {}).values():
+            for rb in rollbacks or ():
+                for part, names in deleted_files(rb).items():
+                    out.setdefault(part, []).extend(names)
+        return out
+    plan = timeline.plan(instant) or {}
+    if instant.action == "clean":
+        return planned_deletions(plan)
+    out = {}
+    for req in plan.get("RollbackRequests") or ():
+        names = [posixpath.basename(f) for f in req.get("filesToBeDeleted") or ()]
+        out.setdefault(req.get("partitionPath") or "", []).extend(names)
+    return out
+
 _META_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in META_FIELDS])
 
 
@@ -216,17 +241,18 @@ class ScanPlanner:
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
 
     def _later_cleans(self) -> list[tuple[Instant, dict[str, list[str]]]]:
-        """Cleans completed or begun since the timeline was loaded (another process's), each
-        with the file names it deleted, or plans to delete while in flight (it deletes before
-        it completes), per partition: one listing of the timeline folder, and the archive when
-        instants left the active timeline since (a held table's later cleans may be there)."""
-        known = {i.timestamp for i in self.timeline.completed if i.action == "clean"}
+        """Cleans, rollbacks and restores completed or begun since the timeline was loaded
+        (another process's), each with the file names it deleted, or plans to delete while in
+        flight (it deletes before it completes), per partition: one listing of the timeline
+        folder, and the archive when instants left the active timeline since (a held table's
+        later cleans may be there)."""
+        known = {i.timestamp for i in self.timeline.completed if i.action in _DELETING}
         try:
             fresh = Timeline.load(self.storage, self.config)
         except HudiError as exc:   # the check is best effort; the query itself does not need it
             log.warning("cannot check %s for cleans since it was opened: %s", self.storage.url, exc)
             return []
-        found: list[tuple[Instant, Any]] = [(i, fresh) for i in fresh.instants if i.action == "clean"]
+        found: list[tuple[Instant, Any]] = [(i, fresh) for i in fresh.instants if i.action in _DELETING]
         active = {i.timestamp for i in fresh.instants}
         loaded = self.timeline.instants
         if loaded and any(i.timestamp not in active for i in loaded if i.is_completed):
@@ -234,7 +260,7 @@ class ScanPlanner:
             try:
                 archive = fresh.archived()
                 found += [(i, archive) for i in archive.completed
-                          if i.action == "clean" and i.timestamp >= loaded[0].timestamp]
+                          if i.action in _DELETING and i.timestamp >= loaded[0].timestamp]
             except HudiError as exc:
                 log.warning("cannot read the archived timeline of %s: %s", self.storage.url, exc)
         out, done = [], set()
@@ -242,11 +268,12 @@ class ScanPlanner:
             if i.timestamp in known or i.timestamp in done:
                 continue
             try:
-                out.append((i, deleted_files(source.raw_metadata(i)) if i.is_completed
-                            else planned_deletions(source.plan(i))))
-                done.add(i.timestamp)
+                names = _deleted_by(i, source)
             except HudiError as exc:
-                log.warning("cannot read clean %s of %s: %s", i.timestamp, self.storage.url, exc)
+                log.warning("cannot read %s %s of %s: %s", i.action, i.timestamp, self.storage.url, exc)
+                continue
+            out.append((i, names))
+            done.add(i.timestamp)
         return out
 
     def check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any = None) -> None:
@@ -265,12 +292,13 @@ class ScanPlanner:
         if any(gone.clean.timestamp == clean.timestamp for clean, _ in later):
             seen = self.timeline.latest_completed_write()
             what = f"time travel to {state.as_of}" if state.as_of is not None else "the snapshot"
+            keep = (", or keep more commits (hoodie.cleaner.commits.retained) for readers that hold "
+                    "a table this long") if gone.clean.action == "clean" else ""
             raise FileMissingError(
                 f"{self.storage.url}: {path}, part of {what} of this table as opened (its timeline "
-                f"ends at {seen.timestamp if seen else 'no commit'}), was removed by clean "
-                f"{gone.clean.timestamp}, not yet complete when the table was opened; refresh() the "
-                f"table and read again, or keep more commits (hoodie.cleaner.commits.retained) for "
-                f"readers that hold a table this long")
+                f"ends at {seen.timestamp if seen else 'no commit'}), was removed by "
+                f"{gone.clean.action} {gone.clean.timestamp}, not yet complete when the table was "
+                f"opened; refresh() the table and read again{keep}")
         cleans = [i for i in self.timeline.completed if i.action == "clean"]
         keep = ""
         if cleans:
