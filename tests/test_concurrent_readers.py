@@ -36,6 +36,6 @@ def test_concurrent_snapshots_are_whole_commits(tmp_path, table_type, version):
     if rs:
         rs_report = report["hudi_rs"]
         assert rs_report["reads"] > 3 and rs_report["wrong"] == 0, text
-        # archival may delete a replacecommit hudi-rs listed before it reads it: that fails
-        # its read (as any reader's would), never answers wrong rows
-        assert all("not found" in m for m in rs_report["error_messages"]), text
+        # archival may delete a replacecommit hudi-rs listed before it reads it, the cleaner a
+        # file: that fails its read (as any reader's would), never answers wrong rows
+        assert all("notfound" in m.lower().replace(" ", "") for m in rs_report["error_messages"]), text
