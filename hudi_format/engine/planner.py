@@ -22,7 +22,7 @@ from ..options import option
 from ..options.read import INCR_FALLBACK
 from ..errors import CorruptFileError, FileMissingError, HudiError, InvalidOptionError, SchemaError
 from ..storage import Storage
-from ..timeline import Instant, Timeline
+from ..timeline import WRITE_ACTIONS, Instant, Timeline
 from ..timeline.metadata import deleted_files, planned_deletions
 from ..view import FileSlice, FileSystemView
 from ..read.bounds import normalize_instant
@@ -74,6 +74,8 @@ class ScanPlanner:
         self.options = dict(options or {})
         self._metadata: Any = None
         self.view = FileSystemView(storage, config, lister=self._metadata_listing)
+        # (first commit left active, the archive then): reused while archival has not run since
+        self._archive: tuple[str | None, Any] | None = None
 
     # -- metadata table ----------------------------------------------------------------------
     @property
@@ -253,14 +255,16 @@ class ScanPlanner:
             log.warning("cannot check %s for cleans since it was opened: %s", self.storage.url, exc)
             return []
         found: list[tuple[Instant, Any]] = [(i, fresh) for i in fresh.instants if i.action in _DELETING]
-        active = {i.timestamp for i in fresh.instants}
-        loaded = self.timeline.instants
-        if loaded and any(i.timestamp not in active for i in loaded if i.is_completed):
-            # archival ran since: the cleans after the snapshot may be in the archive already
+        first = self._first_active_commit(fresh)
+        if self._archive is not None and self._archive[0] == first:
+            fresh.adopt_archive(self._archive[1])
+        if self._archived_since(fresh, first):
+            # archival ran since, past the snapshot: its later cleans may be in the archive
             try:
                 archive = fresh.archived()
-                found += [(i, archive) for i in archive.completed
-                          if i.action in _DELETING and i.timestamp >= loaded[0].timestamp]
+                self._archive = (first, archive)
+                first = self.timeline.instants[0].timestamp
+                found += [(i, archive) for i in archive.completed if i.action in _DELETING and i.timestamp >= first]
             except HudiError as exc:
                 log.warning("cannot read the archived timeline of %s: %s", self.storage.url, exc)
         out, done = [], set()
@@ -275,6 +279,27 @@ class ScanPlanner:
             out.append((i, names))
             done.add(i.timestamp)
         return out
+
+    @staticmethod
+    def _first_active_commit(fresh: Timeline) -> str | None:
+        savepoints = {i.timestamp for i in fresh.completed if i.action == "savepoint"}
+        return min((i.timestamp for i in fresh.completed
+                    if i.action in WRITE_ACTIONS and i.timestamp not in savepoints), default=None)
+
+    def _archived_since(self, fresh: Timeline, first: str | None) -> bool:
+        """Whether archival may have moved a clean (rollback) begun after the snapshot out of
+        the active timeline: archival takes commits oldest first, and cleans and rollbacks
+        older than the newest commit it takes, so everything archived is older than the first
+        commit left active (savepointed ones aside). The archive (a whole log to decode on v6)
+        is then read only when that commit is newer than the snapshot's last instant and its
+        cleans still pending then."""
+        loaded = self.timeline.instants
+        active = {i.timestamp for i in fresh.instants}
+        if not loaded or all(i.timestamp in active for i in loaded if i.is_completed):
+            return False
+        since = min([loaded[-1].timestamp] + [i.timestamp for i in loaded
+                                              if i.action in _DELETING and not i.is_completed])
+        return first is None or first > since
 
     def check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any = None) -> None:
         """A query whose file slices the cleaner removed fails, naming one, instead of reading

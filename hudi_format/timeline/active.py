@@ -155,6 +155,13 @@ class Timeline(TimelineView):
             self._archived = ArchivedTimeline.load(self.storage, self.config)
         return self._archived
 
+    def adopt_archive(self, archive: "ArchivedTimeline") -> None:
+        """Use ``archive``, loaded by another listing of this table, as this timeline's (and
+        first, for files archived since this listing; a fresh one is loaded when it lacks
+        one): a reader re-listing the timeline does not decode the archive every time."""
+        self._archived = archive
+        self._archived_after_listing = True
+
     @property
     def archive_loaded(self) -> bool:
         return self._archived is not None
