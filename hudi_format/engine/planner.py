@@ -23,10 +23,9 @@ from ..options.read import INCR_FALLBACK
 from ..errors import CorruptFileError, FileMissingError, HudiError, InvalidOptionError, SchemaError
 from ..storage import Storage
 from ..timeline import WRITE_ACTIONS, Instant, Timeline
-from ..timeline.metadata import deleted_files, planned_deletions
 from ..view import FileSlice, FileSystemView
 from ..read.bounds import normalize_instant
-from ..read.cleaned import cleaned_slice
+from ..read.cleaned import DELETING_ACTIONS, cleaned_slice, deleted_by
 from ..read.filters import Filter, PartitionPruner, check_columns, parse_filters
 from ..read.merge import MergeSpec
 from ..read.scan import COMMIT_TIME, ScanPlan, ScanTask
@@ -34,31 +33,6 @@ from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 
 log = logging.getLogger(__name__)
-
-_DELETING = ("clean", "rollback", "restore")   # actions that delete committed files
-
-
-def _deleted_by(instant: Instant, timeline: Any) -> dict[str, list[str]]:
-    """Names of the files a clean, rollback or restore deleted (completed), or is deleting (in
-    flight: its plan; a restore's plan names instants only, so nothing), per partition."""
-    if instant.is_completed:
-        meta = timeline.raw_metadata(instant)
-        if instant.action != "restore":
-            return deleted_files(meta)
-        out: dict[str, list[str]] = {}
-        for rollbacks in (meta.get("hoodieRestoreMetadata") or {}).values():
-            for rb in rollbacks or ():
-                for part, names in deleted_files(rb).items():
-                    out.setdefault(part, []).extend(names)
-        return out
-    plan = timeline.plan(instant) or {}
-    if instant.action == "clean":
-        return planned_deletions(plan)
-    out = {}
-    for req in plan.get("RollbackRequests") or ():
-        names = [posixpath.basename(f) for f in req.get("filesToBeDeleted") or ()]
-        out.setdefault(req.get("partitionPath") or "", []).extend(names)
-    return out
 
 _META_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in META_FIELDS])
 
@@ -242,19 +216,19 @@ class ScanPlanner:
                       for s in self._prune_by_stats(listed, parsed))
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
 
-    def _later_cleans(self) -> list[tuple[Instant, dict[str, list[str]]]]:
+    def _later_deletions(self) -> list[tuple[Instant, dict[str, list[str]]]]:
         """Cleans, rollbacks and restores completed or begun since the timeline was loaded
         (another process's), each with the file names it deleted, or plans to delete while in
         flight (it deletes before it completes), per partition: one listing of the timeline
         folder, and the archive when instants left the active timeline since (a held table's
         later cleans may be there)."""
-        known = {i.timestamp for i in self.timeline.completed if i.action in _DELETING}
+        known = {i.timestamp for i in self.timeline.completed if i.action in DELETING_ACTIONS}
         try:
             fresh = Timeline.load(self.storage, self.config)
         except HudiError as exc:   # the check is best effort; the query itself does not need it
             log.warning("cannot check %s for cleans since it was opened: %s", self.storage.url, exc)
             return []
-        found: list[tuple[Instant, Any]] = [(i, fresh) for i in fresh.instants if i.action in _DELETING]
+        found: list[tuple[Instant, Any]] = [(i, fresh) for i in fresh.instants if i.action in DELETING_ACTIONS]
         first = self._first_active_commit(fresh)
         if self._archive is not None and self._archive[0] == first:
             fresh.adopt_archive(self._archive[1])
@@ -263,8 +237,9 @@ class ScanPlanner:
             try:
                 archive = fresh.archived()
                 self._archive = (first, archive)
-                first = self.timeline.instants[0].timestamp
-                found += [(i, archive) for i in archive.completed if i.action in _DELETING and i.timestamp >= first]
+                oldest = self.timeline.instants[0].timestamp
+                found += [(i, archive) for i in archive.completed
+                          if i.action in DELETING_ACTIONS and i.timestamp >= oldest]
             except HudiError as exc:
                 log.warning("cannot read the archived timeline of %s: %s", self.storage.url, exc)
         out, done = [], set()
@@ -272,7 +247,7 @@ class ScanPlanner:
             if i.timestamp in known or i.timestamp in done:
                 continue
             try:
-                names = _deleted_by(i, source)
+                names = deleted_by(i, source)
             except HudiError as exc:
                 log.warning("cannot read %s %s of %s: %s", i.action, i.timestamp, self.storage.url, exc)
                 continue
@@ -298,7 +273,7 @@ class ScanPlanner:
         if not loaded or all(i.timestamp in active for i in loaded if i.is_completed):
             return False
         since = min([loaded[-1].timestamp] + [i.timestamp for i in loaded
-                                              if i.action in _DELETING and not i.is_completed])
+                                              if i.action in DELETING_ACTIONS and not i.is_completed])
         return first is None or first > since
 
     def check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any = None) -> None:
@@ -307,7 +282,7 @@ class ScanPlanner:
         and the snapshot of a table opened before another process's clean (checked after the
         listing, which then no longer holds what that clean deleted). ``listed``: the query's
         slices before column-stats pruning, of the partitions ``accepts`` takes."""
-        later = self._later_cleans()
+        later = self._later_deletions()
         if state.as_of is None and not later:
             return
         gone = cleaned_slice(state, listed, accepts, later)

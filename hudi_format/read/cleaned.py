@@ -19,16 +19,44 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from ..errors import HudiError
 from ..timeline import Instant
-from ..timeline.metadata import deleted_files
+from ..timeline.base import TimelineView
+from ..timeline.metadata import deleted_files, planned_deletions
 from ..view import FileSlice
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from .snapshot import ReadState, replaced_by
 
-__all__ = ["cleaned_slice", "Cleaned"]
+__all__ = ["cleaned_slice", "Cleaned", "DELETING_ACTIONS", "deleted_by"]
+
+
+DELETING_ACTIONS = ("clean", "rollback", "restore")   # actions that delete committed files
+
+
+def deleted_by(instant: Instant, timeline: TimelineView) -> dict[str, list[str]]:
+    """Names of the files a clean, rollback or restore deleted (completed), or is deleting (in
+    flight: its plan; a restore's plan names instants only, so nothing), per partition."""
+    if instant.is_completed:
+        meta = timeline.raw_metadata(instant)
+        if instant.action != "restore":
+            return deleted_files(meta)
+        out: dict[str, list[str]] = {}
+        for rollbacks in (meta.get("hoodieRestoreMetadata") or {}).values():
+            for rb in rollbacks or ():
+                for part, names in deleted_files(rb).items():
+                    out.setdefault(part, []).extend(names)
+        return out
+    plan = timeline.plan(instant) or {}
+    if instant.action == "clean":
+        return planned_deletions(plan)
+    out = {}
+    for req in plan.get("RollbackRequests") or ():
+        names = [posixpath.basename(f) for f in req.get("filesToBeDeleted") or ()]
+        out.setdefault(req.get("partitionPath") or "", []).extend(names)
+    return out
 
 
 class Cleaned(NamedTuple):
-    """A file a view needs that a clean deleted (table-relative path), and that clean."""
+    """A file a view needs that a clean (rollback, restore) deleted (table-relative path), and
+    that instant."""
 
     path: str
     clean: Instant
