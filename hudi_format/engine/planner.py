@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from functools import cached_property
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +25,7 @@ from ..storage import Storage
 from ..timeline import WRITE_ACTIONS, Instant, Timeline
 from ..view import FileSlice, FileSystemView
 from ..read.bounds import normalize_instant
-from ..read.cleaned import DELETING_ACTIONS, cleaned_slice, deleted_by
+from ..read.cleaned import DELETING_ACTIONS, cleaned_slice, deleted_by, undone_by
 from ..read.filters import Filter, PartitionPruner, check_columns, parse_filters
 from ..read.merge import MergeSpec
 from ..read.scan import COMMIT_TIME, ScanPlan, ScanTask
@@ -33,6 +33,15 @@ from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 
 log = logging.getLogger(__name__)
+
+class _Later(NamedTuple):
+    """A clean, rollback or restore begun since the planner's timeline was loaded: the file
+    names it deleted (or is deleting) per partition, and the instants it undid."""
+
+    instant: Instant
+    deleted: dict[str, list[str]]
+    undone: list[str]
+
 
 _META_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in META_FIELDS])
 
@@ -216,12 +225,12 @@ class ScanPlanner:
                       for s in self._prune_by_stats(listed, parsed))
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
 
-    def _later_deletions(self) -> list[tuple[Instant, dict[str, list[str]]]]:
+    def _later_deletions(self) -> list[_Later]:
         """Cleans, rollbacks and restores completed or begun since the timeline was loaded
         (another process's), each with the file names it deleted, or plans to delete while in
-        flight (it deletes before it completes), per partition: one listing of the timeline
-        folder, and the archive when instants left the active timeline since (a held table's
-        later cleans may be there)."""
+        flight (it deletes before it completes), per partition, and the instants it undid:
+        one listing of the timeline folder, and the archive when instants left the active
+        timeline since (a held table's later cleans may be there)."""
         known = {i.timestamp for i in self.timeline.completed if i.action in DELETING_ACTIONS}
         try:
             fresh = Timeline.load(self.storage, self.config)
@@ -247,11 +256,10 @@ class ScanPlanner:
             if i.timestamp in known or i.timestamp in done:
                 continue
             try:
-                names = deleted_by(i, source)
+                out.append(_Later(i, deleted_by(i, source), undone_by(i, source)))
             except HudiError as exc:
                 log.warning("cannot read %s %s of %s: %s", i.action, i.timestamp, self.storage.url, exc)
                 continue
-            out.append((i, names))
             done.add(i.timestamp)
         return out
 
@@ -276,6 +284,20 @@ class ScanPlanner:
                                               if i.action in DELETING_ACTIONS and not i.is_completed])
         return first is None or first > since
 
+    def _check_not_undone(self, state: ReadState, later: list[_Later]) -> None:
+        """A rollback or restore begun since the table was loaded that undoes a commit of the
+        query's view fails it: the commit's files are gone, or (version 6 MOR) a command block
+        now hides its log blocks, and the view would silently be the state before it."""
+        for x in later:
+            hit = [t for t in x.undone if t and state.visible(t)]
+            if hit:
+                seen = self.timeline.latest_completed_write()
+                raise FileMissingError(
+                    f"{self.storage.url}: commit {hit[0]}, part of the view of this table as opened (its "
+                    f"timeline ends at {seen.timestamp if seen else 'no commit'}), was undone by "
+                    f"{x.instant.action} {x.instant.timestamp}, not yet complete when the table was "
+                    f"opened; refresh() the table and read again")
+
     def check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any = None) -> None:
         """A query whose file slices the cleaner removed fails, naming one, instead of reading
         the older slices that are left (:mod:`..read.cleaned`): time travel to an old instant,
@@ -285,11 +307,12 @@ class ScanPlanner:
         later = self._later_deletions()
         if state.as_of is None and not later:
             return
-        gone = cleaned_slice(state, listed, accepts, later)
+        self._check_not_undone(state, later)
+        gone = cleaned_slice(state, listed, accepts, [(x.instant, x.deleted) for x in later])
         if gone is None:
             return
         path = self.storage.uri(gone.path)
-        if any(gone.clean.timestamp == clean.timestamp for clean, _ in later):
+        if any(gone.clean.timestamp == x.instant.timestamp for x in later):
             seen = self.timeline.latest_completed_write()
             what = f"time travel to {state.as_of}" if state.as_of is not None else "the snapshot"
             keep = (", or keep more commits (hoodie.cleaner.commits.retained) for readers that hold "

@@ -25,7 +25,7 @@ from ..view import FileSlice
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from .snapshot import ReadState, replaced_by
 
-__all__ = ["cleaned_slice", "Cleaned", "DELETING_ACTIONS", "deleted_by"]
+__all__ = ["cleaned_slice", "Cleaned", "DELETING_ACTIONS", "deleted_by", "undone_by"]
 
 
 DELETING_ACTIONS = ("clean", "rollback", "restore")   # actions that delete committed files
@@ -52,6 +52,19 @@ def deleted_by(instant: Instant, timeline: TimelineView) -> dict[str, list[str]]
         names = [posixpath.basename(f) for f in req.get("filesToBeDeleted") or ()]
         out.setdefault(req.get("partitionPath") or "", []).extend(names)
     return out
+
+
+def undone_by(instant: Instant, timeline: TimelineView) -> list[str]:
+    """The instants a rollback or restore undid (completed) or is undoing (in flight: its plan)."""
+    if instant.action not in ("rollback", "restore"):
+        return []
+    if instant.is_completed:
+        meta = timeline.raw_metadata(instant)
+        return [str(t) for t in (meta.get("commitsRollback") or meta.get("instantsToRollback") or ())]
+    plan = timeline.plan(instant) or {}
+    if instant.action == "rollback":
+        return [str((plan.get("instantToRollback") or {}).get("commitTime") or "")]
+    return [str(e.get("commitTime") or "") for e in plan.get("instantsToRollback") or ()]
 
 
 class Cleaned(NamedTuple):
