@@ -236,3 +236,24 @@ def test_a_held_snapshot_whose_commit_was_rolled_back_or_restored_away_fails(tmp
     with pytest.raises(FileMissingError, match=f"(removed|undone) by {undo}"):
         held.read()
     assert sorted(held.refresh().read(columns=["ts"]).column("ts").to_pylist()) == [1, 1]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_rollback_killed_before_it_hid_its_target_does_not_fail_readers(tmp_path, monkeypatch, table_type):
+    """A rollback planned (its requested file written) but killed before it hid its target has
+    undone nothing: readers take the target as committed, as Hudi's do, and read it."""
+    import hudi_format.services.rollback as rollbacks
+    path = str(tmp_path / "t")
+    for ts in (1, 2):
+        last = hudi.write(path, pa.table({"id": pa.array([1, 2], pa.int64()), "ts": pa.array([ts, ts], pa.int64()),
+                                          "part": ["p0", "p0"]}), operation="upsert", table_type=table_type, **KEY)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+    monkeypatch.setattr(rollbacks, "_hide", killed)
+    with pytest.raises(KeyboardInterrupt):
+        hudi.open_table(path).rollback(last.timestamp)
+    monkeypatch.undo()
+    table = hudi.open_table(path)
+    assert [i.action for i in table.timeline.pending] == ["rollback"]
+    assert sorted(table.read(columns=["ts"]).column("ts").to_pylist()) == [2, 2]

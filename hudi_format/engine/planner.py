@@ -256,7 +256,14 @@ class ScanPlanner:
             if i.timestamp in known or i.timestamp in done:
                 continue
             try:
-                out.append(_Later(i, deleted_by(i, source), undone_by(i, source)))
+                later = _Later(i, deleted_by(i, source), undone_by(i, source))
+                if not i.is_completed and i.action != "clean":
+                    # a rollback (restore) hides its target before it deletes anything: one whose
+                    # targets are all still completed has undone nothing yet (killed, say), and
+                    # readers take them as committed, as Hudi's do
+                    hidden = [t for t in later.undone if not fresh.is_completed(t)]
+                    later = _Later(i, later.deleted if hidden else {}, hidden)
+                out.append(later)
             except HudiError as exc:
                 log.warning("cannot read %s %s of %s: %s", i.action, i.timestamp, self.storage.url, exc)
                 continue
