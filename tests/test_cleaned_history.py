@@ -257,3 +257,32 @@ def test_a_rollback_killed_before_it_hid_its_target_does_not_fail_readers(tmp_pa
     table = hudi.open_table(path)
     assert [i.action for i in table.timeline.pending] == ["rollback"]
     assert sorted(table.read(columns=["ts"]).column("ts").to_pylist()) == [2, 2]
+
+
+def test_rolling_back_a_replacecommit_whose_replaced_groups_were_cleaned_is_refused(tmp_path):
+    """Rolling back an ``insert_overwrite`` makes the file groups it replaced live again; once
+    the cleaner has removed them, their rows would come back from nowhere: the rows vanished
+    (torture seed 410191: savepoint at the replacecommit, cleans, restore, then its rollback).
+    The rollback is refused, naming a removed group, and the table is left as it was."""
+    from hudi_format.errors import InvalidOptionError
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "1"}
+
+    def write(op: str, keys: list[int], ts: int):
+        return hudi.write(path, pa.table({"id": pa.array(keys, pa.int64()), "ts": pa.array([ts] * len(keys), pa.int64()),
+                                          "part": [f"p{k % 2}" for k in keys]}),
+                          operation=op, options=opts, **KEY)
+
+    write("insert", [0, 1, 2, 3], 1)
+    overwrite = write("insert_overwrite", [1, 5], 2)        # replaces p1's group
+    hudi.open_table(path).savepoint(overwrite.timestamp)
+    for ts in (3, 4, 5):
+        write("upsert", [0], ts)
+    hudi.open_table(path).clean(opts)
+    hudi.open_table(path).restore(overwrite.timestamp)
+    hudi.open_table(path).delete_savepoint(overwrite.timestamp)
+    before = sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist())
+    assert before == [0, 1, 2, 5]
+    with pytest.raises(InvalidOptionError, match="cleaner has removed file groups it replaced"):
+        hudi.open_table(path).rollback(overwrite.timestamp)
+    assert sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist()) == before

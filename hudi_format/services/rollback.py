@@ -258,6 +258,7 @@ def rollback(storage: Storage, config: TableConfig, instant: str | Instant,
         if any(s.timestamp == ts and s.action == "savepoint" for s in timeline.completed):
             raise InvalidOptionError(f"{ts} is savepointed; delete the savepoint first")
         _keep_archived_commits_visible(timeline, target, storage.url)
+        _keep_replaced_rows(storage, timeline, target)
     plan = build_plan(storage, config, timeline, target)
     with Transaction.begin(storage, config, "rollback", options, plan=plan, undo_on_abort=False) as txn:
         return _finish(storage, timeline, txn, plan, target)
@@ -277,6 +278,32 @@ def _keep_archived_commits_visible(timeline: Timeline, target: Instant, where: s
             f"and {len(archived)} earlier commits are archived, whose rows no reader would see once it "
             f"is gone (readers count archived commits from the first active one); undo its changes "
             f"with a new write instead")
+
+
+def _keep_replaced_rows(storage: Storage, timeline: Timeline, target: Instant) -> None:
+    """Refuse to roll back a replacecommit (clustering, insert_overwrite, delete_partition)
+    whose replaced file groups the cleaner has removed: rolling it back makes them live again,
+    and with no file left their rows would be gone, with the replacing groups' rows too."""
+    if target.action != "replacecommit":
+        return
+    try:
+        replaced = timeline.metadata(target).partition_to_replace_file_ids
+    except HudiError:
+        return
+    for partition, file_ids in replaced.items():
+        if not file_ids:
+            continue
+        present = set()
+        for f in storage.list(partition or ""):
+            parsed = None if f.is_dir else (parse_base_file_name(f.name) or parse_log_file_name(f.name))
+            if parsed is not None:
+                present.add(parsed.file_id)
+        gone = [fid for fid in file_ids if fid not in present]
+        if gone:
+            raise InvalidOptionError(
+                f"cannot roll back {target.timestamp} of {storage.url}: the cleaner has removed file "
+                f"groups it replaced (e.g. {partition}/{gone[0]}), whose rows a rollback would make "
+                f"live again with no file to read them from; undo its changes with a new write instead")
 
 
 def _finish(storage: Storage, timeline: Timeline, txn: Transaction, plan: Mapping[str, Any],

@@ -260,9 +260,11 @@ class Sequence:
             try:
                 table.rollback(latest.timestamp, options=self.opts)
             except InvalidOptionError as exc:
-                if "earlier commits are archived" not in str(exc):
-                    raise
-                return "refused (the last active commit over archived ones)"
+                if "earlier commits are archived" in str(exc):
+                    return "refused (the last active commit over archived ones)"
+                if "the cleaner has removed file groups it replaced" in str(exc):
+                    return "refused (the groups it replaced were cleaned)"
+                raise
             if latest.timestamp in self.before:
                 self.model.rows, self.model.writer = map(dict, self.before.pop(latest.timestamp))
             self.history = [h for h in self.history if h[0] != latest.timestamp]
