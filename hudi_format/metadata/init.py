@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "METADATA_PAYLOAD_CLASS", "METADATA_KEYGEN_CLASS", "metadata_storage", "metadata_table_exists",
     "metadata_table_properties", "create_metadata_table", "set_metadata_partitions",
-    "init_instant_times", "file_group_count", "enabled_partitions", "initialize_partitions",
+    "init_instant_times", "is_init_instant", "file_group_count", "enabled_partitions", "initialize_partitions",
     "delete_metadata_table",
 ]
 
@@ -188,6 +188,14 @@ def init_instant_times(data_config: TableConfig, md_instants: Iterable[str],
             taken.add(ts)
             out.append(ts)
     return out
+
+
+def is_init_instant(ts: str) -> bool:
+    """Whether a metadata-table instant time is one :func:`init_instant_times` gives: v8
+    ``0000000000000000N``, v6 a data instant + ``010``, ``011``, ... (compactions take ``001``,
+    log compactions ``005``, rollbacks ``006``)."""
+    return ts.startswith(SOLO_COMMIT_TIMESTAMP_V6) or (
+        len(ts) == 20 and ts[17:].isdigit() and int(ts[17:]) >= PARTITION_INITIALIZATION_TIME_SUFFIX)
 
 
 def file_group_count(partition: str, options: Mapping[str, Any], num_records: int = 0) -> int:

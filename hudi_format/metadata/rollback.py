@@ -15,7 +15,7 @@ from ..timeline import Instant, State, Timeline
 from ..timeline.writer import TimelineWriter
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from . import keys as K
-from .init import SOLO_COMMIT_TIMESTAMP_V6
+from .init import is_init_instant
 from . import payloads as P
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,9 @@ class MetadataRollback:
 
     @staticmethod
     def _initializations(md_tl: Timeline) -> list[Instant]:
-        """The completed deltacommits that bootstrapped metadata partitions (``init_instant_times``:
-        v8 ``0000000000000000N``, v6 the data instant they cover + ``010``, ``011``, ...)."""
-        def is_init(ts: str) -> bool:
-            return ts.startswith(SOLO_COMMIT_TIMESTAMP_V6) or (len(ts) == 20 and int(ts[17:]) >= 10)
-        return [i for i in md_tl.instants if i.is_completed and i.action == "deltacommit" and is_init(i.timestamp)]
+        """The completed deltacommits that bootstrapped metadata partitions."""
+        return [i for i in md_tl.instants
+                if i.is_completed and i.action == "deltacommit" and is_init_instant(i.timestamp)]
 
     def _rollback_files(self, target: Instant) -> list[str]:
         deleted = []

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 from ..errors import HudiError
 from ..timeline import Instant
 from ..timeline.base import TimelineView
-from ..timeline.metadata import deleted_files, planned_deletions
+from ..timeline.metadata import deleted_files, planned_deletions, rolled_back_from
 from ..view import FileSlice
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from .snapshot import ReadState, replaced_by
@@ -59,8 +59,7 @@ def undone_by(instant: Instant, timeline: TimelineView) -> list[str]:
     if instant.action not in ("rollback", "restore"):
         return []
     if instant.is_completed:
-        meta = timeline.raw_metadata(instant)
-        return [str(t) for t in (meta.get("commitsRollback") or meta.get("instantsToRollback") or ())]
+        return sorted(rolled_back_from(instant.action, timeline.raw_metadata(instant)))
     plan = timeline.plan(instant) or {}
     if instant.action == "rollback":
         return [str((plan.get("instantToRollback") or {}).get("commitTime") or "")]
@@ -84,7 +83,7 @@ def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, Mapping[str,
     timeline = state.timeline
     # the latest snapshot as loaded: the cleans before it kept its slices (cleaners never
     # delete the latest), so only the later ones can have removed any
-    cleans: list[tuple[Instant, object]] = [] if state.as_of is None else [
+    cleans: list[tuple[Instant, TimelineView]] = [] if state.as_of is None else [
         (i, timeline) for i in timeline.completed if i.action == "clean"]
     if state.needs_archive:
         archived = timeline.archived()
@@ -92,7 +91,7 @@ def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, Mapping[str,
     deletions: list[tuple[Instant, Mapping[str, list[str]]]] = []
     for inst, source in cleans:
         try:
-            deletions.append((inst, deleted_files(source.raw_metadata(inst))))  # type: ignore[attr-defined]
+            deletions.append((inst, deleted_by(inst, source)))
         except HudiError:
             continue
     for inst, by_partition in deletions + list(later):
