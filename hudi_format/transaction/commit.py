@@ -34,6 +34,7 @@ from ..timeline.writer import TimelineWriter
 from .heartbeat import Heartbeat, heartbeat_expired
 from .locks import TableLock
 from .markers import delete_markers, read_markers, written_by
+from .schema_conflicts import resolve_commit_schema
 from .snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
@@ -253,6 +254,9 @@ class Transaction:
                 self._check_still_pending(now)
                 if conflict_check is not None:
                     conflict_check(now)
+                # a writer or service that loaded the table before another writer evolved its
+                # schema records the evolved one, never the columns it loaded alone
+                resolve_commit_schema(self.config, now, self.instant_time, metadata)
             # the metadata table's deltacommit keeps the time lock that issued its completion
             # time, and this instant completes under that same hold: both completion times come
             # from one lock round, the metadata table's first (the block releases it in any case)

@@ -5,8 +5,11 @@ usage: python servicechild.py writer  <table url> <proc> <seconds> <ledger.jsonl
 
 A *writer* inserts, upserts and deletes keys of its own range (``w<proc>_<n>``) until the
 deadline and appends each outcome to its ledger, one JSON line flushed and fsynced *after*
-``write()`` returned or raised: ``{"op", "keys", "value", "ok", "error"}``. Keys a failed write
-touched are retired (never written again), so the ledger alone fixes every key's final state.
+``write()`` returned or raised: ``{"op", "keys", "value", "ok", "error", "column"}``. Keys a
+failed write touched are retired (never written again), so the ledger alone fixes every key's
+final state. A quarter of its inserts and upserts also carry a column of its own, ``c<proc>``
+(the value as text; ``"column": true``), so the writers evolve the schema concurrently, each
+differently; its other writes leave that column null.
 The *service* process loops compact (MOR) / clean / cluster / archive with aggressive options.
 """
 
@@ -77,9 +80,12 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
                 op = "delete"
                 keys = rng.sample(live, min(len(live), rng.randint(1, 2)))
             data = rows(keys, value)
+            column = op != "delete" and rng.random() < 0.25
+            if column:   # this writer's own new column
+                data = data.append_column(f"c{proc}", pa.array([str(value)] * len(keys)))
             if op == "delete":
                 data = data.select(["id", "p"])
-            entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None}
+            entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None, "column": column}
             try:
                 hudi.write(url, data, operation=op, record_key="id", ordering_field="ts",
                            partition_by="p", options=AGGRESSIVE, storage_options=storage_options)

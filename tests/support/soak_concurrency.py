@@ -8,6 +8,9 @@ last acknowledged insert/upsert, or absent after an acknowledged delete. The out
 * ``stale``: the key shows an older acknowledged value (or is back after an acknowledged delete);
 * ``failed_visible``: a write that raised shows (its value, its insert or its delete);
 * ``duplicates``: a key on more than one row;
+* ``lost_column``: a key whose writer's own column ``c<proc>`` (``servicechild.py``: the writers
+  evolve the schema concurrently) is not what its last acknowledged write gave it: that value,
+  or null when that write did not carry the column;
 * ``unreadable_slices``: latest file slices whose files are gone (the rest is still counted).
 
 ``ours_storage_listing`` (our reader without the metadata table) is reported for diagnosis only.
@@ -103,6 +106,18 @@ def expected_state(ledgers: list[list[dict]]) -> tuple[dict, dict]:
     return want, failed
 
 
+def expected_columns(ledgers: list[list[dict]]) -> dict[str, tuple[str, str | None]]:
+    """``key -> (its writer's column, the text it must hold)`` by the last acknowledged insert
+    or upsert of the key (``None``: that write did not carry the column)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for proc, ledger in enumerate(ledgers):
+        for e in ledger:
+            if e["ok"] and e["op"] in ("insert", "upsert"):
+                for k in e["keys"]:
+                    out[k] = (f"c{proc}", str(e["value"]) if e.get("column") else None)
+    return out
+
+
 def outcome(table: pa.Table, ledgers: list[list[dict]], gap: dict | None = None) -> dict:
     """Counts of lost / stale / failed-but-visible / duplicate keys in ``table`` (id, v).
 
@@ -156,8 +171,18 @@ def outcome(table: pa.Table, ledgers: list[list[dict]], gap: dict | None = None)
             stale += 1
             note("stale", key, f"acknowledged {value}, table has {have}")
     unknown = sum(1 for k in got if k not in want)
+    lost_column = 0
+    columns = {c: table.column(c).to_pylist() for c in table.column_names if c.startswith("c")}
+    index = {k: i for i, k in enumerate(ids)}
+    for key, (column, text) in expected_columns(ledgers).items():
+        if key in excused or key not in index or got[key] != want.get(key):
+            continue   # absent or another value: counted above
+        have = columns[column][index[key]] if column in columns else None
+        if have != text:
+            lost_column += 1
+            note("lost_column", key, f"{column} is {have!r}, acknowledged {text!r}")
     out = {"keys": len(want), "lost": lost, "stale": stale, "failed_visible": failed_visible,
-           "duplicates": dup, "unknown": unknown, "examples": examples}
+           "duplicates": dup, "unknown": unknown, "lost_column": lost_column, "examples": examples}
     if gap is not None:
         out.update(gap_keys=len(gap), known_gap=known_gap, gap_examples=gap_examples)
     return out
@@ -178,14 +203,15 @@ def read_ours(url: str, storage_options=None) -> tuple[pa.Table, list[str]]:
     from hudi_format.read.snapshot import ReadState
     table = hudi.open_table(url, storage_options=storage_options)
     try:
-        return table.read(columns=["id", "v"]), []
+        return _data(table.read()), []
     except hudi.HudiError:
         pass
     state = ReadState(table.config, table.timeline)
     pieces, problems = [], []
+    names = _data(table.schema().empty_table()).column_names
     for s in state.file_slices(table._view):
         try:
-            pieces.append(table._read_slice(s, state, ["id", "v"], []).select(["id", "v"]))
+            pieces.append(table._read_slice(s, state, names, []).select(names))
         except hudi.HudiError as exc:
             problems.append(f"{s.partition_path}/{s.file_id}: {exc}"[:300])
     return pa.concat_tables(pieces) if pieces else pa.table({"id": pa.array([], pa.string()),
@@ -201,7 +227,12 @@ def read_hudi_rs(url: str, storage_options=None) -> tuple[pa.Table, list[str]]:
     batches = t.read()
     if not batches:
         return pa.table({"id": pa.array([], pa.string()), "v": pa.array([], pa.int64())}), []
-    return pa.Table.from_batches(batches).select(["id", "v"]), []
+    return _data(pa.Table.from_batches(batches)), []
+
+
+def _data(table: pa.Table) -> pa.Table:
+    """``id``, ``v`` and the writers' own columns (``c<proc>``)."""
+    return table.select([c for c in table.column_names if c in ("id", "v") or c.startswith("c")])
 
 
 def hudi_rs_gap(url: str, storage_options=None) -> dict:
@@ -301,7 +332,7 @@ def check(url: str, ledgers: list[list[dict]], storage_options=None) -> dict:
     """The readers' outcomes against the ledgers, and the metadata listing against storage."""
     def ours_storage_listing(url, storage_options):  # diagnosis: is it the metadata table?
         table = hudi.open_table(url, storage_options=storage_options, options={"hoodie.metadata.enable": "false"})
-        return table.read(columns=["id", "v"]), []
+        return _data(table.read()), []
 
     report: dict = {}
     for name, reader in (("ours", read_ours), ("hudi_rs", read_hudi_rs),
@@ -326,7 +357,7 @@ def clean(report: dict) -> bool:
         return False
     return all(isinstance(report.get(r), dict) and "error" not in report[r]
                and not report[r]["unreadable_slices"] and report[r]["lost"] == report[r]["stale"] == report[r]["failed_visible"]
-               == report[r]["duplicates"] == 0 for r in ("ours", "hudi_rs"))
+               == report[r]["duplicates"] == report[r]["lost_column"] == 0 for r in ("ours", "hudi_rs"))
 
 
 def main(argv=None) -> int:
