@@ -144,6 +144,8 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
                      "hoodie.parquet.page.size": 512})
     if mdt and random.Random(f"colstats-{seed}").random() < 0.4:   # filtered reads skip files by stats
         opts["hoodie.metadata.index.column.stats.enable"] = "true"
+    if version >= 8 and random.Random(f"merge-mode-{seed}").random() < 0.25:   # the latest commit wins
+        opts["hoodie.record.merge.mode"] = "COMMIT_TIME_ORDERING"
     evolve = random.Random(f"evolve-{seed}").random() < 0.5
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch,
@@ -158,7 +160,8 @@ class Sequence:
         self.cfg = config
         self.opts = dict(config["options"])
         self.table_type, self.version = config["table_type"], config["version"]
-        self.event_time = self.version >= 8   # v6 tables merge with the 0.x default payload
+        # v6 tables merge with the 0.x default payload: the latest commit wins, as v8's commit-time ordering
+        self.event_time = self.version >= 8 and self.opts.get("hoodie.record.merge.mode") != "COMMIT_TIME_ORDERING"
         self.model = Model(self.event_time)
         self.ts = 0                    # ordering value of the next batch (grows each step)
         self.next_key = 0
