@@ -128,10 +128,11 @@ class Table:
 
     def file_slices(self, as_of: InstantLike = None, filters: Filters = None,
                     read_optimized: bool = False) -> list[FileSlice]:
-        """The latest file slice of every live file group, as of ``as_of``."""
+        """The latest file slice of every live file group, as of ``as_of`` (``FileMissingError``
+        when the cleaner, a rollback or a restore has removed slices it needs, as reads do)."""
         _, parsed = self._planner.prepare(None, filters)
         state = self._planner.state(self._planner.instant(as_of, "as_of"))
-        return self._planner.slices(state, parsed, read_optimized)
+        return self._planner.checked_slices(state, parsed, read_optimized)
 
     # -- reading -----------------------------------------------------------------------------
     def _read_slice(self, s: FileSlice, state: ReadState, columns: list[str], filters: list[Filter]) -> pa.Table:

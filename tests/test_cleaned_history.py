@@ -106,6 +106,9 @@ def test_time_travel_to_a_cleaned_instant_fails_and_a_kept_one_reads_exactly(tmp
     table = hudi.open_table(path)
     with pytest.raises(FileMissingError, match="cleaner removed"):
         table.read(as_of=bounds[2], columns=["id", "ts"])
+    with pytest.raises(FileMissingError, match="cleaner removed"):   # the slices an engine would plan from
+        table.file_slices(as_of=bounds[2])
+    assert table.file_slices(as_of=bounds[-1]) == table.file_slices()
     for n in (len(bounds), len(bounds) - 1):              # the last commits: their slices are kept
         got = table.read(as_of=bounds[n - 1], columns=["id", "ts"])
         assert dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == _as_of_model(wrote, n)

@@ -219,11 +219,16 @@ class ScanPlanner:
                                           self.instant(end, "end"), out_schema)
         state = self.state(self.instant(as_of, "as_of"))
         ro = read_optimized and self.config.table_type == "MERGE_ON_READ"
-        listed, accepts = self._partition_slices(state, parsed, read_optimized)
-        self.check_not_cleaned(state, listed, accepts)
         tasks = tuple(self.task(s, state, cols, parsed, read_optimized=ro)
-                      for s in self._prune_by_stats(listed, parsed))
+                      for s in self.checked_slices(state, parsed, read_optimized))
         return ScanPlan(tasks, out_schema, self.storage.url, state.as_of)
+
+    def checked_slices(self, state: ReadState, filters: list[Filter], read_optimized: bool) -> list[FileSlice]:
+        """``slices``, once the listing is checked against what cleans, rollbacks and restores
+        removed past ``state`` (``FileMissingError``: the slices it needs are gone)."""
+        listed, accepts = self._partition_slices(state, filters, read_optimized)
+        self.check_not_cleaned(state, listed, accepts)
+        return self._prune_by_stats(listed, filters)
 
     def _later_deletions(self) -> list[_Later]:
         """Cleans, rollbacks and restores completed or begun since the timeline was loaded
