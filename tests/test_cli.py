@@ -350,3 +350,32 @@ def test_validate_finds_no_errors_in_tables_apache_hudi_wrote(fixture_tables, na
     assert [str(p) for p in problems if p.severity == ERROR] == []
     # the only oddity Hudi leaves in these tables: duplicate keys from INSERT INTO
     assert {p.check for p in problems} <= {"duplicate-keys"}
+
+
+def test_validate_checks_the_record_index_against_the_snapshot(tmp_path, monkeypatch):
+    """A key the record index lacks, one it keeps after its delete, one it misplaces: each an error."""
+    from hudi_format.metadata.keys import RecordIndexLocation
+    from hudi_format.metadata.reader import MetadataTable
+    path = tmp_path / "ri"
+    opts = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX"}
+    hudi.write(path, trips(range(20)), operation="insert", record_key="id", ordering_field="ts",
+               partition_by="city", options=opts)
+    hudi.open_table(path).write(trips(range(15, 25)), options=opts)
+    assert cli_json("validate", path)["problems"] == []
+    real = MetadataTable.all_record_locations
+    locs = real(MetadataTable(hudi.open_table(path).storage, hudi.open_table(path).config))
+    some, other = sorted(locs)[:2]
+
+    def damaged(self):
+        out = dict(real(self))
+        del out[some]
+        out["gone"] = out[other]
+        out[other] = RecordIndexLocation(out[other].partition, "00000000-0000-0000-0000-000000000000-0")
+        return out
+
+    monkeypatch.setattr(MetadataTable, "all_record_locations", damaged)
+    from hudi_format.cli.validate import validate_table
+    problems = [p for p in validate_table(str(path)) if p.check == "record-index"]
+    assert sorted(p.severity for p in problems) == ["error", "error", "warning"], problems
+    text = " ".join(p.message for p in problems)
+    assert f"{some!r}" in text and "'gone'" in text and f"{other!r}" in text

@@ -504,6 +504,31 @@ def test_record_index_maps_every_key_to_its_file_group(tmp_path, ttype):
     assert all(got[f"k{k:05d}"][0] == "c" for k in range(20, 24))
 
 
+@pytest.mark.parametrize("version,mode", [(6, None), (8, "COMMIT_TIME_ORDERING"), (8, "EVENT_TIME_ORDERING")])
+def test_record_index_drops_soft_deleted_keys_of_a_log_where_the_delete_always_wins(tmp_path, version, mode):
+    """Merge-on-Read logs records flagged ``_hoodie_is_deleted`` as deletes carrying their
+    ordering value. Under commit-time ordering (version 6's default payload too) the delete wins
+    whatever the stored record, so the index drops the key; under event-time ordering it may
+    lose to the stored record, so the key stays (a warning of ``validate``, never an error). A
+    key re-inserted in a later block than its delete stays, at its file group."""
+    from hudi_format.cli.validate import record_index_problems
+    path = tmp_path / "t"
+    opts = {**ALL_INDEXES, "hoodie.index.type": "RECORD_INDEX", **({"hoodie.record.merge.mode": mode} if mode else {})}
+    _write(path, make_rows(range(20), ts=0), ttype="MERGE_ON_READ", version=version, options=opts)
+    flagged = make_rows(range(0, 6), ts=1).append_column("_hoodie_is_deleted", pa.array([True] * 3 + [False] * 3))
+    _write(path, flagged, ttype="MERGE_ON_READ", version=version, options=opts)
+    back = make_rows(range(1, 2), ts=2).append_column("_hoodie_is_deleted", pa.array([False]))
+    _write(path, back, ttype="MERGE_ON_READ", version=version, options=opts)
+    assert sorted(hudi.open_table(str(path)).read(columns=["id"]).column("id").to_pylist()) == \
+        [f"k{k:05d}" for k in range(1, 20) if k != 2]
+    st, cfg = _st(path)
+    indexed = set(MetadataTable(st, cfg).all_record_locations())
+    kept = mode == "EVENT_TIME_ORDERING"
+    assert ("k00000" in indexed) == kept and ("k00002" in indexed) == kept and "k00001" in indexed
+    problems = record_index_problems(str(path))
+    assert [p.severity for p in problems] == (["warning"] if kept else []), problems
+
+
 def test_bloom_filters_equal_the_base_file_footers(tmp_path):
     path = tmp_path / "t"
     for i in range(3):

@@ -13,6 +13,10 @@ Checks, in order (each problem names the file at fault):
 5. The metadata table, when there is one, is not behind the data and lists the same files; it
    passes checks 1 to 4 itself.
 6. The snapshot has no duplicate record keys (a warning: Apache Hudi's own inserts make them).
+7. The record index, when the metadata table keeps one, holds every snapshot key at a file group
+   that has it (Hudi's metadata-table validator, record-index content): a key it lacks or
+   misplaces is tagged as an insert, a duplicate in waiting. Keys it holds beyond the snapshot
+   are a warning (a soft delete that may lose to the stored record keeps its key).
 
 Errors break readers or lose data; warnings are oddities Hudi tolerates (a stray file, a
 corrupt block a failed writer left behind, duplicate keys from inserts); ``--strict`` fails on them too.
@@ -412,8 +416,61 @@ class _Checker:
                      f"(inserts and bulk inserts do not deduplicate against the table)")
 
 
+    def record_index(self, table) -> None:
+        from ..engine.scan import read_task_table
+        from ..metadata.keys import RECORD_INDEX
+        mdt = table.metadata_table
+        if mdt is None or RECORD_INDEX not in mdt.enabled_partitions or not table.config.populate_meta_fields:
+            return
+        if mdt.read_failure() is not None or mdt.staleness() is not None:
+            return   # reported by the metadata-table check; writers rebuild it
+        key, part = "_hoodie_record_key", "_hoodie_partition_path"
+        pieces = []
+        for task in self.progress(table.plan_scan(columns=[key]).tasks, "record index: snapshot keys", None):
+            keys = read_task_table(task, self.storage_options).column(key)
+            fs = task.file_slice
+            pieces.append(pa.table({"key": keys, part: pa.repeat(pa.scalar(fs.partition_path), len(keys)),
+                                    "file_id": pa.repeat(pa.scalar(fs.file_id), len(keys))}))
+        snap = pa.concat_tables(pieces) if pieces else pa.table({"key": pa.array([], pa.string()),
+                                                                 part: pa.array([], pa.string()),
+                                                                 "file_id": pa.array([], pa.string())})
+        locs = mdt.all_record_locations()
+        index = pa.table({"key": pa.array(list(locs), pa.string()),
+                          "ri_partition": pa.array([v.partition for v in locs.values()], pa.string()),
+                          "ri_file_id": pa.array([v.file_id for v in locs.values()], pa.string())})
+        lacks = snap.filter(pc.invert(pc.is_in(snap["key"], index["key"])))
+        stale = index.filter(pc.invert(pc.is_in(index["key"], snap["key"])))
+        both = snap.join(index, "key", join_type="inner")
+        same = pc.and_(pc.equal(both[part], both["ri_partition"]), pc.equal(both["file_id"], both["ri_file_id"]))
+        both = both.append_column("same", same).group_by("key").aggregate([("same", "any")])
+        wrong = both.filter(pc.invert(both["same_any"]))["key"]
+        where = ".hoodie/metadata/record_index"
+        if lacks.num_rows:
+            self.add(ERROR, "record-index", where, f"{lacks.num_rows} snapshot keys are not in the record index, "
+                     f"e.g. {lacks['key'][0].as_py()!r} of {lacks[part][0].as_py() or '.'}/{lacks['file_id'][0].as_py()}")
+        if stale.num_rows:
+            # a soft delete under event-time ordering may lose to the stored record, so writers
+            # keep its key; tagging skips entries of dead file groups, and a write sent to a live
+            # one that lacks the key merges there as an insert: harmless, if untidy
+            self.add(WARNING, "record-index", where, f"{stale.num_rows} record-index keys are in no file slice "
+                     f"(deleted keys kept), e.g. {stale['key'][0].as_py()!r} at "
+                     f"{stale['ri_partition'][0].as_py() or '.'}/{stale['ri_file_id'][0].as_py()}")
+        if len(wrong):
+            k = wrong[0].as_py()
+            self.add(ERROR, "record-index", where, f"{len(wrong)} keys are indexed at a file group that does not "
+                     f"hold them, e.g. {k!r} at {locs[k].partition or '.'}/{locs[k].file_id}")
+
+
 def _is_initial(ts: str) -> bool:
     return set(ts) <= {"0", "1"} and ts.startswith("000")
+
+
+def record_index_problems(path: str, storage_options: dict | None = None) -> list[Problem]:
+    """Check 7 alone: the record index against the snapshot."""
+    from .. import open_table
+    c = _Checker(path, storage_options, True, None)
+    c.guarded("record-index", c.record_index, open_table(path, storage_options))
+    return c.problems
 
 
 def validate_table(path: str, storage_options: dict | None = None, check_data: bool = True,
@@ -436,6 +493,7 @@ def validate_table(path: str, storage_options: dict | None = None, check_data: b
     if check_data:
         c.guarded("metadata-table/bloom-filter", c.metadata_bloom_filters, table, slices)
         c.guarded("snapshot", c.duplicates, table)
+        c.guarded("record-index", c.record_index, table)
     if storage.exists(".hoodie/metadata/.hoodie/hoodie.properties"):
         # the metadata table is a Hudi table too: its properties, timeline and slices
         inner = validate_table(storage.uri(".hoodie/metadata"), storage_options, check_data=False,

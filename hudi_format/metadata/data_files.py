@@ -90,26 +90,39 @@ class DataFiles:
         return self._keys(read_base_file(self.storage, path, self._key_columns()))
 
     def log_keys(self, path: str) -> tuple[pa.Array, pa.Array]:
-        """``(upserted keys, deleted keys)`` of one log file's blocks, in block order.
+        """``(upserted keys, deleted keys)`` of one log file, each key by its last block.
 
-        Deleted keys are those of deletes without an ordering value only: such a delete wins.
-        One with an ordering value (a soft delete) may lose to the stored record, whose key
-        must then stay in the record index; if it wins, the entry left behind only sends a
-        later write of the key to this file group, where the merge orders it right."""
+        A delete counts when it wins whatever the stored record: always under commit-time
+        ordering (the latest write wins), else when it carries no ordering value. One with an
+        ordering value (a soft delete under event-time ordering) may lose to the stored record,
+        whose key must then stay in the record index; if it wins, the entry left behind only
+        sends a later write of the key to this file group, where the merge orders it right."""
         from ..read.merge import is_default_ordering
-        ups, dels = [], []
-        for block in read_log_file(self.storage, path):
+        pieces = []
+        for seq, block in enumerate(read_log_file(self.storage, path)):
             if block.is_corrupted:
                 continue
             if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA):
-                ups.append(self._keys(block.records()))
+                keys, deleted = self._keys(block.records()), False
             elif block.block_type == BlockType.DELETE:
                 dk = block.deleted_keys()
-                if dk.num_rows:
+                if self.spec.event_time and dk.num_rows:
                     dk = dk.filter(is_default_ordering(dk.column("ordering_value")))
-                    dels.append(pc.cast(dk.column("record_key"), pa.string()).combine_chunks())
-        cat = (lambda xs: pa.concat_arrays(xs) if xs else pa.array([], pa.string()))
-        return cat(ups), cat(dels)
+                keys, deleted = pc.cast(dk.column("record_key"), pa.string()).combine_chunks(), True
+            else:
+                continue
+            if len(keys):
+                pieces.append(pa.table({"key": keys, "seq": pa.repeat(pa.scalar(seq, pa.int32()), len(keys)),
+                                        "deleted": pa.repeat(pa.scalar(deleted), len(keys))}))
+        if not pieces:
+            return pa.array([], pa.string()), pa.array([], pa.string())
+        t = pa.concat_tables(pieces)
+        if pc.any(t.column("deleted")).as_py():   # a key's last block decides (a key is once per block)
+            last = t.group_by("key", use_threads=False).aggregate([("seq", "max")])
+            t = t.join(last, "key").filter(pc.equal(pc.field("seq"), pc.field("seq_max")))
+        deleted = t.column("deleted")
+        return (t.filter(pc.invert(deleted)).column("key").combine_chunks(),
+                t.filter(deleted).column("key").combine_chunks())
 
     # -- column statistics
     def base_file_stats(self, partition: str, path: str) -> list[dict]:

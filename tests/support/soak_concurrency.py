@@ -367,7 +367,13 @@ def main(argv=None) -> int:
     ap.add_argument("--table-type", action="append", choices=["COPY_ON_WRITE", "MERGE_ON_READ"])
     ap.add_argument("--version", action="append", type=int, choices=[6, 8])
     ap.add_argument("--dir", help="where to put the tables (default: a temporary folder)")
+    ap.add_argument("--option", action="append", default=[], metavar="K=V",
+                    help="a write/service option of every process (e.g. hoodie.index.type=RECORD_INDEX)")
     args = ap.parse_args(argv)
+    if args.option:   # before servicechild is imported below and in the children
+        os.environ["SOAK_OPTIONS"] = json.dumps(dict(o.split("=", 1) for o in args.option))
+        import servicechild
+        servicechild.AGGRESSIVE.update(json.loads(os.environ["SOAK_OPTIONS"]))
     base = Path(args.dir or tempfile.mkdtemp(prefix="hudi-soak-"))
     ok = True
     for version in args.version or [8, 6]:

@@ -385,6 +385,7 @@ class Sequence:
             if got != expect:
                 raise AssertionError(f"time travel to {inst} (as_of {bound}), hudi-rs: " + _diff(got, expect))
         self._check_filtered_read(table, rng)
+        self._check_lookup(table, rng)
         self._check_history_reads(table, rng)
 
     def _hudi_rs(self, **opts) -> pa.Table | None:
@@ -399,6 +400,22 @@ class Sequence:
                 self.tolerated.append(f"hudi-rs: {exc}")
                 return None
             raise
+
+    def _check_lookup(self, table, rng: random.Random) -> None:
+        """``lookup`` of some live keys and some deleted or never written ones gives exactly
+        the model's rows (through the record index when the table keeps one, which must then
+        hold exactly the snapshot's keys, each where it lives)."""
+        from hudi_format.cli.validate import record_index_problems
+        live = sorted(self.model.rows)
+        keys = rng.sample(live, min(5, len(live))) + [key_id(rng.randrange(self.next_key + 5)) for _ in range(3)]
+        want = model_rows({k: r for k, r in self.model.rows.items() if k in keys})
+        got = data_rows(table.lookup(keys))
+        if got != want:
+            raise AssertionError(f"lookup of {keys}: " + _diff(got, want))
+        if self.opts.get("hoodie.metadata.record.index.enable") == "true":
+            problems = [str(p) for p in record_index_problems(self.path)]
+            if problems:
+                raise AssertionError(f"record index != snapshot: {problems}")
 
     def _check_filtered_read(self, table, rng: random.Random) -> None:
         """A read with a filter on a data column (pruned by column stats when the table keeps
