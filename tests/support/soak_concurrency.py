@@ -348,12 +348,18 @@ def check(url: str, ledgers: list[list[dict]], storage_options=None) -> dict:
         report["metadata_listing"] = metadata_listing(url, storage_options)
     except Exception as exc:  # noqa: BLE001
         report["metadata_listing"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    from hudi_format.cli.validate import ERROR, record_index_problems
+    try:   # the record index, when the table keeps one: every key, where it lives
+        report["record_index_errors"] = [str(p)[:300] for p in record_index_problems(url, storage_options)
+                                         if p.severity == ERROR]
+    except Exception as exc:  # noqa: BLE001
+        report["record_index_errors"] = [f"{type(exc).__name__}: {exc}"[:500]]
     return report
 
 
 def clean(report: dict) -> bool:
     listing = report.get("metadata_listing") or {"error": "not checked"}
-    if "error" in listing or listing["missing"] or listing["extra"]:
+    if "error" in listing or listing["missing"] or listing["extra"] or report.get("record_index_errors"):
         return False
     return all(isinstance(report.get(r), dict) and "error" not in report[r]
                and not report[r]["unreadable_slices"] and report[r]["lost"] == report[r]["stale"] == report[r]["failed_visible"]
