@@ -141,12 +141,24 @@ class Table:
 
     def scan(self, columns: Sequence[str] | None = None, filters: Filters = None, as_of: InstantLike = None,
              read_optimized: bool = False, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
-        """Stream the snapshot one file slice at a time (memory bounded by the largest slice)."""
+        """Stream the snapshot one file slice at a time (memory bounded by the largest slice).
+        A file gone since the listing is listed again before the first batch, as ``read`` does;
+        after it, the ``FileMissingError`` reaches the caller."""
         if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
                                        or batch_size < 0):
             raise InvalidOptionError(f"batch_size must be a positive number of rows, got {batch_size!r}")
-        for task in self.plan_scan(columns, filters, as_of, read_optimized):
-            yield from read_task_batches(self.storage, task, batch_size)
+        started = False
+        try:
+            for task in self.plan_scan(columns, filters, as_of, read_optimized):
+                for batch in read_task_batches(self.storage, task, batch_size):
+                    started = True
+                    yield batch
+        except FileMissingError:
+            if started:   # rows already given cannot be taken back: the caller reads again
+                raise
+            self._relist()   # as read() does (see _listed_again), before the first batch only
+            for task in self.plan_scan(columns, filters, as_of, read_optimized):
+                yield from read_task_batches(self.storage, task, batch_size)
 
     def read(self, columns: Sequence[str] | None = None, filters: Filters = None, as_of: InstantLike = None,
              read_optimized: bool = False) -> pa.Table:

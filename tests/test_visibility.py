@@ -93,9 +93,13 @@ def test_a_file_gone_since_the_listing_is_listed_again_not_failed(tmp_path):
     debris.write_bytes(logs[-1].read_bytes())
     table = hudi.open_table(path, options={"hoodie.metadata.enable": "false"})
     assert any(debris.name in lf for s in table.file_slices() for lf in s.log_files)   # listed
+    streamed = hudi.open_table(path, options={"hoodie.metadata.enable": "false"})
+    streamed.file_slices()
     debris.unlink()                                   # the failed write undoes itself
     got = table.read(columns=["id", "ts"])
     assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [{"id": "a", "ts": 2}, {"id": "b", "ts": 2}]
+    got = [r for b in streamed.scan(columns=["id", "ts"]) for r in b.to_pylist()]   # scan() too
+    assert sorted(got, key=lambda r: r["id"]) == [{"id": "a", "ts": 2}, {"id": "b", "ts": 2}]
     # a committed file gone since the listing, which the metadata table lists, still fails
     table = hudi.open_table(path)
     table.file_slices()
