@@ -240,9 +240,12 @@ class Transaction:
         return txn
 
     # -- finishing --------------------------------------------------------------------------
-    def commit(self, metadata: Any, conflict_check: ConflictCheck | None = None) -> Instant:
+    def commit(self, metadata: Any, conflict_check: ConflictCheck | None = None, *,
+               started: frozenset[str] | None = None) -> Instant:
         """Complete the instant: under the table lock, check it is still ours and run
-        ``conflict_check`` on the reloaded timeline, then the metadata hook, then complete."""
+        ``conflict_check`` on the reloaded timeline, resolve the schema it records, then the
+        metadata hook, then complete. ``started``: the completed write instants the operation
+        loaded, when known (with none completed since, the schema cannot have moved)."""
         locking = _locking(self.storage, self.options)
         now: Timeline | None = None
         with table_lock(self.storage, self.options):
@@ -256,7 +259,8 @@ class Transaction:
                     conflict_check(now)
                 # a writer or service that loaded the table before another writer evolved its
                 # schema records the evolved one, never the columns it loaded alone
-                resolve_commit_schema(self.config, now, self.instant_time, metadata)
+                if started is None or any(i.timestamp not in started for i in now.write_instants()):
+                    resolve_commit_schema(self.config, now, self.instant_time, metadata)
             # the metadata table's deltacommit keeps the time lock that issued its completion
             # time, and this instant completes under that same hold: both completion times come
             # from one lock round, the metadata table's first (the block releases it in any case)
