@@ -17,7 +17,8 @@ from hudi_format.transaction.commit import Transaction
 from writemodel import hudi_rs_read, make_rows
 
 OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
-       "hoodie.parquet.small.file.limit": "0"}
+       "hoodie.parquet.small.file.limit": "0",
+       "hoodie.write.set.null.for.missing.columns": "true"}   # writes of the old columns after an evolution
 KW = dict(record_key="id", ordering_field="ts", partition_by="p")
 
 

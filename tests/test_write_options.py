@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -147,6 +149,32 @@ def test_schema_evolution_add_column_and_widen(tmp_path):
     from writemodel import hudi_rs_read
     rs = sorted(hudi_rs_read(path).select(["id", "n", "extra"]).to_pylist(), key=lambda r: r["id"])
     assert rs == got
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_batch_lacking_table_columns_fails_unless_nulls_are_asked_for(tmp_path, table_type):
+    """Hudi's default: an upsert of fewer columns than the table has would blank the others in
+    every record it touches, so it fails and writes nothing; with
+    ``hoodie.write.set.null.for.missing.columns=true`` they are written as nulls."""
+    path = str(tmp_path / "t")
+    full = pa.table({"id": ["a", "b"], "ts": [1, 1], "n": [1, 2], "note": ["keep", "me"], "p": ["x", "x"]})
+    hudi.write(path, full, record_key="id", ordering_field="ts", partition_by="p", table_type=table_type)
+    before = sorted(os.listdir(os.path.join(path, "x")))
+    partial = pa.table({"id": ["a"], "ts": [2], "n": [10], "p": ["x"]})
+    with pytest.raises(hudi.SchemaError, match="'note'.*hoodie.write.set.null.for.missing.columns"):
+        hudi.write(path, partial)
+    assert sorted(os.listdir(os.path.join(path, "x"))) == before
+    table = hudi.open_table(path)
+    assert len(table.timeline.completed) == 1 and table.timeline.pending == []
+    hudi.write(path, partial, options={"hoodie.write.set.null.for.missing.columns": "true"})
+    got = sorted(hudi.open_table(path).read(columns=["id", "n", "note"]).to_pylist(), key=lambda r: r["id"])
+    assert got == [{"id": "a", "n": 10, "note": None}, {"id": "b", "n": 2, "note": "me"}]
+    # deletes need the keys alone; the soft-delete flag is an instruction, not a column to keep
+    hudi.write(path, pa.table({"id": ["b"], "p": ["x"]}), operation="delete")
+    flagged = full.append_column("_hoodie_is_deleted", pa.array([False, True]))
+    hudi.write(path, flagged)
+    hudi.write(path, full)
+    assert sorted(hudi.open_table(path).read(columns=["id"]).column("id").to_pylist()) == ["a", "b"]
 
 
 def test_naive_timestamps_and_large_strings_are_normalised(tmp_path):

@@ -67,6 +67,8 @@ declare(
        "EVENT_TIME_ORDERING with an ordering column).", allowed=("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")),
     _w("hoodie.compaction.payload.class", "str", None, "Record payload class recorded in hoodie.properties."),
     _w("hoodie.datasource.write.payload.class", "str", None, "Record payload class (datasource spelling)."),
+    _w("hoodie.write.set.null.for.missing.columns", "bool", False, "Write nulls for table columns a batch "
+       "lacks (false, Hudi's default: such a write fails, so an upsert cannot blank columns it left out)."),
     _w("hoodie.combine.before.insert", "bool", False, "Deduplicate incoming records by key on insert."),
     _w("hoodie.combine.before.upsert", "bool", True, "Deduplicate incoming records by key on upsert."),
     _w("hoodie.combine.before.delete", "bool", True, "Deduplicate incoming keys on delete."),

@@ -48,7 +48,7 @@ from .input import check_fields
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
 from ..options.write import KEY_SORTING_MODES
 from .planning import REPLACE_OPS, TAGGING_OPS, Plan, WriteCounts, WritePlanner, concat_rows
-from .schema_evolution import conform, evolve, incoming_schema
+from .schema_evolution import check_missing_columns, conform, evolve, incoming_schema
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +247,12 @@ def prepare_write(storage: Storage, config: TableConfig, operation: str, options
         empty = data_schema.empty_table()
         check_fields(empty, config, op)
         incoming = incoming_schema(empty)
-        schema = (existing or incoming) if op in ("delete", "delete_partition") else evolve(existing, incoming)
+        if op in ("delete", "delete_partition"):
+            schema = existing or incoming
+        else:
+            if existing is not None:
+                check_missing_columns(existing, incoming, opts)
+            schema = evolve(existing, incoming)
     else:
         schema = existing
     if schema is None:

@@ -34,6 +34,7 @@ AGGRESSIVE = {
     "hoodie.cleaner.commits.retained": "3",
     "hoodie.keep.min.commits": "5",
     "hoodie.keep.max.commits": "8",
+    "hoodie.write.set.null.for.missing.columns": "true",   # a writer's column, left out of its other writes
     **json.loads(os.environ.get("SOAK_OPTIONS") or "{}"),
 }
 #: Every file is "small", groups are tiny: clustering really rewrites file groups each round.

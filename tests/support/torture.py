@@ -147,6 +147,8 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
     if version >= 8 and random.Random(f"merge-mode-{seed}").random() < 0.25:   # the latest commit wins
         opts["hoodie.record.merge.mode"] = "COMMIT_TIME_ORDERING"
     evolve = random.Random(f"evolve-{seed}").random() < 0.5
+    if evolve:   # its writes without the new column leave it null, as Hudi's option asks
+        opts["hoodie.write.set.null.for.missing.columns"] = "true"
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch,
             "evolve": evolve}
