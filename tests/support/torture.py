@@ -423,11 +423,15 @@ class Sequence:
         """A read with a filter on a data column (pruned by column stats when the table keeps
         them) or on the partition gives exactly the model's rows passing it."""
         rows = list(self.model.rows.values())
-        column, op = rng.choice([("n", ">="), ("n", "<"), ("ts", ">="), ("score", "<="), ("p", "=")])
-        pick = rng.choice(rows)[column] if rows else (PARTS[0] if column == "p" else 0)
+        choices = [("n", ">="), ("n", "<"), ("ts", ">="), ("score", "<="), ("p", "=")]
+        if EXTRA in table.schema().names:   # the evolved column: stats of older files lack it
+            choices.append((EXTRA, "="))
+        column, op = rng.choice(choices)
+        values = [r.get(column) for r in rows if r.get(column) is not None]
+        pick = rng.choice(values) if values else {"p": PARTS[0], EXTRA: "none"}.get(column, 0)
         passes = {">=": lambda v: v is not None and v >= pick, "<": lambda v: v is not None and v < pick,
                   "<=": lambda v: v is not None and v <= pick, "=": lambda v: v == pick}[op]
-        want = model_rows({r["id"]: r for r in rows if passes(r[column])})
+        want = model_rows({r["id"]: r for r in rows if passes(r.get(column))})
         got = data_rows(table.read(filters=[(column, op, pick)]))
         if got != want:
             raise AssertionError(f"read with filter {column} {op} {pick!r}: " + _diff(got, want))
