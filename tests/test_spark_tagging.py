@@ -203,7 +203,8 @@ def _unchanged(path, before_files, before_rows):
     assert content(path) == before_rows
 
 
-@pytest.mark.parametrize("case", ["schema", "missing_key", "unknown_option", "null_keys", "task_fails"])
+@pytest.mark.parametrize("case", ["schema", "missing_key", "missing_column", "unknown_option", "null_keys",
+                                  "task_fails"])
 def test_bad_input_fails_on_the_driver_and_leaves_the_table(spark, table, monkeypatch, case):
     before_files, before_rows = _files(table), content(table)
     o = opts("SIMPLE", "MERGE_ON_READ", 8, "upsert")
@@ -212,6 +213,8 @@ def test_bad_input_fails_on_the_driver_and_leaves_the_table(spark, table, monkey
         data = data.set_column(3, "v", pa.array([f"x{i}" for i in range(data.num_rows)]))
     elif case == "missing_key":
         data = data.drop_columns(["id"])
+    elif case == "missing_column":   # an upsert would blank the column in every row it writes
+        data = data.drop_columns(["v"])
     elif case == "unknown_option":
         o["hoodie.datasource.write.no.such.option"] = "1"
     elif case == "null_keys":
