@@ -241,7 +241,7 @@ def test_pending_compaction_v6_routes_new_logs_to_the_new_slice(tmp_path):
         assert all(f"_{done.timestamp}.log." in p for p in s.log_files)
 
 
-def test_v6_compaction_refuses_to_plan_behind_a_pending_write(tmp_path):
+def test_v6_single_writer_compaction_refuses_to_plan_behind_a_pending_write(tmp_path):
     path = tmp_path / "t"
     write(path, make_rows(range(10), ts=1), op="insert", version=6)
     write(path, make_rows(range(5), ts=2), version=6)
@@ -249,7 +249,51 @@ def test_v6_compaction_refuses_to_plan_behind_a_pending_write(tmp_path):
     from hudi_format.timeline import TimelineWriter
     TimelineWriter(t.storage, t.config).create_requested("deltacommit", "20000101000000000")
     with pytest.raises(TimelineError, match="still pending"):
-        schedule_compaction(t.storage, t.config)
+        schedule_compaction(t.storage, t.config, {"hoodie.write.concurrency.mode": "SINGLE_WRITER"})
+
+
+@pytest.mark.parametrize("files_first", [True, False])
+def test_v6_compaction_behind_a_concurrent_write_leaves_its_groups_and_both_commit(tmp_path, files_first):
+    """Optimistic concurrency (the default): as Hudi, a compaction is planned while an earlier
+    write is still in flight (busy writers would starve it otherwise). It leaves out the groups
+    that write's markers name (their new log files carry the old slice's name: planned, a
+    failed write's removal of them would leave a plan that can never run), so both commit. A
+    write that writes its files only after the plan (no markers yet) fails its conflict check
+    instead, cleanly, and its retry commits."""
+    from hudi_format import engine
+    from hudi_format.services import run_compaction
+    path = tmp_path / "t"
+    write(path, make_rows(range(12), ts=1), op="insert", version=6)
+    write(path, make_rows(range(6), ts=2), version=6)                 # logs in every group
+    update = make_rows([3, 6, 9], ts=3)                                # partition a only
+    job = engine.begin_write(str(path), "upsert", schema=update.schema)
+    buckets = engine.plan_write(job, update)                           # its instant is open
+
+    def write_files():
+        out = []
+        for b in buckets:
+            rows, dels = job.rows_of(b)
+            out.append(engine.write_bucket(b, update.take(rows), deletes=update.take(dels)))
+        return out
+    results = write_files() if files_first else None
+    t = hudi.open_table(str(path))
+    pending = schedule_compaction(t.storage, t.config)
+    assert pending is not None and pending.timestamp > job.instant_time
+    planned = {op["partitionPath"] for op in t.timeline.reload().plan(pending)["operations"]}
+    assert planned == ({"b", "c"} if files_first else {"a", "b", "c"})
+    if files_first:
+        engine.commit(job, results)
+        run_compaction(t.storage, t.config, pending, {})
+    else:
+        results = write_files()
+        before = both(path)
+        with pytest.raises(hudi.ConcurrentWriteError, match="compaction"):
+            engine.commit(job, results)
+        run_compaction(t.storage, t.config, pending, {})
+        assert both(path) == before
+        write(path, update, version=6)
+    assert hudi.open_table(str(path)).timeline.pending == []
+    assert {r["id"]: r["ts"] for r in both(path)}["k00006"] == 3
 
 
 def test_failed_compaction_leaves_the_table_as_it_was_and_can_be_rerun(tmp_path, monkeypatch):
