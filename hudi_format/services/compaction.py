@@ -45,7 +45,7 @@ from ..view import FileSlice
 from ..view.file_names import BaseFileName, parse_log_file_name
 from ..transaction import Transaction
 from .common import (run_mor_service, ServiceConflictError, TableState, committed, compaction_strategy, new_instant_time,
-                     parse_instant_seconds, pending_instants, pending_service_file_groups,
+                     in_flight_file_groups, parse_instant_seconds, pending_instants, pending_service_file_groups,
                      pick_pending, rel_in_partition, runtime, schema_extra, service_files,
                      slice_metrics, validate_service_options)
 
@@ -133,34 +133,14 @@ def _order_and_filter(ops: list[dict], opts: Mapping[str, Any]) -> list[dict]:
 def _check_nothing_pending_before(timeline, instant_time: str) -> None:
     """Table version 6 (Hudi 0.x) with a single writer: a compaction must be later than every
     pending write. With optimistic concurrency (our default), Hudi schedules it anyway -- else
-    busy writers starve it -- and an earlier write that logged to a group it compacts fails its
-    conflict check (``transaction.conflicts``: its log files carry the old slice's name)."""
+    busy writers starve it: the plan leaves out the groups writes in flight are writing to, and
+    an earlier write that reaches a group it compacts only afterwards fails its conflict check
+    (``transaction.conflicts``: its log files carry the old slice's name)."""
     for inst in timeline.pending:
         if inst.action in (COMMIT, DELTA_COMMIT, REPLACE_COMMIT) and inst.timestamp < instant_time:
             raise TimelineError(f"cannot schedule compaction at {instant_time}: write {inst} is still "
                                 "pending; complete or roll it back first (table version 6 requires the "
                                 "earliest pending write to be later than the compaction)")
-
-
-def _without_groups_in_flight(storage: Storage, writes: list[Instant], ops: list[dict]) -> list[dict]:
-    """Table version 6: ``ops`` less the file groups that earlier writes still in flight write
-    to. Their log files carry the slice's old name, so the plan would take them in: if such a
-    write then failed and removed them, the compaction could never run. Their markers name
-    them: a marker precedes its file, and these are read after the slices were listed."""
-    from ..transaction.markers import read_markers
-    from ..view.file_names import parse_base_file_name
-    busy = set()
-    for inst in writes:
-        for path, _ in read_markers(storage, inst.timestamp):
-            part, name = posixpath.split(path)
-            parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
-            if parsed is not None:
-                busy.add((part, parsed.file_id))
-    kept = [o for o in ops if ((o.get("partitionPath") or ""), o.get("fileId")) not in busy]
-    if len(kept) < len(ops):
-        log.info("compaction leaves %d file group(s) to the writes still in flight (%s)", len(ops) - len(kept),
-                 ", ".join(i.timestamp for i in writes))
-    return kept
 
 
 def build_compaction_operations(ts: TableState, instant_time: str, opts: Mapping[str, Any],
@@ -233,18 +213,18 @@ def _schedule(storage: Storage, config: TableConfig, opts: Mapping[str, Any], in
     # listed after the instant time was issued (and under the table lock, when scheduled by
     # compact()): every instant with an earlier time that can still complete is seen
     ts = TableState(storage, config)
-    earlier = []
-    if config.version < 8:
-        if option(opts, "hoodie.write.concurrency.mode") == "SINGLE_WRITER":
-            _check_nothing_pending_before(ts.timeline, ts_time)
-        earlier = [i for i in ts.timeline.pending
-                   if i.action in (COMMIT, DELTA_COMMIT, REPLACE_COMMIT) and i.timestamp < ts_time]
+    if config.version < 8 and option(opts, "hoodie.write.concurrency.mode") == "SINGLE_WRITER":
+        _check_nothing_pending_before(ts.timeline, ts_time)
     if (_inline(opts) if check_trigger is None else check_trigger) and \
             not compaction_due(ts.timeline, config, opts, ts_time):
         return None, ts
     ops = build_compaction_operations(ts, ts_time, opts)
-    if earlier:
-        ops = _without_groups_in_flight(storage, earlier, ops)
+    if config.version < 8 and ops:
+        # writes in flight name their new log files after the slice, so the plan would take
+        # them in, and a failed write's removal of them would leave a plan that never runs:
+        # their groups wait (markers, read after the listing above, name them)
+        busy = in_flight_file_groups(ts)
+        ops = [o for o in ops if ((o.get("partitionPath") or ""), o.get("fileId")) not in busy]
     ops = _order_and_filter(ops, opts)
     if not ops:
         log.info("nothing to compact in %s", storage.url)
