@@ -98,6 +98,9 @@ def test_search_finds_cells_and_refuses_other_layouts(monkeypatch):
     found, values = r.lookup_arrays(pa.array(w_keys[::50], pa.binary()), search=True)
     assert found.to_pylist() == w_keys[::50] and values.to_pylist() == [b"v" + k for k in w_keys[::50]]
     assert not called   # searched: no block's cells located
+    found, values = r.lookup_arrays(pa.array(w_keys, pa.binary()), search=True)
+    assert found.to_pylist() == w_keys and called   # many keys per block: located column-wise
+    called.clear()
     monkeypatch.setattr(reader_mod, "hudi_layout", lambda payload: False)
     found, values = r.lookup_arrays(pa.array(w_keys[::50], pa.binary()), search=True)
     assert found.to_pylist() == w_keys[::50] and called   # another layout: every cell located
