@@ -10,23 +10,32 @@ adapters that create tables themselves.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
 
 from .config import TableConfig
 from .services.inline import run_inline_services
 from .services.rollback import rollback_failed_writes
 from .storage import Storage
 from .timeline import Timeline
-from .errors import TableNotFoundError
+from .errors import ConcurrentWriteError, TableNotFoundError
 from .transaction import WriteResult
 from .transaction.snapshot import TableSnapshot
 from .writer.client import WriteClient
-from .options import WRITE_SCOPES, validate
+from .options import WRITE_SCOPES, option, validate
+from .writer.input import to_arrow
+from .writer.job import check_operation
 from .writer.new_table import new_table_config
 from .writer.options import check_against_table, check_write_arguments
+from .writer.stream import streams
 
 __all__ = ["write", "write_data", "new_table_config", "recover", "post_commit"]
+
+log = logging.getLogger(__name__)
 
 
 def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
@@ -62,9 +71,39 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
     ``config``: the table's config when the caller holds it (an open ``Table``); ``None`` loads
     it, or creates the table from ``table_args`` (record_key, ordering_field, partition_by,
     table_type, table_version, table_name) when there is none yet. Arguments are checked before
-    anything is written, so bad input leaves the table as it was."""
+    anything is written, so bad input leaves the table as it was.
+
+    A write that loses a conflict to another writer (``ConcurrentWriteError``: nothing of it
+    stays) runs again on the table as it is then, up to
+    ``hoodie.write.num.retries.on.conflict.failures`` times (0, Hudi's default: it fails), as
+    Hudi's Spark writer does. Input that can be read only once and is written as it streams
+    (an insert or bulk_insert of a RecordBatchReader or iterator) is not retried."""
     check_write_arguments(operation=operation, **table_args)
     opts = validate(options, WRITE_SCOPES)
+    retries = option(opts, "hoodie.write.num.retries.on.conflict.failures")
+    if retries and _read_once(data) and not streams(check_operation(operation), opts):
+        data = to_arrow(data)   # read whole by the write anyway: kept for the next attempt
+    attempt = 0
+    while True:
+        try:
+            return _write_once(storage, config, data, operation, opts, table_args)
+        except ConcurrentWriteError as exc:
+            if attempt >= retries or _read_once(data):
+                raise
+            attempt += 1
+            log.warning("write to %s lost a conflict (%s); attempt %d of %d", storage.url, exc,
+                        attempt + 1, retries + 1)
+            config = None   # the winner may have changed the table: load it again
+
+
+def _read_once(data: Any) -> bool:
+    """Whether ``data`` yields its rows once only (a reader, an iterator, a Scanner)."""
+    scanner = (type(data).__module__ or "").startswith("pyarrow._dataset") and hasattr(data, "to_reader")
+    return isinstance(data, (pa.RecordBatchReader, Iterator)) or scanner
+
+
+def _write_once(storage: Storage, config: TableConfig | None, data: Any, operation: str,
+                opts: Mapping[str, Any], table_args: Mapping[str, Any]) -> WriteResult:
     if config is None:
         try:
             config = TableConfig.load(storage)

@@ -64,8 +64,8 @@ import pyarrow as pa
 from hudi_format import engine
 from hudi_format.engine import index as engine_index
 from hudi_format.engine.index import is_global_index
-from hudi_format.errors import HudiError, InvalidOptionError
-from hudi_format.options import option
+from hudi_format.errors import ConcurrentWriteError, HudiError, InvalidOptionError
+from hudi_format.options import WRITE_SCOPES, option, validate
 from hudi_format.storage import Storage
 
 from . import bulk, spread, tagging as tagging_tasks, tasks
@@ -113,6 +113,9 @@ def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping
     return DistributedWrite(df, path, operation, opts, _storage_options(raw), extra_metadata).run()
 
 
+RETRIES_ON_CONFLICT = "hoodie.write.num.retries.on.conflict.failures"
+
+
 class DistributedWrite:
     """One commit of a DataFrame; see the module docstring for the steps."""
 
@@ -137,7 +140,21 @@ class DistributedWrite:
 
     def run(self):
         """The write; an executor's failure is raised here as a :class:`HudiError` (Spark's
-        own error is its cause), after the abort removed what the write wrote."""
+        own error is its cause), after the abort removed what the write wrote. A write that
+        lost a conflict runs again from the DataFrame (recomputed) on the table as it is then,
+        up to ``hoodie.write.num.retries.on.conflict.failures`` times, as Hudi's Spark writer."""
+        attempt = 0
+        while True:
+            try:
+                return self._run_reported()
+            except ConcurrentWriteError as exc:
+                # the options passed the write's own validation before it could conflict
+                if attempt >= option(validate(self.options, WRITE_SCOPES), RETRIES_ON_CONFLICT):
+                    raise
+                attempt += 1
+                log.warning("write to %s lost a conflict (%s); running it again (retry %d)", self.path, exc, attempt)
+
+    def _run_reported(self):
         try:
             return self._run()
         except HudiError:

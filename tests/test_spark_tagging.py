@@ -246,3 +246,34 @@ def test_tagged_rows_are_cached_not_checkpointed_on_a_cluster(spark, tmp_path, m
         core_write(core, data, o)
         assert content(ours) == content(core), op
     assert not checkpoints
+
+
+def test_a_write_that_lost_a_conflict_runs_again_with_retries(spark, tmp_path, monkeypatch):
+    """``hoodie.write.num.retries.on.conflict.failures``: a Spark write whose commit lost to
+    another writer's over the same file groups runs again on the table as the winner left it
+    (Hudi's Spark writer does); both writes' rows are in the table, read by hudi-rs alike."""
+    import spark_adapter.writer as sw
+    path = tmp_path / "t"
+    base = opts("SIMPLE", "COPY_ON_WRITE", 8, "upsert", **{"hoodie.parquet.small.file.limit": "0"})
+    core_write(path, rows(range(0, 40), ts=0), base)
+    real_commit, attempts = sw.engine.commit, []
+
+    def losing_commit(job, *a, **k):
+        attempts.append(1)
+        if len(attempts) == 1:   # another writer commits over the same file groups first
+            core_write(path, rows(range(0, 10), ts=1, seed=1), base)
+        return real_commit(job, *a, **k)
+    monkeypatch.setattr(sw.engine, "commit", losing_commit)
+    mine = rows(range(5, 15), ts=2, seed=2)
+    with pytest.raises(hudi.ConcurrentWriteError):
+        spark_write(spark, path, mine, base)
+    attempts.clear()
+    spark_write(spark, path, mine, {**base, "hoodie.write.num.retries.on.conflict.failures": "1"})
+    assert len(attempts) == 2
+    expected = {**{r["id"]: r for r in rows(range(0, 40), ts=0).to_pylist()},
+                **{r["id"]: r for r in rows(range(0, 10), ts=1, seed=1).to_pylist()},
+                **{r["id"]: r for r in mine.to_pylist()}}
+    want = canonical_rows(pa.Table.from_pylist(list(expected.values())))
+    assert canonical_rows(hudi.open_table(str(path)).read(columns=["id", "ts", "p", "v"])) == want
+    assert canonical_rows(hudi_rs_read(str(path)).select(["id", "ts", "p", "v"])) == want
+    assert hudi.open_table(str(path)).timeline.pending == []

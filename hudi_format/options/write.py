@@ -69,6 +69,9 @@ declare(
     _w("hoodie.datasource.write.payload.class", "str", None, "Record payload class (datasource spelling)."),
     _w("hoodie.write.set.null.for.missing.columns", "bool", False, "Write nulls for table columns a batch "
        "lacks (false, Hudi's default: such a write fails, so an upsert cannot blank columns it left out)."),
+    _w("hoodie.write.num.retries.on.conflict.failures", "int", 0, "Times a write that lost a conflict to "
+       "another writer (ConcurrentWriteError) runs again on the table as it is then (0: it fails).",
+       minimum=0),
     _w("hoodie.combine.before.insert", "bool", False, "Deduplicate incoming records by key on insert."),
     _w("hoodie.combine.before.upsert", "bool", True, "Deduplicate incoming records by key on upsert."),
     _w("hoodie.combine.before.delete", "bool", True, "Deduplicate incoming keys on delete."),
