@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import hashlib
 import uuid
 from typing import Any, Iterator, Mapping
@@ -46,7 +47,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStream
 from pyspark.sql.types import StructType
 
 from hudi_format.errors import HudiError, InvalidOptionError
-from hudi_format.options import WRITE_SCOPES, validate
+from hudi_format.options import WRITE_SCOPES, option, validate
 
 from .arrow import hudi_schema, spark_arrow_schema
 from .connect import connect_class
@@ -158,8 +159,7 @@ class MicroBatchSink:
         self.identifier = identifier_of(self.options)
         self.storage_options = storage_options({k.lower(): v for k, v in self.options.items()})
         # bad options fail start(), not the first micro-batch
-        validate({k: v for k, v in self.options.items() if k.startswith("hoodie.")
-                  and not k.startswith(("hoodie.datasource.query.", "hoodie.datasource.read."))}, WRITE_SCOPES)
+        validate(_hoodie_keys(self.options), WRITE_SCOPES)
 
     def __call__(self, df, batch_id: int) -> None:
         # One micro-batch of a writer at a time in this process: a query stopped mid-batch leaves
@@ -179,10 +179,45 @@ class MicroBatchSink:
         try:
             if self.mode == "append" and df.isEmpty():
                 return
-            write_dataframe(df, self.path, mode=self.mode, options=self.options, partition_by=self.partition_by,
-                            extra_metadata=checkpoint_metadata(self.identifier, batch_id, query_id))
+            self._write_retried(lambda: write_dataframe(
+                df, self.path, mode=self.mode, options=self.options, partition_by=self.partition_by,
+                extra_metadata=checkpoint_metadata(self.identifier, batch_id, query_id)), batch_id, query_id)
         finally:
             df.unpersist()
+
+    def _write_retried(self, write, batch_id: int, query_id: str | None) -> None:
+        """``write()`` the micro-batch as Hudi's streaming sink does: a failed attempt (which
+        left nothing behind) is tried again after ``hoodie.datasource.write.streaming.retry.interval.ms``,
+        doubling, up to ``...retry.count`` attempts in all; a batch that failed them all fails the
+        query unless ``...ignore.failed.batch`` (then it is logged and dropped, as Hudi does).
+        Before each retry the table is asked whether the batch committed after all."""
+        opts = validate(_hoodie_keys(self.options), WRITE_SCOPES)
+        attempts = max(1, option(opts, "hoodie.datasource.write.streaming.retry.count"))
+        wait = option(opts, "hoodie.datasource.write.streaming.retry.interval.ms") / 1000
+        for attempt in range(1, attempts + 1):
+            try:
+                write()
+                return
+            except HudiError as exc:
+                log.error("micro-batch %s into %s failed (attempt %d of %d): %s", batch_id, self.path,
+                          attempt, attempts, exc)
+                if attempt < attempts:
+                    time.sleep(wait)
+                    wait *= 2
+                    if should_skip(self.path, self.storage_options, self.identifier, batch_id, query_id):
+                        return
+                    continue
+                if option(opts, "hoodie.datasource.write.streaming.ignore.failed.batch"):
+                    log.warning("dropping micro-batch %s as hoodie.datasource.write.streaming."
+                                "ignore.failed.batch asks", batch_id)
+                    return
+                raise
+
+
+def _hoodie_keys(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The write options among a sink's options (read keys, which the source takes, left out)."""
+    return {k: v for k, v in options.items() if k.startswith("hoodie.")
+            and not k.startswith(("hoodie.datasource.query.", "hoodie.datasource.read."))}
 
 
 _LOCKS: dict[tuple[str, str], threading.Lock] = {}

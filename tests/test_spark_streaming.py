@@ -122,6 +122,49 @@ def test_a_batch_id_already_committed_is_skipped(spark, tmp_path):
     assert committed_batch(path, None, "w2")[0] == 0
 
 
+def test_a_failed_micro_batch_is_retried_then_dropped_or_raised_as_hudi_does(spark, tmp_path, monkeypatch):
+    """``hoodie.datasource.write.streaming.retry.count`` attempts, ``retry.interval.ms`` apart
+    (doubling); a retry whose earlier attempt committed after all writes nothing again; a batch
+    failing every attempt fails the query, or with ``ignore.failed.batch`` is dropped."""
+    import spark_adapter.writer as sw
+    path = str(tmp_path / "t")
+    real, calls = sw.write_dataframe, []
+
+    def flaky(fails: int, after_commit: bool = False):
+        def write(*a, **k):
+            calls.append(1)
+            if len(calls) <= fails:
+                if after_commit:
+                    real(*a, **k)
+                raise HudiError(f"attempt {len(calls)} failed")
+            return real(*a, **k)
+        return write
+
+    opts = {**OPTS, "hoodie.datasource.write.operation": "insert",
+            "hoodie.datasource.write.streaming.retry.interval.ms": "1"}
+    sink = MicroBatchSink(path, opts)
+    batch = lambda lo, hi: spark.range(lo, hi).selectExpr("id", "id as ts", "cast(id % 2 as string) as part")  # noqa: E731
+    monkeypatch.setattr(sw, "write_dataframe", flaky(2))
+    sink(batch(0, 10), 0)                               # third attempt (of 3, the default) commits
+    assert len(calls) == 3 and ids_of(path) == list(range(10)) and checkpoints(path) == [0]
+    calls.clear()
+    monkeypatch.setattr(sw, "write_dataframe", flaky(1, after_commit=True))
+    sink(batch(10, 20), 1)                              # committed, then failed: not written twice
+    assert len(calls) == 1 and ids_of(path) == list(range(20)) and checkpoints(path) == [0, 1]
+    calls.clear()
+    monkeypatch.setattr(sw, "write_dataframe", flaky(5))
+    with pytest.raises(HudiError, match="attempt 2 failed"):
+        MicroBatchSink(path, {**opts, "hoodie.datasource.write.streaming.retry.count": "2"})(batch(20, 30), 2)
+    assert len(calls) == 2 and ids_of(path) == list(range(20))
+    calls.clear()
+    ignoring = MicroBatchSink(path, {**opts, "hoodie.datasource.write.streaming.ignore.failed.batch": "true"})
+    ignoring(batch(20, 30), 2)                          # dropped after 3 attempts; the query goes on
+    assert len(calls) == 3 and ids_of(path) == list(range(20))
+    monkeypatch.setattr(sw, "write_dataframe", real)
+    ignoring(batch(30, 40), 3)
+    assert ids_of(path) == list(range(20)) + list(range(30, 40)) and checkpoints(path) == [0, 1, 3]
+
+
 def test_a_new_query_reusing_an_identifier_fails_instead_of_skipping(spark, tmp_path):
     path = str(tmp_path / "t")
     df = spark.range(0, 5).selectExpr("id", "id as ts", "'a' as part")

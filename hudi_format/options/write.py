@@ -128,10 +128,18 @@ declare(
        "path). A sorting mode reads a streamed input whole.", allowed=BULK_INSERT_SORT_MODES),
     _w("hoodie.bulkinsert.shuffle.parallelism", "int", None, "Spark: tasks of bulk_insert's shuffling sort "
        "modes (GLOBAL_SORT, PARTITION_PATH_REPARTITION*); default: the DataFrame's partitions.", minimum=1),
+    # -- Spark streaming sink (HoodieStreamingSink) -----------------------------------------------
+    _w("hoodie.datasource.write.streaming.retry.count", "int", 3, "Spark streaming sink: attempts at a "
+       "micro-batch whose write failed (each failed attempt leaves nothing behind).", minimum=0),
+    _w("hoodie.datasource.write.streaming.retry.interval.ms", "int", 2000, "Spark streaming sink: wait "
+       "before the first retry of a micro-batch, doubled before each next one.", minimum=0),
+    _w("hoodie.datasource.write.streaming.ignore.failed.batch", "bool", False, "Spark streaming sink: a "
+       "micro-batch that failed every attempt is logged and dropped instead of failing the query (its rows "
+       "are not written)."),
     # -- Spark-only keys ----------------------------------------------------------------------
     *(_ignored(k) for k in (
         "hoodie.upsert.shuffle.parallelism", "hoodie.insert.shuffle.parallelism",
         "hoodie.delete.shuffle.parallelism",
-        "hoodie.datasource.write.streaming.ignore.failed.batch", "hoodie.datasource.hive_sync.enable",
+        "hoodie.datasource.hive_sync.enable",
         "hoodie.embed.timeline.server", "hoodie.write.markers.type")),
 )
