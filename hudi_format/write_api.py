@@ -10,7 +10,6 @@ adapters that create tables themselves.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from typing import Any, Mapping, Sequence
@@ -22,7 +21,7 @@ from .services.inline import run_inline_services
 from .services.rollback import rollback_failed_writes
 from .storage import Storage
 from .timeline import Timeline
-from .errors import ConcurrentWriteError, TableNotFoundError
+from .errors import TableNotFoundError
 from .transaction import WriteResult
 from .transaction.snapshot import TableSnapshot
 from .writer.client import WriteClient
@@ -31,11 +30,10 @@ from .writer.input import to_arrow
 from .writer.job import check_operation
 from .writer.new_table import new_table_config
 from .writer.options import check_against_table, check_write_arguments
+from .writer.retries import RETRIES_ON_CONFLICT, retrying_conflicts
 from .writer.stream import streams
 
 __all__ = ["write", "write_data", "new_table_config", "recover", "post_commit"]
-
-log = logging.getLogger(__name__)
 
 
 def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
@@ -80,20 +78,16 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
     (an insert or bulk_insert of a RecordBatchReader or iterator) is not retried."""
     check_write_arguments(operation=operation, **table_args)
     opts = validate(options, WRITE_SCOPES)
-    retries = option(opts, "hoodie.write.num.retries.on.conflict.failures")
+    retries = option(opts, RETRIES_ON_CONFLICT)
     if retries and _read_once(data) and not streams(check_operation(operation), opts):
         data = to_arrow(data)   # read whole by the write anyway: kept for the next attempt
-    attempt = 0
-    while True:
-        try:
-            return _write_once(storage, config, data, operation, opts, table_args)
-        except ConcurrentWriteError as exc:
-            if attempt >= retries or _read_once(data):
-                raise
-            attempt += 1
-            log.warning("write to %s lost a conflict (%s); attempt %d of %d", storage.url, exc,
-                        attempt + 1, retries + 1)
-            config = None   # the winner may have changed the table: load it again
+    held = [config]
+
+    def attempt() -> WriteResult:
+        # a retry loads the table again: the winner may have changed it
+        cfg, held[0] = held[0], None
+        return _write_once(storage, cfg, data, operation, opts, table_args)
+    return retrying_conflicts(attempt, 0 if _read_once(data) else retries, storage.url)
 
 
 def _read_once(data: Any) -> bool:

@@ -159,7 +159,7 @@ class MicroBatchSink:
         self.identifier = identifier_of(self.options)
         self.storage_options = storage_options({k.lower(): v for k, v in self.options.items()})
         # bad options fail start(), not the first micro-batch
-        validate(_hoodie_keys(self.options), WRITE_SCOPES)
+        self.write_options = validate(_hoodie_keys(self.options), WRITE_SCOPES)
 
     def __call__(self, df, batch_id: int) -> None:
         # One micro-batch of a writer at a time in this process: a query stopped mid-batch leaves
@@ -191,7 +191,7 @@ class MicroBatchSink:
         doubling, up to ``...retry.count`` attempts in all; a batch that failed them all fails the
         query unless ``...ignore.failed.batch`` (then it is logged and dropped, as Hudi does).
         Before each retry the table is asked whether the batch committed after all."""
-        opts = validate(_hoodie_keys(self.options), WRITE_SCOPES)
+        opts = self.write_options
         attempts = max(1, option(opts, "hoodie.datasource.write.streaming.retry.count"))
         wait = option(opts, "hoodie.datasource.write.streaming.retry.interval.ms") / 1000
         for attempt in range(1, attempts + 1):

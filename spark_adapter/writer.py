@@ -64,7 +64,7 @@ import pyarrow as pa
 from hudi_format import engine
 from hudi_format.engine import index as engine_index
 from hudi_format.engine.index import is_global_index
-from hudi_format.errors import ConcurrentWriteError, HudiError, InvalidOptionError
+from hudi_format.errors import HudiError, InvalidOptionError
 from hudi_format.options import WRITE_SCOPES, option, validate
 from hudi_format.storage import Storage
 
@@ -113,9 +113,6 @@ def write_dataframe(df, path: str, mode: str | None = "append", options: Mapping
     return DistributedWrite(df, path, operation, opts, _storage_options(raw), extra_metadata).run()
 
 
-RETRIES_ON_CONFLICT = "hoodie.write.num.retries.on.conflict.failures"
-
-
 class DistributedWrite:
     """One commit of a DataFrame; see the module docstring for the steps."""
 
@@ -143,16 +140,8 @@ class DistributedWrite:
         own error is its cause), after the abort removed what the write wrote. A write that
         lost a conflict runs again from the DataFrame (recomputed) on the table as it is then,
         up to ``hoodie.write.num.retries.on.conflict.failures`` times, as Hudi's Spark writer."""
-        attempt = 0
-        while True:
-            try:
-                return self._run_reported()
-            except ConcurrentWriteError as exc:
-                # the options passed the write's own validation before it could conflict
-                if attempt >= option(validate(self.options, WRITE_SCOPES), RETRIES_ON_CONFLICT):
-                    raise
-                attempt += 1
-                log.warning("write to %s lost a conflict (%s); running it again (retry %d)", self.path, exc, attempt)
+        retries = option(validate(self.options, WRITE_SCOPES), engine.RETRIES_ON_CONFLICT)
+        return engine.retrying_conflicts(self._run_reported, retries, self.path)
 
     def _run_reported(self):
         try:

@@ -8,7 +8,8 @@ Write: :func:`begin_write` (recovery, table state, writer schema) -> :func:`plan
 (index tagging and file sizing into picklable :class:`WriteBucket` values, one file group
 each; opens the instant) -> :func:`write_bucket` in any process (returns the bucket's
 :class:`BucketResult`: Hudi's write stat) -> :func:`commit` the results as one instant, or
-:func:`abort`. ``hudi_format.write`` runs the same steps in one process. A bulk_insert
+:func:`abort`; :func:`retrying_conflicts` runs a write that lost a conflict again, as
+``hoodie.write.num.retries.on.conflict.failures`` asks. ``hudi_format.write`` runs the same steps in one process. A bulk_insert
 without a shuffle (Hudi's sort mode NONE) skips planning: :func:`open_new_files` opens the
 instant and each task writes its own rows into new file groups (:func:`write_new_files`).
 
@@ -27,11 +28,12 @@ from .scan import plan_scan, read_task, read_task_table
 from ..read.merge import IS_DELETED
 from ..writer.planning import WriteCounts
 from .index import IndexLookup, LookupTask, lookup, lookup_key_range, plan_index_lookup
+from ..writer.retries import RETRIES_ON_CONFLICT, retrying_conflicts
 from ..writer.stream import NewFiles
 from .write import abort, begin_write, commit, open_new_files, plan_write, write_bucket, write_new_files
 
 __all__ = ["ScanPlan", "ScanTask", "plan_scan", "read_task", "read_task_table",
            "WriteJob", "WriteSpec", "WriteBucket", "BucketResult", "WriteStat",
            "begin_write", "plan_write", "write_bucket", "commit", "abort",
-           "NewFiles", "open_new_files", "write_new_files",
+           "NewFiles", "open_new_files", "write_new_files", "RETRIES_ON_CONFLICT", "retrying_conflicts",
            "IndexLookup", "LookupTask", "WriteCounts", "IS_DELETED", "plan_index_lookup", "lookup", "lookup_key_range"]
