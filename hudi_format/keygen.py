@@ -163,7 +163,10 @@ class KeyGenerator:
         return pc.binary_join_element_wise(*parts, "")
 
     # -- partition paths ---------------------------------------------------------------------
-    def partition_paths(self, table: pa.Table) -> pa.ChunkedArray | pa.Array:
+    def partition_paths(self, table: pa.Table, dictionary: bool = False) -> pa.ChunkedArray | pa.Array:
+        """Each row's partition path. ``dictionary``: as a ``DictionaryArray`` of distinct paths
+        where the paths come from one field's distinct values anyway (the planner groups rows
+        by these codes instead of hashing a million strings again); plain strings otherwise."""
         n = table.num_rows
         if self.keygen_type in ("NON_PARTITION", "GLOBAL_DELETE") or not self.partition_fields:
             return pa.repeat(pa.scalar(""), n)
@@ -176,7 +179,13 @@ class KeyGenerator:
             # Partition values repeat: format and check each distinct value once, then spread
             # the segments over the rows by the dictionary indices.
             enc = pc.dictionary_encode(_one_chunk(table.column(f)), null_encoding="encode")
-            segments.append(pc.take(self._segment(enc.dictionary, f), enc.indices))
+            paths = self._segment(enc.dictionary, f)
+            if dictionary and len(self.partition_fields) == 1 \
+                    and pc.count_distinct(paths, mode="all").as_py() == len(paths):
+                # distinct values, distinct paths (null and "" both give the default partition,
+                # a date format merges timestamps: then the codes would split one partition)
+                return pa.DictionaryArray.from_arrays(enc.indices, paths)
+            segments.append(pc.take(paths, enc.indices))
         if len(segments) == 1:
             return segments[0]
         return pc.binary_join_element_wise(*segments, "/")

@@ -86,3 +86,26 @@ def test_small_file_limit_zero_writes_new_file_groups(tmp_path):
         hudi.write(path, _batch(i * 100, 100), operation="insert", record_key="id",
                    ordering_field="ts", partition_by="p", options=opts)
     assert len(_base_sizes(path)) == 3
+
+
+@pytest.mark.parametrize("operation", ["insert", "bulk_insert"])
+def test_values_sharing_a_partition_path_fill_one_file_group(tmp_path, operation):
+    """The planner groups rows by the partition path's dictionary codes where distinct values
+    give distinct paths; null and "" both give the default partition, and a date format puts
+    many timestamps in one day: each partition still gets one file group."""
+    n = 400
+    plain = pa.table({"id": [f"k{i}" for i in range(n)], "ts": [1] * n,
+                      "p": [None, "", "a", "b"] * (n // 4)})
+    hudi.write(str(tmp_path / "plain"), plain, record_key="id", partition_by="p", operation=operation)
+    groups = {(s.partition_path, s.file_id) for s in hudi.open_table(str(tmp_path / "plain")).file_slices()}
+    assert sorted(p for p, _ in groups) == ["__HIVE_DEFAULT_PARTITION__", "a", "b"]
+    day = pa.table({"id": [f"k{i}" for i in range(n)], "ts": [1] * n,
+                    "when": [1_700_000_000_000 + i * 1000 for i in range(n)]})   # 400 s of one day
+    opts = {"hoodie.datasource.write.keygenerator.type": "TIMESTAMP",
+            "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
+            "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd"}
+    hudi.write(str(tmp_path / "day"), day, record_key="id", partition_by="when", operation=operation,
+               options=opts)
+    slices = hudi.open_table(str(tmp_path / "day")).file_slices()
+    assert [s.partition_path for s in slices] == ["2023/11/14"]
+    assert hudi.open_table(str(tmp_path / "day")).read().num_rows == n

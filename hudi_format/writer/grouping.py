@@ -13,7 +13,8 @@ __all__ = ["groups_of"]
 
 def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
     """Row numbers (column ``row``) of ``table`` grouped by the ``by`` columns, in row order;
-    groups in order of first appearance."""
+    groups in order of first appearance (a dictionary-encoded column: in dictionary order,
+    which must then hold distinct values)."""
     if table.num_rows == 0:
         return []
     code = np.zeros(table.num_rows, np.int64)
@@ -36,6 +37,8 @@ def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
     row = _one_chunk(table.column("row"))
     out = []
     for value, idx in zip(values, members):
+        if not len(idx):     # a dictionary entry no row uses (rows taken from a bigger array)
+            continue
         key = []
         for d in reversed(dictionaries):
             value, i = divmod(value, len(d))

@@ -113,13 +113,18 @@ class WriteSpec:
         cols = [c for c in rows.column_names if c in self.schema.names]
         return conform(rows.select(cols), pa.schema([self.schema.field(c) for c in cols]))
 
-    def keys(self, rows: pa.Table) -> tuple[pa.Array, pa.Array]:
-        """(record key, partition path) of each of ``rows`` (conformed), as strings."""
+    def keys(self, rows: pa.Table, dictionary: bool = False) -> tuple[pa.Array, pa.Array]:
+        """(record key, partition path) of each of ``rows`` (conformed), as strings; the paths
+        dictionary-encoded where :meth:`KeyGenerator.partition_paths` can (``dictionary``)."""
         keygen = self.keygen
         n = rows.num_rows
         keys = pc.cast(keygen.record_keys(rows), pa.string()) \
             if self.operation != "delete_partition" and n else pa.nulls(n, pa.string())
-        parts = pc.cast(keygen.partition_paths(rows), pa.string()) if n else pa.array([], pa.string())
+        if not n:
+            return _flat(keys), pa.array([], pa.string())
+        parts = keygen.partition_paths(rows, dictionary)
+        if not pa.types.is_dictionary(parts.type):
+            parts = pc.cast(parts, pa.string())
         return _flat(keys), _flat(parts)
 
     def dedupe(self, rows: pa.Table) -> pa.Array:
@@ -282,7 +287,7 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | 
     kept = None
     if data is not None:
         table = job.spec.conform(data)
-        rec_keys, parts = job.spec.keys(table)
+        rec_keys, parts = job.spec.keys(table, dictionary=True)
         if op != "delete_partition" and job.dedupe and table.num_rows:
             kept = job.spec.dedupe(table)
             if len(kept) == table.num_rows:
@@ -295,7 +300,8 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | 
             table, rec_keys, parts = table.take(idx), pc.take(rec_keys, idx), pc.take(parts, idx)
             kept = idx if kept is None else pc.take(kept, idx)
         if op == "bulk_insert" and sorts_by_key(job.options) and table.num_rows > 1:
-            order = pc.sort_indices(pa.table({"p": parts, "k": rec_keys}), [("p", "ascending"), ("k", "ascending")])
+            plain = pc.cast(parts, pa.string()) if pa.types.is_dictionary(parts.type) else parts
+            order = pc.sort_indices(pa.table({"p": plain, "k": rec_keys}), [("p", "ascending"), ("k", "ascending")])
             table, rec_keys, parts = table.take(order), pc.take(rec_keys, order), pc.take(parts, order)
             kept = order if kept is None else pc.take(kept, order)
         planned, dedupe_in_task = table, False

@@ -155,6 +155,8 @@ class WritePlanner:
         tagged = None
         if op in ("upsert", "delete") or option(self.options, "hoodie.datasource.write.insert.drop.duplicates"):
             from ..base_file import read_footer
+            if pa.types.is_dictionary(partitions.type):   # the index joins on plain strings
+                partitions = pc.cast(partitions, pa.string())
             known = known_locations(self.storage, self.config, self.options, state, slices, keys,
                                     self.spec, full_schema, read_footer, partitions)
             incoming = pa.table({"key": pc.cast(keys, pa.string()), "partition": partitions, "row": rows})
