@@ -44,7 +44,8 @@ from ..config import TableConfig
 from ..errors import FileMissingError, InvalidOptionError, UnsupportedFeatureError
 from ..options import option
 from ..read.align import align_table
-from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys, row_numbers
+from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys
+from ..seqno import commit_seqnos
 from ..storage import Storage
 from ..timeline import Instant, Timeline, TimelineWriter, WriteStat, commit_metadata
 from ..timeline.instant import CLUSTERING, COMMIT, DELTA_COMMIT, REPLACE_COMMIT
@@ -308,8 +309,7 @@ def _read_group(ts: TableState, slices: list[FileSlice], schema: pa.Schema, spec
 def _restamp(table: pa.Table, instant_time: str, task: int) -> pa.Table:
     """New commit time and sequence numbers (``preserve.commit.metadata=false``)."""
     n = table.num_rows
-    seq = pc.binary_join_element_wise(pa.scalar(f"{instant_time}_{task}_"),
-                                      pc.cast(row_numbers(n), pa.string()), "")
+    seq = commit_seqnos(instant_time, task, 0, n)
     for name, col in (("_hoodie_commit_time", pa.repeat(pa.scalar(instant_time), n)),
                       ("_hoodie_commit_seqno", seq)):
         idx = table.schema.get_field_index(name)

@@ -26,7 +26,8 @@ from ..errors import ConcurrentWriteError
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    LogVersionTakenError, next_log_version, write_log_file)
 from ..read.align import align_table
-from ..read.merge import MergeSpec, live_rows, record_keys, row_numbers
+from ..read.merge import MergeSpec, live_rows, record_keys
+from ..seqno import commit_seqnos
 from ..view import FileSlice
 from ..view.file_names import BaseFileName, LogFileName
 from ..transaction.markers import create_marker
@@ -88,8 +89,7 @@ def with_meta(ctx: WriteContext, rows: pa.Table, keys: pa.Array, partition: str,
     if not ctx.meta_fields:
         return align_table(rows, ctx.schema)
     same = constant_column if encoded else (lambda v, k: pa.repeat(pa.scalar(v), k))
-    seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant}_{task}_"),
-                                      pc.cast(row_numbers(n, start), pa.string()), "")
+    seq = commit_seqnos(ctx.instant, task, start, n)
     meta = {"_hoodie_commit_time": same(ctx.instant, n),
             "_hoodie_commit_seqno": seq,
             "_hoodie_record_key": pc.cast(keys, pa.string()),
