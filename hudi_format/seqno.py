@@ -21,32 +21,28 @@ _I32_MAX = (1 << 31) - 1
 
 def commit_seqnos(instant: str, task: int | str, start: int, n: int) -> pa.Array:
     """``f"{instant}_{task}_{i}"`` for ``i`` in ``[start, start + n)``, as a string array."""
-    prefix = np.frombuffer(f"{instant}_{task}_".encode(), np.uint8)
+    text = f"{instant}_{task}_"
     if n <= 0:
         return pa.array([], pa.string())
-    if start < 0 or n * (len(prefix) + len(str(start + n))) > _I32_MAX:   # beyond int32 offsets
+    if start < 0 or n * (len(text) + len(str(start + n))) > _I32_MAX:   # beyond int32 offsets
         rows = pa.array(np.arange(start, start + n, dtype=np.int64))
-        return pc.binary_join_element_wise(pa.scalar(bytes(prefix).decode()), pc.cast(rows, pa.string()), "")
+        return pc.binary_join_element_wise(pa.scalar(text), pc.cast(rows, pa.string()), "")
+    prefix = np.frombuffer(text.encode(), np.uint8)
     width = len(prefix)
-    offsets = np.empty(n + 1, np.int32)
-    offsets[0] = 0
-    runs = []
+    runs = []      # (first, end, digits): the indices written with the same number of digits
     lo, digits = start, len(str(start))
     while lo < start + n:
         hi = min(start + n, 10 ** digits)
         runs.append((lo, hi, digits))
         lo, digits = hi, digits + 1
-    pos = 0
-    for lo, hi, d in runs:     # the offsets of each run step by a fixed row width
-        k = hi - lo
-        i = lo - start
-        offsets[i + 1:i + k + 1] = pos + (width + d) * np.arange(1, k + 1, dtype=np.int64)
-        pos += (width + d) * k
-    data = np.empty(pos, np.uint8)
+    offsets = np.empty(n + 1, np.int32)
+    offsets[0] = 0
+    data = np.empty(sum((width + d) * (hi - lo) for lo, hi, d in runs), np.uint8)
     pos = 0
     for lo, hi, d in runs:
-        k = hi - lo
-        block = data[pos:pos + (width + d) * k].reshape(k, width + d)
+        k, i, row = hi - lo, lo - start, width + d
+        offsets[i + 1:i + k + 1] = pos + row * np.arange(1, k + 1, dtype=np.int64)
+        block = data[pos:pos + row * k].reshape(k, row)
         block[:, :width] = prefix
         value = np.arange(lo, hi, dtype=np.int64 if hi > _I32_MAX else np.int32)
         digit = np.empty((d, k), np.uint8)      # digit j of every value, contiguous
@@ -57,5 +53,5 @@ def commit_seqnos(instant: str, task: int | str, start: int, n: int) -> pa.Array
             value, rest = rest, value
         digit += 48
         block[:, width:] = digit.T
-        pos += (width + d) * k
+        pos += row * k
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
