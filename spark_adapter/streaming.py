@@ -21,6 +21,9 @@ without the hook (``toTable`` of a ``USING hudi_format`` table, another language
 :class:`StagedStreamWriter`, Spark's Python stream-writer API: tasks stage their rows under
 ``.hoodie/.temp/`` and ``commit(messages, batchId)`` writes them as one commit in the driver's
 Python worker (same checkpoint and skip rule; the rows pass through that one process).
+Both retry a failed batch alike (:func:`write_batch`: ``hoodie.datasource.write.streaming.retry.*``,
+``...ignore.failed.batch``) and run a commit that lost a conflict again
+(``hoodie.write.num.retries.on.conflict.failures``).
 
 Source: ``spark.readStream.format("hudi_format").option("hoodie.datasource.streaming.startOffset",
 "earliest" | "latest" | <instant>).load(path)`` streams the table's changes commit by commit.
@@ -143,6 +146,36 @@ def _sink_options(options: Mapping[str, Any]) -> dict[str, str]:
     return {k: v for k, v in options.items() if v is not None and k.lower() not in ("checkpointlocation", "path")}
 
 
+def write_batch(write, path: str, storage_opts: Mapping[str, Any] | None, identifier: str, batch_id: int,
+                query_id: str | None, write_options: Mapping[str, Any]) -> None:
+    """``write()`` a micro-batch as Hudi's streaming sink does: a failed attempt (which left
+    nothing behind) is tried again after ``hoodie.datasource.write.streaming.retry.interval.ms``,
+    doubling, up to ``...retry.count`` attempts in all; a batch that failed them all fails the
+    query unless ``...ignore.failed.batch`` (then it is logged and dropped, as Hudi does).
+    Before each retry the table is asked whether the batch committed after all. Both sinks
+    (``foreachBatch`` and the stream-writer API) write through here."""
+    attempts = max(1, option(write_options, "hoodie.datasource.write.streaming.retry.count"))
+    wait = option(write_options, "hoodie.datasource.write.streaming.retry.interval.ms") / 1000
+    for attempt in range(1, attempts + 1):
+        try:
+            write()
+            return
+        except HudiError as exc:
+            log.error("micro-batch %s into %s failed (attempt %d of %d): %s", batch_id, path,
+                      attempt, attempts, exc)
+            if attempt < attempts:
+                time.sleep(wait)
+                wait *= 2
+                if should_skip(path, storage_opts, identifier, batch_id, query_id):
+                    return
+                continue
+            if option(write_options, "hoodie.datasource.write.streaming.ignore.failed.batch"):
+                log.warning("dropping micro-batch %s as hoodie.datasource.write.streaming."
+                            "ignore.failed.batch asks", batch_id)
+                return
+            raise
+
+
 # -- the sink: a micro-batch as one distributed commit ----------------------------------------------
 class MicroBatchSink:
     """``foreachBatch`` function writing each micro-batch as one Hudi commit, exactly once.
@@ -179,40 +212,12 @@ class MicroBatchSink:
         try:
             if self.mode == "append" and df.isEmpty():
                 return
-            self._write_retried(lambda: write_dataframe(
+            write_batch(lambda: write_dataframe(
                 df, self.path, mode=self.mode, options=self.options, partition_by=self.partition_by,
-                extra_metadata=checkpoint_metadata(self.identifier, batch_id, query_id)), batch_id, query_id)
+                extra_metadata=checkpoint_metadata(self.identifier, batch_id, query_id)),
+                self.path, self.storage_options, self.identifier, batch_id, query_id, self.write_options)
         finally:
             df.unpersist()
-
-    def _write_retried(self, write, batch_id: int, query_id: str | None) -> None:
-        """``write()`` the micro-batch as Hudi's streaming sink does: a failed attempt (which
-        left nothing behind) is tried again after ``hoodie.datasource.write.streaming.retry.interval.ms``,
-        doubling, up to ``...retry.count`` attempts in all; a batch that failed them all fails the
-        query unless ``...ignore.failed.batch`` (then it is logged and dropped, as Hudi does).
-        Before each retry the table is asked whether the batch committed after all."""
-        opts = self.write_options
-        attempts = max(1, option(opts, "hoodie.datasource.write.streaming.retry.count"))
-        wait = option(opts, "hoodie.datasource.write.streaming.retry.interval.ms") / 1000
-        for attempt in range(1, attempts + 1):
-            try:
-                write()
-                return
-            except HudiError as exc:
-                log.error("micro-batch %s into %s failed (attempt %d of %d): %s", batch_id, self.path,
-                          attempt, attempts, exc)
-                if attempt < attempts:
-                    time.sleep(wait)
-                    wait *= 2
-                    if should_skip(self.path, self.storage_options, self.identifier, batch_id, query_id):
-                        return
-                    continue
-                if option(opts, "hoodie.datasource.write.streaming.ignore.failed.batch"):
-                    log.warning("dropping micro-batch %s as hoodie.datasource.write.streaming."
-                                "ignore.failed.batch asks", batch_id)
-                    return
-                raise
-
 
 def _hoodie_keys(options: Mapping[str, Any]) -> dict[str, Any]:
     """The write options among a sink's options (read keys, which the source takes, left out)."""
@@ -338,6 +343,7 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
         self.options = {k: v for k, v in options.items() if k.lower().startswith("hoodie.")
                         and not k.lower().startswith(("hoodie.datasource.query.", "hoodie.datasource.read.",
                                                       "hoodie.datasource.streaming."))}
+        self.write_options = validate(_hoodie_keys(options), WRITE_SCOPES)
         self.overwrite = overwrite
         self.in_schema = hudi_schema(spark_arrow_schema(schema))
         self.data_columns = [n for n in self.in_schema.names if n not in _META_COLUMNS]
@@ -355,6 +361,7 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
         return stage_rows(self._storage(), name, iterator, self.in_schema)
 
     def commit(self, messages: list, batchId: int) -> None:
+        from hudi_format import engine
         storage = self._storage()
         try:
             if should_skip(self.path, self.storage_options, self.identifier, batchId, None):
@@ -363,7 +370,12 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
             if not pieces and not self.overwrite:
                 return
             data = (pa.concat_tables(pieces) if pieces else self.in_schema.empty_table()).select(self.data_columns)
-            self._write(storage, data, checkpoint_metadata(self.identifier, batchId, None))
+            extra = checkpoint_metadata(self.identifier, batchId, None)
+            retries = option(self.write_options, engine.RETRIES_ON_CONFLICT)
+            # a commit that lost a conflict runs again on the table as the winner left it
+            write_batch(lambda: engine.retrying_conflicts(lambda: self._write(storage, data, extra), retries,
+                                                          self.path),
+                        self.path, self.storage_options, self.identifier, batchId, None, self.write_options)
         finally:
             # the batch's files and any attempts Spark discarded (retries, a stop mid-batch)
             remove_staging(storage, self.staging)

@@ -403,3 +403,78 @@ def test_stream_killed_at_random_points_restarts_exactly_once(tmp_path):
     assert ids_of(path) == list(range((batches[-1] + 1) * ROWS_PER_BATCH))   # ours == hudi-rs too
     table = hudi.open_table(path)
     assert not [i for i in table.timeline.instants if i.state.name != "COMPLETED"]
+
+
+def test_stream_writer_api_retries_a_batch_that_lost_a_conflict_or_failed(spark, tmp_path, monkeypatch):
+    """The stream-writer API's commit retries as the foreachBatch sink does: a commit that
+    lost to another writer over the same file groups runs again on the table as the winner
+    left it (``retries.on.conflict.failures``), a failed attempt is tried again
+    (``streaming.retry.count``) unless the batch committed after all, and with
+    ``ignore.failed.batch`` a batch failing every attempt is dropped. Read by hudi-rs too."""
+    from hudi_format import engine
+    from spark_adapter.streaming import StagedStreamWriter
+    path = str(tmp_path / "t")
+    occ = {**OPTS, "hoodie.datasource.write.operation": "upsert",
+           "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+           "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
+           "hoodie.parquet.small.file.limit": "0", "hoodie.datasource.write.streaming.retry.interval.ms": "1"}
+    core = {k: v for k, v in occ.items() if not k.startswith("hoodie.datasource.write.streaming.")}
+
+    def batch(ids, ts):
+        return pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array([ts] * len(ids), pa.int64()),
+                         "part": pa.array([str(i % 3) for i in ids])})
+
+    def other_writer(ids, ts):
+        hudi.write(path, batch(ids, ts), record_key="id", ordering_field="ts", partition_by="part",
+                   table_name="s", options={k: v for k, v in core.items()
+                                            if not k.startswith(("hoodie.datasource.write.", "hoodie.table.name"))})
+
+    other_writer(list(range(40)), 0)
+    schema = spark.createDataFrame(batch([0], 0)).schema
+    real_commit, attempts = engine.commit, []
+
+    def losing_commit(job, *a, **k):
+        attempts.append(1)
+        if len(attempts) == 1:      # another writer commits over the same file groups first
+            other_writer(list(range(0, 10)), 1)
+        return real_commit(job, *a, **k)
+    monkeypatch.setattr(engine, "commit", losing_commit)
+    w = StagedStreamWriter({**occ, "path": path}, schema, overwrite=False)
+    w.commit([w.write(iter(batch(list(range(5, 15)), 2).to_batches()))], 0)
+    assert len(attempts) == 2 and checkpoints(path) == [0]
+    want = {i: 2 if 5 <= i < 15 else 1 if i < 10 else 0 for i in range(40)}
+    table = hudi.open_table(path).read(columns=["id", "ts"])
+    assert dict(zip(*(table.column(c).to_pylist() for c in ("id", "ts")))) == want
+    theirs = hudi_rs_read(path)
+    assert dict(zip(*(theirs.column(c).to_pylist() for c in ("id", "ts")))) == want
+
+    def failing(fails: int, after_commit: bool = False):
+        def commit(job, *a, **k):
+            attempts.append(1)
+            if len(attempts) <= fails:
+                if after_commit:
+                    real_commit(job, *a, **k)
+                raise HudiError(f"attempt {len(attempts)} failed")
+            return real_commit(job, *a, **k)
+        return commit
+    attempts.clear()
+    monkeypatch.setattr(engine, "commit", failing(1, after_commit=True))
+    w.commit([w.write(iter(batch([100], 3).to_batches()))], 1)     # committed, then failed: once
+    assert len(attempts) == 1 and checkpoints(path) == [0, 1]
+    attempts.clear()
+    monkeypatch.setattr(engine, "commit", failing(2))
+    w.commit([w.write(iter(batch([101], 3).to_batches()))], 2)     # third attempt commits
+    assert len(attempts) == 3 and checkpoints(path) == [0, 1, 2]
+    attempts.clear()
+    monkeypatch.setattr(engine, "commit", failing(5))
+    with pytest.raises(HudiError, match="attempt 3 failed"):
+        w.commit([w.write(iter(batch([102], 3).to_batches()))], 3)
+    ignoring = StagedStreamWriter({**occ, "path": path,
+                                   "hoodie.datasource.write.streaming.ignore.failed.batch": "true"},
+                                  schema, overwrite=False)
+    attempts.clear()
+    ignoring.commit([ignoring.write(iter(batch([102], 3).to_batches()))], 3)    # dropped
+    assert len(attempts) == 3 and checkpoints(path) == [0, 1, 2]
+    assert 102 not in hudi.open_table(path).read(columns=["id"]).column("id").to_pylist()
+    assert hudi.open_table(path).timeline.pending == []
+    assert not list(pathlib.Path(path, ".hoodie", ".temp").glob("spark-stream-*/*.arrow"))
