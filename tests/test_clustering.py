@@ -633,3 +633,30 @@ def test_clustering_aborts_when_a_planned_log_file_is_rolled_back_under_it(tmp_p
 
 def posixpath_name(p: str) -> str:
     return p.rsplit("/", 1)[-1]
+
+
+def test_a_log_only_file_group_of_a_pending_write_is_no_file_slice_v6(tmp_path, monkeypatch):
+    """Version 6 names a log file after its slice's base instant; a file group a pending write
+    started with log files only (Flink, bucket index) shows the write's own instant there.
+    Hudi's view drops a slice whose base instant is not committed (``isFileSliceCommitted``):
+    the storage-listed view of the services leaves it out, so no clustering plans it (its
+    blocks would be read as nothing, and the write's rollback deletes the file under the plan)."""
+    import shutil
+    from hudi_format.services import clustering as cl
+    from hudi_format.transaction.snapshot import TableSnapshot
+    path = tmp_path / "t"
+    small_files(path, "MERGE_ON_READ", 6)
+    before = both(path)
+    pending = _killed_upsert(path, monkeypatch, make_rows(range(0, 2), ts=70, seed=7), 6)
+    t = hudi.open_table(str(path))
+    mine = next(path.rglob(".*.log.*"))
+    orphan_id = "ffffffff-0000-0000-0000-000000000000-0"
+    shutil.copy(mine, mine.with_name(f".{orphan_id}_{pending.timestamp}.log.1_0-1-0"))
+    listed = {s.file_id for s in TableSnapshot(t.storage, t.config).latest_slices()}
+    assert listed and orphan_id not in listed
+    assert both(path) == before
+    monkeypatch.setattr(cl, "in_flight_file_groups", lambda ts: set())   # no marker names it
+    inst = schedule_clustering(t.storage, t.config, "score", {"hoodie.clustering.plan.strategy.max.num.groups": "30"})
+    assert inst is not None
+    planned = _planned_groups(hudi.open_table(str(path)), inst)
+    assert planned and orphan_id not in {fid for _, fid in planned}

@@ -132,9 +132,14 @@ class FileSystemView:
                 slice_logs[instants[i - 1] if i else None].append((sort_key, f))
             slices = []
             if None in slice_logs:
-                # Log-only slice (no visible base file at or before its logs).
+                # Log-only slice (no visible base file at or before its logs). Its base instant
+                # is its first log's (v6: the instant the log names, which for a file group a
+                # write started with logs is that write's own); a slice whose base instant is
+                # not committed is none, as Hudi's ``isFileSliceCommitted`` (v8 logs of
+                # invisible instants were dropped above).
                 entries = sorted(slice_logs[None], key=lambda t: t[0])
-                slices.append(self._slice(partition, file_id, entries[0][0][0], None, entries))
+                if v8 or visible(entries[0][0][0]):
+                    slices.append(self._slice(partition, file_id, entries[0][0][0], None, entries))
             for inst in instants:
                 entries = sorted(slice_logs.get(inst, ()), key=lambda t: t[0])
                 slices.append(self._slice(partition, file_id, inst, bases[file_id][inst], entries))
