@@ -660,3 +660,65 @@ def test_a_log_only_file_group_of_a_pending_write_is_no_file_slice_v6(tmp_path, 
     assert inst is not None
     planned = _planned_groups(hudi.open_table(str(path)), inst)
     assert planned and orphan_id not in {fid for _, fid in planned}
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_write_in_flight_on_a_planned_group_neither_aborts_the_clustering_nor_commits(tmp_path, monkeypatch,
+                                                                                      version):
+    """A write planned before the clustering was, writes its log file into a planned file
+    group (v6 names it after the slice, so storage lists it in the slice) and is still in
+    flight when the clustering runs. The clustering checks its groups against what is
+    *committed*: a file a pending write's marker names is no change, so the clustering
+    completes; the write then loses its commit-time conflict check and leaves nothing. Before,
+    the clustering saw a changed slice and aborted too: both lost (the v6 soak's aborted
+    clusterings)."""
+    import hudi_format.writer.client as client
+    path = tmp_path / "t"
+    small_files(path, "MERGE_ON_READ", version)
+    before = both(path)
+    t = hudi.open_table(str(path))
+    real_write, real_commit, clustering = client.WriteClient._write_buckets, client.commit_write, []
+
+    def schedule_then_write(self, job, buckets):      # the write has planned; no file written yet
+        clustering.append(schedule_clustering(t.storage, t.config, "score",
+                                              {"hoodie.clustering.plan.strategy.max.num.groups": "30"}))
+        return real_write(self, job, buckets)
+
+    def cluster_then_commit(job, results, *a, **k):   # its files written, the write still pending
+        mine = {(r.partition, r.stat.file_id) for r in results}
+        assert mine & _planned_groups(hudi.open_table(str(path)), clustering[0])
+        clustering.append(run_clustering(t.storage, t.config, clustering[0].timestamp))
+        return real_commit(job, results, *a, **k)
+    monkeypatch.setattr(client.WriteClient, "_write_buckets", schedule_then_write)
+    monkeypatch.setattr(client, "commit_write", cluster_then_commit)
+    with pytest.raises(hudi.ConcurrentWriteError, match="conflicts with"):
+        write(path, make_rows(range(0, 2), ts=70, seed=7), version=version)
+    after = hudi.open_table(str(path))
+    assert clustering[1] is not None and after.timeline.pending == []
+    assert clustering[1].timestamp in {i.timestamp for i in after.timeline.completed}
+    assert both(path) == before
+
+
+def test_a_write_beginning_while_a_clustering_plans_is_left_out_of_the_plan(tmp_path, monkeypatch):
+    """A write that begins after the clustering listed the timeline but before it listed the
+    file slices (v6: its log file is then in the slice the plan would name) is seen by the
+    pending writes and markers listed after the slices, and its file groups are left out."""
+    from hudi_format.transaction.markers import read_markers
+    from hudi_format.transaction.snapshot import TableSnapshot
+    path = tmp_path / "t"
+    small_files(path, "MERGE_ON_READ", 6)
+    real, began = TableSnapshot.latest_slices, []
+
+    def begin_a_write_then_list(self, *a, **k):
+        if not began:
+            began.append(None)
+            began.append(_killed_upsert(path, monkeypatch, make_rows(range(0, 2), ts=70, seed=7), 6))
+        return real(self, *a, **k)
+    monkeypatch.setattr(TableSnapshot, "latest_slices", begin_a_write_then_list)
+    t = hudi.open_table(str(path))
+    inst = schedule_clustering(t.storage, t.config, "score", {"hoodie.clustering.plan.strategy.max.num.groups": "30"})
+    touched = {(data.rsplit("/", 1)[0], posixpath_name(data).lstrip(".").split("_")[0])
+               for data, _ in read_markers(t.storage, began[1].timestamp)}
+    assert touched and inst is not None
+    planned = _planned_groups(hudi.open_table(str(path)), inst)
+    assert planned and not planned & touched

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from ..base_file import footer_bloom, parquet_format, unique_key_columns, with_file_name, write_base_file
 from ..config import TableConfig
 from ..errors import FileMissingError, InvalidOptionError, UnsupportedFeatureError
+from ..log import read_log_file
 from ..options import option
 from ..read.align import align_table
 from ..read.merge import MergeSpec, merge_file_slice, read_base_file, record_keys
@@ -203,14 +204,19 @@ def _schedule(storage: Storage, config: TableConfig, sort_by: str | Sequence[str
     if (inline if check_trigger is None else check_trigger) and not clustering_due(ts.timeline, opts):
         return None, ts
 
-    busy = set(pending_service_file_groups(ts.timeline)) | in_flight_file_groups(ts)
     small = option(opts, "hoodie.clustering.plan.strategy.small.file.limit")
     single = bool(cols) or option(opts, "hoodie.clustering.plan.strategy.single.group.clustering.enabled")
     max_groups = option(opts, "hoodie.clustering.plan.strategy.max.num.groups")
     default = option(opts, "hoodie.parquet.max.file.size")
     parts = _partitions(ts, opts)
     by_part: dict[str, list[FileSlice]] = {p: [] for p in parts}
-    for s in ts.latest_slices(parts):
+    slices = ts.latest_slices(parts)
+    # writes in flight, by a timeline and markers listed after the files: a file listed had
+    # its write's instant and marker made before it, so that write is seen (listed before
+    # the files, a write could begin in between and its file enter the plan)
+    after = TableState(storage, config)
+    busy = set(pending_service_file_groups(after.timeline)) | in_flight_file_groups(after)
+    for s in slices:
         if (s.partition_path, s.file_id) in busy:
             continue
         if (s.base_file_size if s.base_file else 0) < small:
@@ -264,24 +270,45 @@ def _planned_slices(group: Mapping[str, Any]) -> list[FileSlice]:
 
 
 def _check_unchanged(ts: TableState, planned: list[FileSlice], instant_time: str) -> dict:
-    """Every input file group must still be exactly the slice that was planned; returns the
-    current slices by (partition, file id): the plan's carry no file sizes, these do."""
+    """Every input file group must still be exactly the slice that was planned, as far as
+    committed writes go; returns the current slices by (partition, file id): the plan's
+    carry no file sizes, these do.
+
+    Version 6 names a log file after its slice, so storage lists the log file of a write
+    still in flight (or one being rolled back) in the slice. That is no change: such a write
+    cannot commit into a group under clustering (it fails its conflict check), and its
+    rollback removes the file. A log file the plan does not name changes the group only if
+    one of its blocks is of a committed instant (read from the blocks' headers, for those
+    few files)."""
     current = {(s.partition_path, s.file_id): s for s in ts.latest_slices({p.partition_path for p in planned})}
     for p in planned:
         now = current.get((p.partition_path, p.file_id))
         if now is None:
             raise ServiceConflictError(f"clustering {instant_time}: file group {p.file_id} in "
                                        f"{p.partition_path!r} was replaced or removed since it was planned")
-        same_base = (posixpath.basename(now.base_file) if now.base_file else None) == \
-                    (posixpath.basename(p.base_file) if p.base_file else None)
-        same_logs = sorted(posixpath.basename(x) for x in now.log_files) == \
-            sorted(posixpath.basename(x) for x in p.log_files)
-        if not (same_base and same_logs):
+        changed = [] if (posixpath.basename(now.base_file) if now.base_file else None) == \
+            (posixpath.basename(p.base_file) if p.base_file else None) else [now.base_file or p.base_file]
+        planned_logs = {posixpath.basename(x) for x in p.log_files}
+        now_logs = {posixpath.basename(x): x for x in now.log_files}
+        changed += sorted(planned_logs - set(now_logs))
+        changed += sorted(name for name, rel in now_logs.items()
+                          if name not in planned_logs and _holds_committed_blocks(ts, rel))
+        if changed:
             raise ServiceConflictError(
                 f"clustering {instant_time}: file group {p.file_id} in {p.partition_path!r} was written "
-                "to after the clustering was planned; completing it would drop that write, so the "
-                "clustering is aborted (writers must not update file groups under pending clustering)")
+                f"to after the clustering was planned ({', '.join(map(posixpath.basename, changed[:3]))}); "
+                "completing it would drop that write, so the clustering is aborted (writers must not "
+                "update file groups under pending clustering)")
     return current
+
+
+def _holds_committed_blocks(ts: TableState, rel: str) -> bool:
+    """Whether log file ``rel`` holds a block of an instant committed as of ``ts`` (gone: no)."""
+    try:
+        return any(b.instant_time is not None and ts.state.visible(b.instant_time)
+                   for b in read_log_file(ts.storage, rel) if not b.is_corrupted)
+    except FileMissingError:
+        return False
 
 
 def _bytes_per_row(sample: pa.Table, codec: str) -> float:
