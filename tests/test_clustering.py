@@ -722,3 +722,68 @@ def test_a_write_beginning_while_a_clustering_plans_is_left_out_of_the_plan(tmp_
     assert touched and inst is not None
     planned = _planned_groups(hudi.open_table(str(path)), inst)
     assert planned and not planned & touched
+
+
+def test_a_write_aborting_while_a_clustering_plans_is_left_out_of_the_plan(tmp_path, monkeypatch):
+    """A write in flight whose files the clustering listed in its slices, and which aborted
+    (files, then instant and markers removed) before the clustering listed the writes in
+    flight: its file is gone, so its file group is left out of the plan, instead of a plan
+    naming a file that is not there (the clustering then aborted when it ran: the v6 soak)."""
+    from hudi_format.transaction.snapshot import TableSnapshot
+    from hudi_format.writer.job import abort_write
+    path = tmp_path / "t"
+    small_files(path, "MERGE_ON_READ", 6)
+    before = both(path)
+    jobs = []
+    _killed_upsert(path, monkeypatch, make_rows(range(0, 2), ts=70, seed=7), 6, jobs)
+    real = TableSnapshot.latest_slices
+
+    def list_then_abort_the_write(self, *a, **k):
+        listed = real(self, *a, **k)
+        if jobs:
+            abort_write(jobs.pop())
+        return listed
+    monkeypatch.setattr(TableSnapshot, "latest_slices", list_then_abort_the_write)
+    t = hudi.open_table(str(path))
+    inst = schedule_clustering(t.storage, t.config, "score", {"hoodie.clustering.plan.strategy.max.num.groups": "30"})
+    monkeypatch.setattr(TableSnapshot, "latest_slices", real)
+    assert not jobs and inst is not None
+    assert run_clustering(t.storage, t.config, inst.timestamp) is not None
+    assert both(path) == before
+
+
+def test_a_write_in_flight_aborting_while_the_clustering_reads_does_not_abort_it(tmp_path, monkeypatch):
+    """The clustering reads the files its plan names (with today's sizes), not a log file a
+    write in flight added to a planned group since: that write may abort and remove it while
+    the clustering reads (v6 soak: "a file it planned to rewrite is gone")."""
+    import hudi_format.writer.client as client
+    from hudi_format.services import clustering as cl
+    path = tmp_path / "t"
+    small_files(path, "MERGE_ON_READ", 6)
+    before = both(path)
+    t = hudi.open_table(str(path))
+    real_write, real_commit, real_read, clustering = client.WriteClient._write_buckets, client.commit_write, \
+        cl._read_group, []
+
+    def schedule_then_write(self, job, buckets):
+        clustering.append(schedule_clustering(t.storage, t.config, "score",
+                                              {"hoodie.clustering.plan.strategy.max.num.groups": "30"}))
+        return real_write(self, job, buckets)
+
+    def cluster_then_commit(job, results, *a, **k):
+        mine = [r.stat.path for r in results]
+
+        def abort_then_read(*ra, **rk):      # the write gives up while the clustering reads
+            for rel in mine:
+                if t.storage.exists(rel):
+                    t.storage.delete(rel)
+            return real_read(*ra, **rk)
+        monkeypatch.setattr(cl, "_read_group", abort_then_read)
+        clustering.append(run_clustering(t.storage, t.config, clustering[0].timestamp))
+        return real_commit(job, results, *a, **k)
+    monkeypatch.setattr(client.WriteClient, "_write_buckets", schedule_then_write)
+    monkeypatch.setattr(client, "commit_write", cluster_then_commit)
+    with pytest.raises(hudi.ConcurrentWriteError, match="conflicts with"):
+        write(path, make_rows(range(0, 2), ts=70, seed=7), version=6)
+    assert clustering[1] is not None and hudi.open_table(str(path)).timeline.pending == []
+    assert both(path) == before

@@ -35,6 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
+import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -52,7 +53,7 @@ from ..timeline import Instant, Timeline, TimelineWriter, WriteStat, commit_meta
 from ..timeline.instant import CLUSTERING, COMMIT, DELTA_COMMIT, REPLACE_COMMIT
 from ..timeline.plans import encode_with_schema, requested_replace_schema
 from ..transaction import Transaction
-from ..view import FileSlice
+from ..view import FileSlice, FileSystemView
 from ..view.file_names import BaseFileName, parse_base_file_name
 from ..writer.handles import new_file_id
 from . import space_curves
@@ -215,7 +216,7 @@ def _schedule(storage: Storage, config: TableConfig, sort_by: str | Sequence[str
     # its write's instant and marker made before it, so that write is seen (listed before
     # the files, a write could begin in between and its file enter the plan)
     after = TableState(storage, config)
-    busy = set(pending_service_file_groups(after.timeline)) | in_flight_file_groups(after)
+    busy = set(pending_service_file_groups(after.timeline)) | in_flight_file_groups(after) | _vanished(ts, slices)
     for s in slices:
         if (s.partition_path, s.file_id) in busy:
             continue
@@ -266,6 +267,23 @@ def _planned_slices(group: Mapping[str, Any]) -> list[FileSlice]:
         logs = tuple(rel_in_partition(part, p) for p in s.get("deltaFilePaths") or ())
         parsed = parse_base_file_name(posixpath.basename(base)) if base else None
         out.append(FileSlice(part, s.get("fileId"), parsed.instant_time if parsed else "", base, logs))
+    return out
+
+
+def _vanished(ts: TableState, slices: list[FileSlice]) -> set[tuple[str, str]]:
+    """File groups with a listed log file that is gone now: a write that aborted after the
+    slices were listed removed its files before its instant and markers, so it shows in
+    neither; its group is left out of the plan (a plan naming a gone file aborts when run)."""
+    fresh = FileSystemView(ts.storage, ts.config)
+    names: dict[str, set[str]] = {}
+    out = set()
+    for s in slices:
+        if not s.log_files:
+            continue
+        if s.partition_path not in names:
+            names[s.partition_path] = {f.name for f in fresh.files_in(s.partition_path)}
+        if any(posixpath.basename(x) not in names[s.partition_path] for x in s.log_files):
+            out.add((s.partition_path, s.file_id))
     return out
 
 
@@ -344,11 +362,21 @@ def _restamp(table: pa.Table, instant_time: str, task: int) -> pa.Table:
     return table
 
 
+def _as_planned(planned: FileSlice, now: FileSlice | None) -> FileSlice:
+    """The planned slice with the sizes of its files as listed now (the plan has none); a log
+    file of a write in flight listed since (see :func:`_check_unchanged`) is not read."""
+    if now is None:
+        return planned
+    names = {posixpath.basename(x) for x in planned.log_files}
+    kept = [(x, n) for x, n in zip(now.log_files, now.log_file_sizes) if posixpath.basename(x) in names]
+    return attrs.evolve(now, log_files=tuple(x for x, _ in kept), log_file_sizes=tuple(n for _, n in kept))
+
+
 def _cluster_group(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict, instant_time: str,
                    group: Mapping[str, Any], first_task: int, params: Mapping[str, str],
                    opts: Mapping[str, Any], preserve: bool, written: list, current: Mapping) -> list[dict]:
     t0 = time.monotonic()
-    slices = [current.get((s.partition_path, s.file_id), s) for s in _planned_slices(group)]
+    slices = [_as_planned(s, current.get((s.partition_path, s.file_id))) for s in _planned_slices(group)]
     part = slices[0].partition_path if slices else ""
     data = _read_group(ts, slices, schema, spec)
     cols = _sort_columns(params.get(SORT_COLUMNS), {})
