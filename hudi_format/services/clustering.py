@@ -216,11 +216,12 @@ def _schedule(storage: Storage, config: TableConfig, sort_by: str | Sequence[str
     # its write's instant and marker made before it, so that write is seen (listed before
     # the files, a write could begin in between and its file enter the plan)
     after = TableState(storage, config)
-    busy = set(pending_service_file_groups(after.timeline)) | in_flight_file_groups(after) | _vanished(ts, slices)
-    for s in slices:
-        if (s.partition_path, s.file_id) in busy:
-            continue
-        if (s.base_file_size if s.base_file else 0) < small:
+    busy = set(pending_service_file_groups(after.timeline)) | in_flight_file_groups(after)
+    candidates = [s for s in slices if (s.partition_path, s.file_id) not in busy
+                  and (s.base_file_size if s.base_file else 0) < small]
+    gone = _vanished(ts, candidates)      # listed again only where a candidate has log files
+    for s in candidates:
+        if (s.partition_path, s.file_id) not in gone:
             by_part[s.partition_path].append(s)
     groups = []
     for p in parts:
