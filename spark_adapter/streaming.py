@@ -343,7 +343,7 @@ class StagedStreamWriter(DataSourceStreamArrowWriter):
         self.options = {k: v for k, v in options.items() if k.lower().startswith("hoodie.")
                         and not k.lower().startswith(("hoodie.datasource.query.", "hoodie.datasource.read.",
                                                       "hoodie.datasource.streaming."))}
-        self.write_options = validate(_hoodie_keys(options), WRITE_SCOPES)
+        self.write_options = validate(self.options, WRITE_SCOPES)   # what each commit writes with
         self.overwrite = overwrite
         self.in_schema = hudi_schema(spark_arrow_schema(schema))
         self.data_columns = [n for n in self.in_schema.names if n not in _META_COLUMNS]
