@@ -142,3 +142,43 @@ def test_an_old_file_repeating_an_untouched_key_is_merged_whole(tmp_path, monkey
     assert "k0001" not in got and got["k0002"] == 0 and got["k0003"] == 2
     assert canonical_rows(hudi.open_table(path).read().select(["id", "ts", "p", "v"])) == \
         canonical_rows(hudi_rs_read(path).select(["id", "ts", "p", "v"]))
+
+
+@pytest.mark.parametrize("meta_fields, record_key", [(True, "id"), (True, "id,p"), (False, "id,p")])
+def test_the_streamed_merge_plans_on_one_copy_of_the_keys(tmp_path, monkeypatch, meta_fields, record_key):
+    """The plan of a streamed merge reads the old file's keys once: from ``_hoodie_record_key``
+    when the file stores them (not the key fields too: a second copy of every key held while
+    the plan is made), from the key fields when it does not (``hoodie.populate.meta.fields``
+    false). Either way it writes what the whole-file merge writes."""
+    ops = _ops(7)[:4]
+    key = {**KEY, "record_key": record_key}
+    opts = {"hoodie.populate.meta.fields": str(meta_fields).lower()}
+    if "," in record_key:
+        opts["hoodie.datasource.write.keygenerator.type"] = "COMPLEX"
+    whole, streamed = str(tmp_path / "whole"), str(tmp_path / "streamed")
+    for path, above in ((whole, 1 << 40), (streamed, 50)):
+        monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", above)
+        monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", 37)
+        probes: list[list[str]] = []
+        real = BaseFileReader.read
+
+        def spy(self, columns=None, *args, **kwargs):
+            probes.append(list(columns or []))
+            return real(self, columns, *args, **kwargs)
+        monkeypatch.setattr(BaseFileReader, "read", spy)
+        for op, data in ops:
+            hudi.write(path, data, operation=op, options=opts, **key)
+        monkeypatch.setattr(BaseFileReader, "read", real)
+    # the streamed run's merges: each planned on its probe, which holds the keys once
+    planned = [p for p in probes if "ts" in p and len(p) < len(SCHEMA)]
+    assert planned, "no streamed merge ran"
+    for cols in planned:
+        if meta_fields:
+            assert "_hoodie_record_key" in cols and "id" not in cols and "p" not in cols, cols
+        else:
+            assert "_hoodie_record_key" not in cols and "id" in cols, cols
+    cols = ["id", "ts", "p", "v"]
+    ours = canonical_rows(hudi.open_table(streamed).read().select(cols))
+    assert ours == canonical_rows(hudi.open_table(whole).read().select(cols))
+    assert ours == canonical_rows(hudi_rs_read(streamed).select(cols))
+    assert _stats(whole) == _stats(streamed)
