@@ -13,11 +13,12 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..options import option
-from ..read.merge import MergeSpec, merge_file_slice, record_keys, row_numbers
+from ..read.merge import MergeSpec, merge_file_slice, merge_pieces, record_keys, row_numbers
 from ..storage import Storage
 from ..view import FileSlice
 from .grouping import groups_of
@@ -244,3 +245,54 @@ def matching_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, sc
         return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),
                          "file_id": pa.array([], pa.string())})
     return pa.concat_tables(found)
+
+
+_SOURCE = "__hudi_source"
+
+
+def stored_outranks(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema, visible,
+                    located: pa.Table, incoming: pa.Table) -> pa.Array:
+    """Per record of ``located`` (``key``, ``existing_partition``, ``file_id``: where a global
+    index found it) whether the record stored under its key outranks it, ``incoming`` holding
+    the records' ordering fields (aligned with ``located``). That decides a key arriving in
+    another partition as Hudi's ``mergeForPartitionUpdatesIfNeeded`` does, merging the incoming
+    with the stored record first: the key moves only when the incoming one wins; else it stays
+    where it is (a record flagged deleted included). Event-time ordering only: otherwise the
+    incoming record always wins. Only the file slices holding these keys are read, and only
+    their key and ordering columns, merged as a read merges them (this write's records
+    compared as the merge would: higher ordering value, then the later write on a tie)."""
+    n = located.num_rows
+    ordering = [f for f in spec.ordering_fields if schema.get_field_index(f) >= 0]
+    if not n or not spec.event_time or not ordering or any(f not in incoming.column_names for f in ordering):
+        return pa.repeat(pa.scalar(False), n)
+    by_group = {(s.partition_path, s.file_id): s for s in slices}
+    cols = pa.schema([f for f in schema if f.name in set(spec.needed_columns())])
+    keys = pc.cast(located.column("key"), pa.string())
+    stored = []
+    where = pa.table({"existing_partition": located.column("existing_partition"),
+                      "file_id": located.column("file_id"), "row": row_numbers(n)})
+    for (part, fid), idx in groups_of(where, ["existing_partition", "file_id"]):
+        s = by_group.get((part, fid))
+        if s is None:
+            continue
+        rows = merge_file_slice(storage, s, cols, spec, visible)
+        if not rows.num_rows:
+            continue
+        found = pc.cast(record_keys(rows, spec), pa.string())
+        hit = pc.is_in(found, value_set=pc.take(keys, idx))
+        rows = rows.filter(hit)
+        stored.append(pa.table({"_hoodie_record_key": found.filter(hit),
+                                **{f: rows.column(f) for f in ordering}}))
+    if not stored:
+        return pa.repeat(pa.scalar(False), n)
+    base = pa.concat_tables(stored, promote_options="permissive")
+    fields = [pa.field("_hoodie_record_key", pa.string()), *[schema.field(f) for f in ordering]]
+    types = pa.schema([*fields, pa.field(_SOURCE, pa.int64())])
+    base = pa.table([*base.cast(pa.schema(fields)).columns, row_numbers(base.num_rows, -base.num_rows)],
+                    schema=types)
+    mine = pa.table([keys, *[pc.cast(incoming.column(f.name), f.type) for f in fields[1:]], row_numbers(n)],
+                    schema=types)
+    merge_spec = attrs.evolve(spec, has_meta_fields=True, ordering_fields=tuple(ordering), keygen=None)
+    won = merge_pieces([base, mine], [], types, merge_spec).column(_SOURCE)
+    mine_won = pc.filter(won, pc.greater_equal(won, 0))
+    return pc.invert(pc.is_in(row_numbers(n), value_set=mine_won))

@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any, Callable, Mapping
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,7 +23,7 @@ from ..read.merge import MergeSpec, live_rows, row_numbers
 from ..storage import Storage
 from .grouping import groups_of
 from .file_sizing import SmallFile, assign_inserts, average_record_size, small_files
-from .index import is_global, known_locations, tag
+from .index import is_global, known_locations, stored_outranks, tag
 from .index_lookup import INSERT, MOVE, UPDATE, actions_of, moves_partitions
 from ..options import option
 from .options import sizing_config
@@ -173,6 +174,8 @@ class WritePlanner:
         if tagged is not None:
             acts = actions_of(op, global_index and moves_partitions(self.options), tagged.column("partition"),
                               tagged.column("existing_partition"), tagged.column("file_id"))
+            if op == "upsert":
+                acts = self.keep_outranked_in_place(acts, tagged, table, slices, state, full_schema)
             moved = pc.equal(acts, MOVE)
             for (part, f), idx in groups_of(tagged.filter(moved), ["existing_partition", "file_id"]):
                 plan.deletes[(part, f)].append(idx)   # a move: delete there, insert here
@@ -198,6 +201,25 @@ class WritePlanner:
                     plan.upserts[(part, b.file_id)].append(chunk)
         self.reject_clustered(plan, clustering)
         return plan
+
+    def keep_outranked_in_place(self, acts: pa.Array, tagged: pa.Table, table: pa.Table, slices: list,
+                                state: Any, full_schema: pa.Schema) -> pa.Array:
+        """``acts`` with each move whose stored record outranks the incoming one made an update
+        where the key is (:func:`.index.stored_outranks`): the merge there keeps the stored
+        record, and the key does not move. Needs the incoming ordering values (``table``)."""
+        moved = pc.equal(acts, MOVE)
+        if not self.spec.event_time or not pc.any(moved).as_py():
+            return acts
+        located = tagged.filter(moved)
+        incoming = table.take(located.column("row"))
+        visible = state.visible if state is not None else (lambda _: False)
+        outranked = stored_outranks(self.storage, slices, self.spec, full_schema, visible,
+                                    located, incoming)
+        if not pc.any(outranked).as_py():
+            return acts
+        flip = np.zeros(len(acts), dtype=bool)
+        flip[np.asarray(pc.indices_nonzero(moved).to_numpy())[np.asarray(outranked.to_numpy(zero_copy_only=False))]] = True
+        return pc.if_else(pa.array(flip), pa.scalar(UPDATE, acts.type), acts)
 
     def size_inserts(self, counts: Mapping[str, int], slices, state, clustering: set) -> dict[str, list]:
         """Per partition, how its ``counts`` inserts are split: small files first (their
