@@ -63,3 +63,33 @@ def test_commit_time_ordering_moves_whatever_the_ordering_value(tmp_path):
     hudi.write(path, pa.table({"id": ["k1"], "ts": [10], "p": ["a"], "v": [1]}), operation="upsert", **kw)
     hudi.write(path, pa.table({"id": ["k1"], "ts": [5], "p": ["b"], "v": [2]}), operation="upsert", **kw)
     assert _rows(path) == [("k1", "b", "b", 5, 2)]
+
+
+@pytest.mark.parametrize("service", ["insert_overwrite", "clustering"])
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_replacing_the_groups_a_key_moved_out_of_keeps_its_record_index_entry(tmp_path, table_type, service):
+    """A key moved from partition a to b is still in an older version of a's file group until
+    the cleaner removes it. Replacing a's groups (insert_overwrite of a, or clustering them)
+    dropped the record-index entry of every key any file of those groups holds, so the moved
+    key fell out of the index: its next upsert was taken for an insert (a second copy of the
+    record). Only the keys the index still places in the replaced groups are dropped."""
+    from hudi_format.cli.validate import ERROR, record_index_problems
+    path = str(tmp_path / "t")
+    opts = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true",
+            "hoodie.clean.automatic": "false"}
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type, options=opts)
+    hudi.write(path, pa.table({"id": ["k1", "k2", "k3"], "ts": [1, 1, 1], "p": ["a", "a", "b"], "v": [1, 1, 1]}),
+               operation="upsert", **kw)
+    hudi.write(path, pa.table({"id": ["k1"], "ts": [2], "p": ["b"], "v": [2]}), operation="upsert", **kw)
+    if service == "insert_overwrite":
+        hudi.write(path, pa.table({"id": ["k9"], "ts": [3], "p": ["a"], "v": [3]}), operation="insert_overwrite", **kw)
+        want = [("k1", "b", "b", 2, 2), ("k3", "b", "b", 1, 1), ("k9", "a", "a", 3, 3)]
+    else:
+        assert hudi.open_table(path).cluster(options=opts) is not None
+        want = [("k1", "b", "b", 2, 2), ("k2", "a", "a", 1, 1), ("k3", "b", "b", 1, 1)]
+    assert _rows(path) == want
+    assert [p for p in record_index_problems(path) if p.severity == ERROR] == []
+    hudi.write(path, pa.table({"id": ["k1"], "ts": [4], "p": ["b"], "v": [4]}), operation="upsert", **kw)
+    want[0] = ("k1", "b", "b", 4, 4)
+    assert _rows(path) == want
+    assert sorted((r["id"], r["v"]) for r in hudi_rs_read(path).to_pylist()) == [(w[0], w[4]) for w in want]

@@ -68,6 +68,7 @@ from . import keys as K
 from . import payloads as P
 from .data_files import DataFiles
 from .payloads import Delta, records_delta
+from .reader import MetadataTable
 from ..options import option
 from .hfiles import hfile_data_block, write_base_hfile  # noqa: F401 - re-exported
 from .compaction import MetadataCompaction
@@ -499,6 +500,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                 for k in ups.to_pylist():
                     located[k] = (part, fid)
                 gone.update(dels.to_pylist())
+        from_replaced: set[str] = set()
         for part, fids in replaced.items():
             wanted = set(fids)
             for f in listing(part):
@@ -507,9 +509,10 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     continue
                 if f.name.startswith("."):
                     ups, _ = files.log_keys(f.path)
-                    gone.update(ups.to_pylist())
+                    from_replaced.update(ups.to_pylist())
                 elif f.name.endswith(ext):
-                    gone.update(files.base_keys(f.path).to_pylist())
+                    from_replaced.update(files.base_keys(f.path).to_pylist())
+        gone |= self._still_in(from_replaced - located.keys(), replaced)
         tz = self.config.timeline_timezone
         millis = P.instant_millis(instant, tz)
         cache: dict[tuple[str, str], bytes] = {}
@@ -520,6 +523,23 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                 v = cache[loc] = P.encode_record_index_value(loc[0], loc[1], millis)
             ups_out[k] = v
         return Delta(ups_out, {k for k in gone if k not in located})
+
+    def _still_in(self, keys: set[str], replaced: Mapping[str, list]) -> set[str]:
+        """Of ``keys`` (read from every file of the replaced file groups, older versions
+        included), those the record index still places in one of those groups. A key that has
+        moved to another partition since (a global index) lives on there: its entry stays."""
+        if not keys:
+            return keys
+        try:
+            found = MetadataTable(self.storage, self.config, self.data_timeline()).record_index(
+                pa.array(sorted(keys), pa.string()))
+        except HudiError as exc:
+            log.warning("record index of %s unreadable (%s): dropping every key of the replaced "
+                        "file groups", self.storage.url, exc)
+            return keys
+        groups = {(p, f) for p, fids in replaced.items() for f in fids}
+        return {k for k, p, f in zip(*(found.column(c).to_pylist() for c in ("key", "partition", "file_id")))
+                if ("" if p == "." else p, f) in groups}
 
     def clean_deltas(self, instant: str, clean_metadata: Mapping[str, Any]) -> dict[str, Delta]:
         recs, dropped = [], []
