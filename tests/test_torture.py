@@ -37,6 +37,21 @@ def test_random_sequence(seed, tmp_path):
     assert figures["checks"] == STEPS
 
 
+# with a global index, upserts giving stored keys another partition: seed 2 (COW v6, record
+# index kept, GLOBAL_BLOOM) caught insert_overwrite dropping the record-index entry of a key
+# that had moved out of the overwritten partition; 1 and 3 are MOR v8 and v6
+MOVE_SEEDS = [2, 1, 3]
+
+
+@pytest.mark.parametrize("seed", MOVE_SEEDS)
+def test_random_sequence_with_partition_moves(seed, tmp_path):
+    cfg = sequence_config(seed, moves=True)
+    assert cfg["options"]["hoodie.index.type"].startswith("GLOBAL") or \
+        cfg["options"]["hoodie.index.type"] == "RECORD_INDEX"
+    figures = run_sequence(cfg, steps=STEPS, workdir=str(tmp_path))
+    assert figures["checks"] == STEPS
+
+
 # -- reduced repros of what the torture test found ----------------------------------------------------------
 def test_metadata_listing_after_metadata_compaction_and_archival(tmp_path):
     """17 upserts of the same keys (COW v8, inline clean off): the metadata table compacts every 10

@@ -87,8 +87,11 @@ def key_id(key: int) -> str:
 
 
 def sequence_config(seed: int, table_type: str | None = None, version: int | None = None,
-                    profile: str | None = None) -> dict[str, Any]:
-    """Layout and write/service options of the sequence ``seed`` (unless given)."""
+                    profile: str | None = None, moves: bool = False) -> dict[str, Any]:
+    """Layout and write/service options of the sequence ``seed`` (unless given). ``moves``: a
+    global index (GLOBAL_SIMPLE, GLOBAL_BLOOM or, with the record index, RECORD_INDEX), and
+    upserts that give some stored keys another partition (off by default, so the replays of
+    earlier findings keep their configuration; the soak turns it on for a third of its seeds)."""
     rng = random.Random(f"config-{seed}")
     layout = LAYOUTS[seed % len(LAYOUTS)]
     table_type = table_type or layout[0]
@@ -149,9 +152,14 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
     evolve = random.Random(f"evolve-{seed}").random() < 0.5
     if evolve:   # its writes without the new column leave it null, as Hudi's option asks
         opts["hoodie.write.set.null.for.missing.columns"] = "true"
+    if moves:
+        choices = ["GLOBAL_SIMPLE", "GLOBAL_BLOOM"]
+        if opts.get("hoodie.metadata.record.index.enable") == "true":
+            choices.append("RECORD_INDEX")
+        opts["hoodie.index.type"] = random.Random(f"moves-{seed}").choice(choices)
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch,
-            "evolve": evolve}
+            "evolve": evolve, "moves": moves}
 
 
 class Sequence:
@@ -218,6 +226,10 @@ class Sequence:
                 step["stale"] = sorted(rng.sample(old, max(1, len(old) // 3)))  # lower ordering value
             if rng.random() < 0.25:   # records flagged _hoodie_is_deleted: they delete their keys
                 step["flagged"] = sorted(rng.sample(step["keys"], max(1, len(step["keys"]) // 3)))
+            if self.cfg.get("moves") and old:   # (its own generator: the other seeds' steps stay)
+                mrng = random.Random(f"moves-{self.cfg['seed']}-{len(self.steps_done)}")
+                moved = mrng.sample(old, max(1, len(old) // 3)) if mrng.random() < 0.6 else []
+                step["moved"] = [[k, mrng.choice([p for p in PARTS if p != self._part(k)])] for k in sorted(moved)]
             return step
         if op == "delete":
             keys = rng.sample(existing, min(len(existing), rng.randint(1, 10)))
@@ -243,13 +255,32 @@ class Sequence:
         return {"op": op}
 
     # -- execution -----------------------------------------------------------------------------------
-    def _rows(self, keys: list[int], stale: list[int] = (), flagged: list[int] = (), wide: bool = False) -> pa.Table:
+    def _part(self, key: int) -> str:
+        """The partition ``key`` lives in (keys move only in ``moves`` sequences)."""
+        row = self.model.rows.get(key_id(key))
+        return row["p"] if row is not None else part_of(key)
+
+    def _placed(self, table: pa.Table, moved: list = (), stale: list[int] = ()) -> pa.Table:
+        """``table`` with each key in the partition it lives in, or in the one ``moved`` gives
+        it; a stale record of a moved key stays where ``make_rows`` put it (another partition,
+        under a record that outranks it: the key must not move)."""
+        if not self.cfg.get("moves"):
+            return table
+        to = {key_id(k): p for k, p in moved}
+        keep = {key_id(k) for k in stale if self._part(k) != part_of(k)}
+        ids = table.column("id").to_pylist()
+        parts = [to.get(i) or (p if i in keep else self._part(int(i[1:])))
+                 for i, p in zip(ids, table.column("p").to_pylist())]
+        return table.set_column(table.schema.get_field_index("p"), "p", pa.array(parts, pa.string()))
+
+    def _rows(self, keys: list[int], stale: list[int] = (), flagged: list[int] = (), wide: bool = False,
+              moved: list = ()) -> pa.Table:
         fresh = [k for k in keys if k not in set(stale)]
         pieces = [make_rows(fresh, ts=self.ts, seed=self.ts % 97)] if fresh else []
         for k in stale:   # an update with a lower ordering value than the stored row
             stored = self.model.rows[key_id(k)]["ts"]
             pieces.append(make_rows([k], ts=stored - 1, seed=(self.ts + 1) % 97))
-        table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+        table = self._placed(pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0], moved, stale)
         if wide:   # a new nullable column, and n widened to long with values int cannot hold
             ns = table.column("n").to_pylist()
             table = table.set_column(table.schema.get_field_index("n"), "n",
@@ -278,7 +309,8 @@ class Sequence:
         self.ts += 10
         table = hudi.open_table(self.path) if self.steps_done else None
         if op in ("insert", "bulk_insert", "upsert", "insert_overwrite", "insert_overwrite_table"):
-            data = self._rows(step["keys"], step.get("stale", []), step.get("flagged", []), step.get("wide", False))
+            data = self._rows(step["keys"], step.get("stale", []), step.get("flagged", []), step.get("wide", False),
+                              step.get("moved", []))
             self._write(op, data)
             return f"{len(step['keys'])} keys"
         if op == "delete":
@@ -508,7 +540,7 @@ def _diff(got: list[dict], want: list[dict]) -> str:
 
 def replay_command(cfg: dict, steps: int) -> str:
     return (f"python -m tests.support.torture --seed {cfg['seed']} --steps {steps} --table-type {cfg['table_type']} "
-            f"--version {cfg['version']} --profile {cfg['profile']}")
+            f"--version {cfg['version']} --profile {cfg['profile']}" + (" --moves" if cfg.get("moves") else ""))
 
 
 def run_sequence(cfg: dict, steps: int = 20, workdir: str | None = None, given: list[dict] | None = None,
@@ -602,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version", type=int, choices=[6, 8], default=None)
     ap.add_argument("--profile", choices=["default", "aggressive"], default=None)
     ap.add_argument("--replay", help="a JSON file with the steps to run (from a failure or --shrink)")
+    ap.add_argument("--moves", action="store_true", help="replay: a global index, keys moving partitions")
     ap.add_argument("--shrink", action="store_true", help="reduce a failing sequence")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -610,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     log = print if args.verbose else None
 
     if args.seed is not None or args.replay:
-        cfg = sequence_config(args.seed or 0, ttype, args.version, args.profile)
+        cfg = sequence_config(args.seed or 0, ttype, args.version, args.profile, args.moves)
         given = json.load(open(args.replay)) if args.replay else None
         print(f"config: {json.dumps(cfg)}")
         try:
@@ -630,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = steps = 0
     failures: list[str] = []
     while time.time() < deadline:
-        cfg = sequence_config(seed, ttype, args.version, args.profile)
+        cfg = sequence_config(seed, ttype, args.version, args.profile, seed % 3 == 0)
         try:
             figures = run_sequence(cfg, args.steps, args.workdir, log=log)
             steps += figures["steps"]
