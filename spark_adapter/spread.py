@@ -192,6 +192,8 @@ def tag(rows, lookup):
     known = F.col(tasks.FILE_ID).isNotNull()
     moved = (known & F.coalesce(F.col(tasks.FOUND_IN) != F.col(tasks.PARTITION), F.lit(False))) if moves \
         else F.lit(False)
+    if tasks.OUTRANKED in rows.columns:    # its stored record outranks it: the key stays where it is
+        moved = moved & ~F.coalesce(F.col(tasks.OUTRANKED), F.lit(False))
 
     def kinds(*ks):
         return F.array(*[F.lit(k) for k in ks])
@@ -210,7 +212,7 @@ def tag(rows, lookup):
         kind = insert
     exploded = rows.withColumn(_KIND, F.explode(kind))
     is_insert = F.col(_KIND) == "I"
-    data = [F.col(c) for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID)]
+    data = [F.col(c) for c in rows.columns if c not in (tasks.FOUND_IN, tasks.FILE_ID, tasks.OUTRANKED)]
     return exploded.select(*data, F.col(_KIND),
                            F.when(is_insert, F.col(tasks.PARTITION)).otherwise(F.col(tasks.FOUND_IN)).alias(_JP),
                            F.when(is_insert, F.lit(None).cast("string")).otherwise(F.col(tasks.FILE_ID)).alias(_JF))

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from hudi_format import engine
 
 from .arrow import local_frame, string_fields
-from .tasks import FILE_ID, FIRST, FOUND_IN, KEY, KIND, PARTITION, TARGET_FILE, TARGET_PARTITION
+from .tasks import FILE_ID, FIRST, FOUND_IN, KEY, KIND, OUTRANKED, PARTITION, TARGET_FILE, TARGET_PARTITION
 
 TASK = "__hoodie_lookup_task"
 LOCATIONS_SCHEMA = f"{KEY} string, {FOUND_IN} string, {FILE_ID} string"
@@ -109,6 +109,25 @@ def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -
 
 
 # -- tagging the rows where they are (an index whose tasks are a partition's file slices) ----------
+
+OUTRANKED_SCHEMA = f"{KEY} string, {OUTRANKED} boolean"
+
+
+def outranked_keys(batches: Iterator[pa.RecordBatch], *, check, storage_options) -> Iterator[pa.RecordBatch]:
+    """Of the records an upsert sends to another partition (key, where the index found it,
+    their ordering fields; grouped by that file group), those whose stored record outranks
+    them (``engine.index.outranked``): such a key stays where it is."""
+    rows = pa.Table.from_batches([b for b in batches if b.num_rows])
+    if not rows.num_rows:
+        return
+    located = rows.rename_columns([{KEY: "key", FOUND_IN: "existing_partition", FILE_ID: "file_id"}.get(c, c)
+                                   for c in rows.column_names])
+    flags = engine.index.outranked(check, located, storage_options)
+    if pc.any(flags).as_py():
+        keys = pc.filter(located.column("key"), flags)
+        yield pa.RecordBatch.from_arrays([keys.combine_chunks(), pa.repeat(pa.scalar(True), len(keys))],
+                                         [KEY, OUTRANKED])
+
 
 def tags_locally(lookup) -> bool:
     """Whether the rows themselves can be tagged in one stage (:func:`tag_rows`): a non-global

@@ -33,6 +33,7 @@ DELETE = "__hoodie_delete"
 SLOT = "__hoodie_slot"
 FOUND_IN = "__hoodie_found_in"      # the partition the index found the key in (null: new)
 FILE_ID = "__hoodie_file_id"        # the file group it found it in
+OUTRANKED = "__hoodie_outranked"    # the stored record outranks this one: the key does not move
 FIRST = "__hoodie_first"            # the first row of its (key, partition) where it was tagged
 # a tagged row's action: U(pdate), D(elete) or I(nsert), in target partition / file group
 KIND, TARGET_PARTITION, TARGET_FILE = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"

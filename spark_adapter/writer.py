@@ -207,7 +207,12 @@ class DistributedWrite:
                     with self._step("index lookup"):
                         lookup, locations = self._lookup(job, keys_df, incoming, lookup)
                     persisted.append(locations)
-                    tagged = spread.tag(_join(keyed, locations, lookup), lookup)
+                    joined = _join(keyed, locations, lookup)
+                    check = engine_index.plan_outrank_check(job)
+                    if check is not None:
+                        with self._step("outranked moves"):
+                            joined = self._keep_outranked(joined, check)
+                    tagged = spread.tag(joined, lookup)
                 # kept where they were computed. In local mode a local checkpoint (no columnar
                 # cache to build: ~40% of the tagging stage; no executor can be lost); on a
                 # cluster a cache, which Spark recomputes when an executor is lost (a local
@@ -315,6 +320,27 @@ class DistributedWrite:
                 functools.partial(tagging_tasks.run_lookups, lookup=lookup, storage_options=opts),
                 tagging_tasks.LOCATIONS_SCHEMA)
         return lookup, found.persist()
+
+    def _keep_outranked(self, joined, check):
+        """``joined`` with the keys an upsert would move to another partition but whose stored
+        record outranks the incoming one flagged (``tasks.OUTRANKED``): they stay where they
+        are (:func:`spread.tag`). The executors read the stored ordering values of the moving
+        keys only, grouped by the file group holding them; nothing is done when none moves."""
+        from pyspark.sql import functions as F
+        moving = joined.filter(F.col(tasks.FILE_ID).isNotNull() & (F.col(tasks.FOUND_IN) != F.col(tasks.PARTITION)))
+        cols = [tasks.KEY, tasks.FOUND_IN, tasks.FILE_ID, *[c for c in check.ordering_fields if c in joined.columns]]
+        if len(cols) == 3:
+            return joined
+        moving = moving.select(*cols)
+        n = moving.count()
+        if not n:
+            return joined
+        width = max(1, min(4 * joined.sparkSession.sparkContext.defaultParallelism, -(-n // 100_000)))
+        flags = moving.repartition(width, tasks.FOUND_IN, tasks.FILE_ID).mapInArrow(
+            functools.partial(tagging_tasks.outranked_keys, check=check, storage_options=self.storage_options),
+            tagging_tasks.OUTRANKED_SCHEMA).groupBy(tasks.KEY).agg(
+            F.min(tasks.OUTRANKED).alias(tasks.OUTRANKED))
+        return joined.join(F.broadcast(flags) if n <= 1_000_000 else flags, on=[tasks.KEY], how="left")
 
     def _run_tasks(self, buckets: list, keyer, assignment, tagged, values) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""

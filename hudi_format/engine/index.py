@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+import attrs
 import pyarrow as pa
 
 from ..options import option
+from ..read.merge import MergeSpec
+from ..read.snapshot import Visibility
 from ..storage import Storage
-from ..writer.index import is_global
+from ..view import FileSlice
+from ..writer.index import is_global, stored_outranks
 from ..writer.index_lookup import (BLOOM, DELETE, DROP, INSERT, KEYS, MOVE, RECORD_INDEX, UPDATE, IndexLookup,
-                                   LookupTask, key_range, plan_lookup, run_lookup)
+                                   LookupTask, key_range, moves_partitions, plan_lookup, run_lookup)
 from ..writer.job import WriteJob
 from ..writer.options import sizing_config
 
@@ -72,6 +76,48 @@ def lookup(task: LookupTask, keys: Any = None, storage_options: Mapping[str, Any
     return run_lookup(_storage(task, storage_options), task, keys)
 
 
+@attrs.frozen(eq=False)
+class OutrankCheck:
+    """What a worker needs to tell whether the stored record of a key that an upsert sends to
+    another partition outranks the incoming one (picklable): the table's latest file slices
+    by ``(partition, file id)``, its merge rule, schema and the write's visible instants."""
+
+    table_uri: str
+    slices: Mapping[tuple[str, str], FileSlice]
+    merge: MergeSpec
+    schema: pa.Schema
+    visibility: Visibility
+
+    @property
+    def ordering_fields(self) -> list[str]:
+        return [f for f in self.merge.ordering_fields if self.schema.get_field_index(f) >= 0]
+
+
+def plan_outrank_check(job: WriteJob) -> OutrankCheck | None:
+    """For an upsert whose global index moves keys between partitions under event-time
+    ordering, the check that keeps a key where it is when its stored record outranks the
+    incoming one (as the single-process planner does, Hudi's ``mergeForPartitionUpdatesIfNeeded``);
+    ``None`` when no move can be outranked (another operation or index, commit-time ordering)."""
+    spec = job.planner.spec
+    if job.operation != "upsert" or not is_global_index(job) or not moves_partitions(job.options) \
+            or not spec.event_time or job.state is None:
+        return None
+    check = OutrankCheck(job.storage.url, {(s.partition_path, s.file_id): s for s in
+                                           job.planner.latest_slices(job.state, job.view)},
+                         spec, job.spec.full_schema, job.state.visibility())
+    return check if check.ordering_fields else None
+
+
+def outranked(check: OutrankCheck, located: pa.Table, storage_options: Mapping[str, Any] | None = None) -> pa.Array:
+    """Per row of ``located`` (``key``, ``existing_partition``, ``file_id`` where the index
+    found it, and the incoming record's ordering fields) whether the stored record outranks
+    the incoming one: the key then stays where it is (an update there, which the stored
+    record wins) instead of moving. Reads only the slices named, key and ordering columns."""
+    storage = Storage(check.table_uri, dict(storage_options) if storage_options is not None else None)
+    return stored_outranks(storage, list(check.slices.values()), check.merge, check.schema, check.visibility,
+                           located, located)
+
+
 __all__ = ["IndexLookup", "LookupTask", "plan_index_lookup", "is_global_index", "lookup", "lookup_key_range",
-           "record_size_estimate", "KEYS", "BLOOM", "RECORD_INDEX",
-           "DROP", "UPDATE", "INSERT", "DELETE", "MOVE"]
+           "record_size_estimate", "OutrankCheck", "plan_outrank_check", "outranked", "KEYS", "BLOOM",
+           "RECORD_INDEX", "DROP", "UPDATE", "INSERT", "DELETE", "MOVE"]
