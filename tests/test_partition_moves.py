@@ -15,7 +15,7 @@ from writemodel import hudi_rs_read
 INDEXES = {
     "GLOBAL_SIMPLE": {},
     "GLOBAL_BLOOM": {},
-    "RECORD_INDEX": {"hoodie.metadata.record.index.enable": "true"},
+    "RECORD_INDEX": {"hoodie.metadata.record.index.enable": "true", "hoodie.record.index.update.partition.path": "true"},
 }
 
 
@@ -76,7 +76,7 @@ def test_replacing_the_groups_a_key_moved_out_of_keeps_its_record_index_entry(tm
     from hudi_format.cli.validate import ERROR, record_index_problems
     path = str(tmp_path / "t")
     opts = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true",
-            "hoodie.clean.automatic": "false"}
+            "hoodie.record.index.update.partition.path": "true", "hoodie.clean.automatic": "false"}
     kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type, options=opts)
     hudi.write(path, pa.table({"id": ["k1", "k2", "k3"], "ts": [1, 1, 1], "p": ["a", "a", "b"], "v": [1, 1, 1]}),
                operation="upsert", **kw)
@@ -93,3 +93,23 @@ def test_replacing_the_groups_a_key_moved_out_of_keeps_its_record_index_entry(tm
     want[0] = ("k1", "b", "b", 4, 4)
     assert _rows(path) == want
     assert sorted((r["id"], r["v"]) for r in hudi_rs_read(path).to_pylist()) == [(w[0], w[4]) for w in want]
+
+
+@pytest.mark.parametrize("index, option", [("GLOBAL_SIMPLE", "hoodie.simple.index.update.partition.path"),
+                                           ("GLOBAL_BLOOM", "hoodie.bloom.index.update.partition.path"),
+                                           ("RECORD_INDEX", "hoodie.record.index.update.partition.path")])
+@pytest.mark.parametrize("moves", ["true", "false", None])
+def test_each_global_index_moves_keys_by_its_own_option(tmp_path, index, option, moves):
+    """Each global index reads its own ``update.partition.path`` option, with Hudi's defaults:
+    the simple and bloom indexes move a key to the partition its new record names, the record
+    index updates the record where it is (the new record's partition field is kept as given)."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.index.type": index, "hoodie.metadata.record.index.enable": "true"}
+    if moves is not None:
+        opts[option] = moves
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", options=opts)
+    hudi.write(path, pa.table({"id": ["k1"], "ts": [1], "p": ["a"], "v": [1]}), operation="upsert", **kw)
+    hudi.write(path, pa.table({"id": ["k1"], "ts": [2], "p": ["b"], "v": [2]}), operation="upsert", **kw)
+    moved = moves == "true" or (moves is None and index != "RECORD_INDEX")
+    assert _rows(path) == [("k1", "b", "b" if moved else "a", 2, 2)]
+    assert [(r["id"], r["v"]) for r in hudi_rs_read(path).to_pylist()] == [("k1", 2)]

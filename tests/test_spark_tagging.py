@@ -293,7 +293,8 @@ def test_a_stale_record_in_another_partition_stays_put_as_the_core_keeps_it(spar
     for where, write in (("spark", lambda p, d, o: spark_write(spark, p, d, o)), ("core", core_write)):
         path = tmp_path / where
         for data in (first, second):
-            write(path, data, opts(index, "MERGE_ON_READ", 8, "upsert"))
+            write(path, data, opts(index, "MERGE_ON_READ", 8, "upsert",
+                                   **{"hoodie.record.index.update.partition.path": "true"}))
     want = [("k0", "b", 7), ("k1", "a", 10), ("k2", "b", 20), ("k3", "b", 10), ("k4", "a", 10), ("k5", "a", 11)]
     for path in (tmp_path / "spark", tmp_path / "core"):
         assert sorted((r["id"], r["_hoodie_partition_path"], r["ts"])

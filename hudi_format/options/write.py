@@ -109,6 +109,8 @@ declare(
        "partition is deleted from the old one."),
     _w("hoodie.bloom.index.update.partition.path", "bool", True, "GLOBAL_BLOOM: a key that moves "
        "partition is deleted from the old one."),
+    _w("hoodie.record.index.update.partition.path", "bool", False, "RECORD_INDEX: a key that moves "
+       "partition is deleted from the old one (off, as in Hudi: the record is updated where it is)."),
     _w("hoodie.bloom.index.use.metadata", "bool", False, "BLOOM: read bloom filters from the metadata "
        "table instead of base file footers."),
     _w("hoodie.index.bloom.num_entries", "int", 60000, "Keys a bloom filter is sized for.", minimum=1),

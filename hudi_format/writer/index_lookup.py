@@ -131,8 +131,17 @@ def actions_of(op: str, moves: bool, partitions: Any, existing_partitions: Any, 
     return pc.cast(out, pa.int8())
 
 
+_UPDATE_PARTITION_PATH = {"GLOBAL_SIMPLE": "hoodie.simple.index.update.partition.path",
+                          "GLOBAL_BLOOM": "hoodie.bloom.index.update.partition.path",
+                          "RECORD_INDEX": "hoodie.record.index.update.partition.path"}
+
+
 def moves_partitions(options: Mapping[str, Any]) -> bool:
-    return bool(option(options, "hoodie.simple.index.update.partition.path"))
+    """Whether the global index ``hoodie.index.type`` names moves a key that arrives in another
+    partition (delete there, insert here), by that index's own option, as Hudi reads them:
+    true for the simple and bloom indexes, false for the record index (updated where it is)."""
+    key = _UPDATE_PARTITION_PATH.get(str(option(options, "hoodie.index.type")))
+    return key is not None and bool(option(options, key))
 
 
 def file_group_indexes(keys: pa.Array, num_file_groups: int) -> pa.Array:

@@ -157,6 +157,8 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
         if opts.get("hoodie.metadata.record.index.enable") == "true":
             choices.append("RECORD_INDEX")
         opts["hoodie.index.type"] = random.Random(f"moves-{seed}").choice(choices)
+        if opts["hoodie.index.type"] == "RECORD_INDEX":   # (Hudi's default: updated where it is)
+            opts["hoodie.record.index.update.partition.path"] = "true"
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch,
             "evolve": evolve, "moves": moves}
