@@ -113,3 +113,20 @@ def test_each_global_index_moves_keys_by_its_own_option(tmp_path, index, option,
     moved = moves == "true" or (moves is None and index != "RECORD_INDEX")
     assert _rows(path) == [("k1", "b", "b" if moved else "a", 2, 2)]
     assert [(r["id"], r["v"]) for r in hudi_rs_read(path).to_pylist()] == [("k1", 2)]
+
+
+def test_an_engine_planning_by_keys_only_is_told_to_give_the_rows_for_moves(tmp_path):
+    """Planned from keys and partitions only (the engine API), an upsert that would move keys
+    under event-time ordering cannot tell a stale record: it is refused, nothing written."""
+    from hudi_format import engine
+    from hudi_format.errors import InvalidOptionError
+    path = str(tmp_path / "t")
+    opts = {"hoodie.index.type": "GLOBAL_SIMPLE"}
+    hudi.write(path, pa.table({"id": ["k1"], "ts": [10], "p": ["a"], "v": [1]}), operation="upsert",
+               record_key="id", ordering_field="ts", partition_by="p", options=opts)
+    job = engine.begin_write(path, "upsert", schema=hudi.open_table(path).schema(), options=opts)
+    with pytest.raises(InvalidOptionError, match="ordering value"):
+        engine.plan_write(job, keys=["k1"], partitions=["b"])
+    engine.abort(job)
+    assert _rows(path) == [("k1", "a", "a", 10, 1)]
+    assert not [i for i in hudi.open_table(path).timeline.instants if i.state.name != "COMPLETED"]

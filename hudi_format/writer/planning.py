@@ -210,6 +210,13 @@ class WritePlanner:
         moved = pc.equal(acts, MOVE)
         if not self.spec.event_time or not pc.any(moved).as_py():
             return acts
+        missing = [f for f in self.spec.ordering_fields
+                   if full_schema.get_field_index(f) >= 0 and f not in table.column_names]
+        if missing:
+            raise InvalidOptionError(
+                f"this upsert moves keys to other partitions (a global index), which under event-time "
+                f"ordering needs each record's ordering value {missing}: plan it with the rows, not "
+                f"with keys and partitions only")
         located = tagged.filter(moved)
         incoming = table.take(located.column("row"))
         visible = state.visible if state is not None else (lambda _: False)
