@@ -108,26 +108,24 @@ def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -
             yield _locations(found)
 
 
-# -- tagging the rows where they are (an index whose tasks are a partition's file slices) ----------
-
 OUTRANKED_SCHEMA = f"{KEY} string, {OUTRANKED} boolean"
 
 
 def outranked_keys(batches: Iterator[pa.RecordBatch], *, check, storage_options) -> Iterator[pa.RecordBatch]:
-    """Of the records an upsert sends to another partition (key, where the index found it,
-    their ordering fields; grouped by that file group), those whose stored record outranks
-    them (``engine.index.outranked``): such a key stays where it is."""
-    rows = pa.Table.from_batches([b for b in batches if b.num_rows])
-    if not rows.num_rows:
+    """Per record an upsert sends to another partition (key, where the index found it, its
+    ordering fields; grouped by that file group), whether the stored record outranks it
+    (``engine.index.outranked``): a key all of whose records are outranked stays where it is."""
+    got = [b for b in batches if b.num_rows]
+    if not got:
         return
+    rows = pa.Table.from_batches(got)
     located = rows.rename_columns([{KEY: "key", FOUND_IN: "existing_partition", FILE_ID: "file_id"}.get(c, c)
                                    for c in rows.column_names])
     flags = engine.index.outranked(check, located, storage_options)
-    if pc.any(flags).as_py():
-        keys = pc.filter(located.column("key"), flags)
-        yield pa.RecordBatch.from_arrays([keys.combine_chunks(), pa.repeat(pa.scalar(True), len(keys))],
-                                         [KEY, OUTRANKED])
+    yield pa.RecordBatch.from_arrays([located.column("key").combine_chunks(), flags], [KEY, OUTRANKED])
 
+
+# -- tagging the rows where they are (an index whose tasks are a partition's file slices) ----------
 
 def tags_locally(lookup) -> bool:
     """Whether the rows themselves can be tagged in one stage (:func:`tag_rows`): a non-global

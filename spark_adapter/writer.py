@@ -324,8 +324,9 @@ class DistributedWrite:
     def _keep_outranked(self, joined, check):
         """``joined`` with the keys an upsert would move to another partition but whose stored
         record outranks the incoming one flagged (``tasks.OUTRANKED``): they stay where they
-        are (:func:`spread.tag`). The executors read the stored ordering values of the moving
-        keys only, grouped by the file group holding them; nothing is done when none moves."""
+        are (:func:`spread.tag`). The moving records are counted (one small job); when there
+        are any, the executors read the stored ordering values of their keys only, grouped by
+        the file group holding them."""
         from pyspark.sql import functions as F
         moving = joined.filter(F.col(tasks.FILE_ID).isNotNull() & (F.col(tasks.FOUND_IN) != F.col(tasks.PARTITION)))
         cols = [tasks.KEY, tasks.FOUND_IN, tasks.FILE_ID, *[c for c in check.ordering_fields if c in joined.columns]]
