@@ -76,17 +76,23 @@ def test_replacing_the_groups_a_key_moved_out_of_keeps_its_record_index_entry(tm
     from hudi_format.cli.validate import ERROR, record_index_problems
     path = str(tmp_path / "t")
     opts = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true",
-            "hoodie.record.index.update.partition.path": "true", "hoodie.clean.automatic": "false"}
+            "hoodie.record.index.update.partition.path": "true", "hoodie.clean.automatic": "false",
+            "hoodie.parquet.small.file.limit": "0"}     # each write: new file groups
     kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type, options=opts)
     hudi.write(path, pa.table({"id": ["k1", "k2", "k3"], "ts": [1, 1, 1], "p": ["a", "a", "b"], "v": [1, 1, 1]}),
                operation="upsert", **kw)
+    hudi.write(path, pa.table({"id": ["k4"], "ts": [1], "p": ["a"], "v": [1]}), operation="upsert", **kw)
     hudi.write(path, pa.table({"id": ["k1"], "ts": [2], "p": ["b"], "v": [2]}), operation="upsert", **kw)
     if service == "insert_overwrite":
         hudi.write(path, pa.table({"id": ["k9"], "ts": [3], "p": ["a"], "v": [3]}), operation="insert_overwrite", **kw)
         want = [("k1", "b", "b", 2, 2), ("k3", "b", "b", 1, 1), ("k9", "a", "a", 3, 3)]
-    else:
-        assert hudi.open_table(path).cluster(options=opts) is not None
-        want = [("k1", "b", "b", 2, 2), ("k2", "a", "a", 1, 1), ("k3", "b", "b", 1, 1)]
+    else:   # partition a's two groups (k1 moved out of the first) are clustered into one
+        done = hudi.open_table(path).cluster(options={
+            **opts, "hoodie.clustering.plan.strategy.partition.selected": "a"})
+        assert done is not None
+        replaced = hudi.open_table(path).timeline.metadata(done).partition_to_replace_file_ids
+        assert len(replaced["a"]) == 2 and not replaced.get("b")
+        want = [("k1", "b", "b", 2, 2), ("k2", "a", "a", 1, 1), ("k3", "b", "b", 1, 1), ("k4", "a", "a", 1, 1)]
     assert _rows(path) == want
     assert [p for p in record_index_problems(path) if p.severity == ERROR] == []
     hudi.write(path, pa.table({"id": ["k1"], "ts": [4], "p": ["b"], "v": [4]}), operation="upsert", **kw)
