@@ -259,6 +259,7 @@ def rollback(storage: Storage, config: TableConfig, instant: str | Instant,
             raise InvalidOptionError(f"{ts} is savepointed; delete the savepoint first")
         _keep_archived_commits_visible(timeline, target, storage.url)
         _keep_replaced_rows(storage, timeline, target)
+        _keep_previous_versions(storage, timeline, target)
     plan = build_plan(storage, config, timeline, target)
     with Transaction.begin(storage, config, "rollback", options, plan=plan, undo_on_abort=False) as txn:
         return _finish(storage, timeline, txn, plan, target)
@@ -304,6 +305,34 @@ def _keep_replaced_rows(storage: Storage, timeline: Timeline, target: Instant) -
                 f"cannot roll back {target.timestamp} of {storage.url}: the cleaner has removed file "
                 f"groups it replaced (e.g. {partition}/{gone[0]}), whose rows a rollback would make "
                 f"live again with no file to read them from; undo its changes with a new write instead")
+
+
+def _keep_previous_versions(storage: Storage, timeline: Timeline, target: Instant) -> None:
+    """Refuse to roll back a commit that rewrote base files (a COW merge, a compaction) whose
+    previous versions the cleaner has removed: the rollback deletes the new versions, and the
+    rows earlier commits wrote to those file groups would go with them (rolling back the
+    commits after it let the cleaner drop what this one replaced)."""
+    try:
+        stats = timeline.metadata(target).partition_to_write_stats
+    except HudiError:
+        return
+    listed: dict[str, set[tuple[str, str]]] = {}
+    for partition, written in stats.items():
+        for st in written:
+            prev = st.prev_commit
+            if not prev or prev == target.timestamp or not st.path or parse_base_file_name(
+                    posixpath.basename(st.path)) is None:
+                continue
+            if partition not in listed:   # (a log-only slice's instant is its log files')
+                listed[partition] = {(n.file_id, n.instant_time) for f in storage.list(partition or "")
+                                     if not f.is_dir and (n := parse_base_file_name(f.name)
+                                                          or parse_log_file_name(f.name)) is not None}
+            if (st.file_id, prev) not in listed[partition]:
+                raise InvalidOptionError(
+                    f"cannot roll back {target.timestamp} of {storage.url}: the cleaner has removed the "
+                    f"file versions it rewrote (e.g. {partition}/{st.file_id} as of {prev}), whose rows "
+                    f"from earlier commits a rollback would lose; restore a savepoint or undo its "
+                    f"changes with a new write instead")
 
 
 def _finish(storage: Storage, timeline: Timeline, txn: Transaction, plan: Mapping[str, Any],

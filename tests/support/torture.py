@@ -343,6 +343,8 @@ class Sequence:
                     return "refused (the last active commit over archived ones)"
                 if "the cleaner has removed file groups it replaced" in str(exc):
                     return "refused (the groups it replaced were cleaned)"
+                if "the cleaner has removed the file versions it rewrote" in str(exc):
+                    return "refused (the versions it rewrote were cleaned)"
                 raise
             if latest.timestamp in self.before:
                 self.model.rows, self.model.writer = map(dict, self.before.pop(latest.timestamp))
