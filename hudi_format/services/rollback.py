@@ -281,6 +281,16 @@ def _keep_archived_commits_visible(timeline: Timeline, target: Instant, where: s
             f"with a new write instead")
 
 
+def _file_versions(storage: Storage, partition: str) -> set[tuple[str, str]]:
+    """``(file id, instant)`` of every base and log file listed in ``partition``."""
+    out = set()
+    for f in storage.list(partition or ""):
+        parsed = None if f.is_dir else (parse_base_file_name(f.name) or parse_log_file_name(f.name))
+        if parsed is not None:
+            out.add((parsed.file_id, parsed.instant_time))
+    return out
+
+
 def _keep_replaced_rows(storage: Storage, timeline: Timeline, target: Instant) -> None:
     """Refuse to roll back a replacecommit (clustering, insert_overwrite, delete_partition)
     whose replaced file groups the cleaner has removed: rolling it back makes them live again,
@@ -294,11 +304,7 @@ def _keep_replaced_rows(storage: Storage, timeline: Timeline, target: Instant) -
     for partition, file_ids in replaced.items():
         if not file_ids:
             continue
-        present = set()
-        for f in storage.list(partition or ""):
-            parsed = None if f.is_dir else (parse_base_file_name(f.name) or parse_log_file_name(f.name))
-            if parsed is not None:
-                present.add(parsed.file_id)
+        present = {fid for fid, _ in _file_versions(storage, partition)}
         gone = [fid for fid in file_ids if fid not in present]
         if gone:
             raise InvalidOptionError(
@@ -324,9 +330,7 @@ def _keep_previous_versions(storage: Storage, timeline: Timeline, target: Instan
                     posixpath.basename(st.path)) is None:
                 continue
             if partition not in listed:   # (a log-only slice's instant is its log files')
-                listed[partition] = {(n.file_id, n.instant_time) for f in storage.list(partition or "")
-                                     if not f.is_dir and (n := parse_base_file_name(f.name)
-                                                          or parse_log_file_name(f.name)) is not None}
+                listed[partition] = _file_versions(storage, partition)
             if (st.file_id, prev) not in listed[partition]:
                 raise InvalidOptionError(
                     f"cannot roll back {target.timestamp} of {storage.url}: the cleaner has removed the "
