@@ -41,3 +41,20 @@ def test_writers_and_services_lose_nothing(tmp_path, table_type, version):
 def test_writers_and_services_lose_nothing_on_s3(tmp_path, moto_s3):
     opts = moto_s3("soak")
     _check(soak("s3://soak/t", tmp_path, S3_SECONDS, "MERGE_ON_READ", 8, storage_options=opts))
+
+
+def test_writers_moving_keys_between_partitions_lose_nothing(tmp_path, monkeypatch):
+    """Under a global index that updates partition paths, a third of the writers' upserts give
+    their keys another partition while the services run: every key must show once, with its
+    last acknowledged value, in its last acknowledged partition (the record index, kept in the
+    metadata table by concurrent writers and compactions, must place every key)."""
+    import servicechild
+    opts = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true",
+            "hoodie.record.index.update.partition.path": "true"}
+    monkeypatch.setenv("SOAK_OPTIONS", json.dumps(opts))
+    for k, v in opts.items():
+        monkeypatch.setitem(servicechild.AGGRESSIVE, k, v)
+    report = soak(str(tmp_path / "t"), tmp_path, SECONDS, "MERGE_ON_READ", 8)
+    _check(report)
+    by_op = report["writes"]["by_op"]
+    assert by_op.get("move/ok", 0) + by_op.get("move/failed", 0) > 0, "no write moved a key"

@@ -10,6 +10,8 @@ failed write touched are retired (never written again), so the ledger alone fixe
 final state. A quarter of its inserts and upserts also carry a column of its own, ``c<proc>``
 (the value as text; ``"column": true``), so the writers evolve the schema concurrently, each
 differently; its other writes leave that column null.
+Under a global index that updates partition paths (``moves_keys``), a third of its upserts
+give the keys another partition (``"op": "move"``, ``"parts"``: each key's partition).
 The *service* process loops compact (MOR) / clean / cluster / archive with aggressive options.
 """
 
@@ -49,8 +51,23 @@ SCHEMA = pa.schema([("id", pa.string()), ("p", pa.string()), ("ts", pa.int64()),
 PARTITIONS = ("a", "b", "c")
 
 
-def rows(keys: list[str], value: int) -> pa.Table:
-    parts = [PARTITIONS[int(k.rsplit("_", 1)[1]) % len(PARTITIONS)] for k in keys]
+def home(key: str) -> str:
+    """The partition a key is inserted in."""
+    return PARTITIONS[int(key.rsplit("_", 1)[1]) % len(PARTITIONS)]
+
+
+def moves_keys(options: dict) -> bool:
+    """Whether the writers' upserts also move keys to another partition: under a global index
+    that updates the partition path (the soak's ``--option``s set it)."""
+    index = options.get("hoodie.index.type", "SIMPLE")
+    flag = {"GLOBAL_SIMPLE": "hoodie.simple.index.update.partition.path",
+            "GLOBAL_BLOOM": "hoodie.bloom.index.update.partition.path",
+            "RECORD_INDEX": "hoodie.record.index.update.partition.path"}.get(index)
+    return flag is not None and str(options.get(flag, "false")).lower() == "true"
+
+
+def rows(keys: list[str], value: int, parts: list[str] | None = None) -> pa.Table:
+    parts = parts or [home(k) for k in keys]
     return pa.table({"id": keys, "p": parts, "ts": [value] * len(keys), "v": [value] * len(keys)},
                     schema=SCHEMA)
 
@@ -65,6 +82,8 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
     rng = random.Random(proc)
     deadline = time.monotonic() + seconds
     live: list[str] = []        # keys present after the last acknowledged writes
+    where: dict[str, str] = {}  # a moved key's partition (by its last acknowledged write)
+    moves = moves_keys(AGGRESSIVE)
     next_key = 0
     seq = 0
     with open(ledger_path, "a") as ledger:
@@ -82,15 +101,20 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
             else:
                 op = "delete"
                 keys = rng.sample(live, min(len(live), rng.randint(1, 2)))
-            data = rows(keys, value)
+            parts = [where.get(k, home(k)) for k in keys]
+            if op == "upsert" and moves and rng.random() < 0.3:   # to another partition
+                op = "move"
+                parts = [rng.choice([p for p in PARTITIONS if p != q]) for q in parts]
+            data = rows(keys, value, parts)
             column = op != "delete" and rng.random() < 0.25
             if column:   # this writer's own new column
                 data = data.append_column(f"c{proc}", pa.array([str(value)] * len(keys)))
             if op == "delete":
                 data = data.select(["id", "p"])
-            entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None, "column": column}
+            entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None, "column": column,
+                     "parts": parts}
             try:
-                hudi.write(url, data, operation=op, record_key="id", ordering_field="ts",
+                hudi.write(url, data, operation="upsert" if op == "move" else op, record_key="id", ordering_field="ts",
                            partition_by="p", options=AGGRESSIVE, storage_options=storage_options)
             except Exception as exc:  # noqa: BLE001 - every failure is an outcome to check
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
@@ -98,6 +122,8 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
             else:
                 if op == "insert":
                     live += keys
+                elif op == "move":
+                    where.update(zip(keys, parts))
                 elif op == "delete":
                     live = [k for k in live if k not in keys]
             _append(ledger, entry)

@@ -52,10 +52,11 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import hudi_format as hudi  # noqa: E402
-from servicechild import AGGRESSIVE, rows  # noqa: E402
+from servicechild import AGGRESSIVE, home, rows  # noqa: E402
 
 CHILD = HERE / "servicechild.py"
 SEED_KEYS = [f"seed_{i}" for i in range(12)]
+PARTITION_PATH = "_hoodie_partition_path"
 
 
 def create(url: str, table_type: str, version: int, storage_options=None) -> None:
@@ -112,9 +113,19 @@ def expected_columns(ledgers: list[list[dict]]) -> dict[str, tuple[str, str | No
     out: dict[str, tuple[str, str | None]] = {}
     for proc, ledger in enumerate(ledgers):
         for e in ledger:
-            if e["ok"] and e["op"] in ("insert", "upsert"):
+            if e["ok"] and e["op"] in ("insert", "upsert", "move"):
                 for k in e["keys"]:
                     out[k] = (f"c{proc}", str(e["value"]) if e.get("column") else None)
+    return out
+
+
+def expected_partitions(ledgers: list[list[dict]]) -> dict[str, str]:
+    """``key -> partition`` by the last acknowledged write that placed the key (moves included)."""
+    out: dict[str, str] = {k: home(k) for k in SEED_KEYS}
+    for ledger in ledgers:
+        for e in ledger:
+            if e["ok"] and e["op"] != "delete":
+                out.update(zip(e["keys"], e.get("parts") or [home(k) for k in e["keys"]]))
     return out
 
 
@@ -181,8 +192,18 @@ def outcome(table: pa.Table, ledgers: list[list[dict]], gap: dict | None = None)
         if have != text:
             lost_column += 1
             note("lost_column", key, f"{column} is {have!r}, acknowledged {text!r}")
+    misplaced = 0
+    # the partition the row lives in (the data column ``p`` shows what was written, not where)
+    parts = dict(zip(ids, table.column(PARTITION_PATH).to_pylist())) if PARTITION_PATH in table.column_names else {}
+    for key, part in expected_partitions(ledgers).items():
+        if key in excused or key in failed or key not in got or got[key] != want.get(key) or key not in parts:
+            continue   # absent, another value or a failed write's key: counted above
+        if parts[key] != part:
+            misplaced += 1
+            note("misplaced", key, f"in partition {parts[key]!r}, acknowledged {part!r}")
     out = {"keys": len(want), "lost": lost, "stale": stale, "failed_visible": failed_visible,
-           "duplicates": dup, "unknown": unknown, "lost_column": lost_column, "examples": examples}
+           "duplicates": dup, "unknown": unknown, "lost_column": lost_column, "misplaced": misplaced,
+           "examples": examples}
     if gap is not None:
         out.update(gap_keys=len(gap), known_gap=known_gap, gap_examples=gap_examples)
     return out
@@ -231,8 +252,8 @@ def read_hudi_rs(url: str, storage_options=None) -> tuple[pa.Table, list[str]]:
 
 
 def _data(table: pa.Table) -> pa.Table:
-    """``id``, ``v`` and the writers' own columns (``c<proc>``)."""
-    return table.select([c for c in table.column_names if c in ("id", "v") or c.startswith("c")])
+    """``id``, ``v``, the partition path and the writers' own columns (``c<proc>``)."""
+    return table.select([c for c in table.column_names if c in ("id", "v", PARTITION_PATH) or c.startswith("c")])
 
 
 def hudi_rs_gap(url: str, storage_options=None) -> dict:
@@ -363,7 +384,7 @@ def clean(report: dict) -> bool:
         return False
     return all(isinstance(report.get(r), dict) and "error" not in report[r]
                and not report[r]["unreadable_slices"] and report[r]["lost"] == report[r]["stale"] == report[r]["failed_visible"]
-               == report[r]["duplicates"] == report[r]["lost_column"] == 0 for r in ("ours", "hudi_rs"))
+               == report[r]["duplicates"] == report[r]["lost_column"] == report[r].get("misplaced", 0) == 0 for r in ("ours", "hudi_rs"))
 
 
 def main(argv=None) -> int:
