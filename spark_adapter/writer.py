@@ -64,7 +64,7 @@ import pyarrow as pa
 from hudi_format import engine
 from hudi_format.engine import index as engine_index
 from hudi_format.engine.index import is_global_index
-from hudi_format.errors import HudiError, InvalidOptionError
+from hudi_format.errors import ConcurrentWriteError, HudiError, InvalidOptionError
 from hudi_format.options import WRITE_SCOPES, option, validate
 from hudi_format.storage import Storage
 
@@ -150,7 +150,10 @@ class DistributedWrite:
             raise
         except Exception as exc:
             if type(exc).__module__.startswith(("pyspark", "py4j")):
-                raise HudiError(f"writing {self.path} failed in a Spark task: {_root_cause(exc)}") from exc
+                cause = _root_cause(exc)
+                if "ConcurrentWriteError: " in cause:   # a file the plan read was removed: retried
+                    raise ConcurrentWriteError(f"writing {self.path}: a Spark task lost a conflict: {cause}") from exc
+                raise HudiError(f"writing {self.path} failed in a Spark task: {cause}") from exc
             raise
 
     def _run(self):

@@ -233,3 +233,31 @@ def test_the_private_name_check_catches_private_reach(tmp_path):
                               "def f(table, c):\n    c._plan(1)\n    return table._read_slice\n"
                               "class Planner(WriteClient):\n    def _measured_record_size(self):\n        pass\n")
     assert len(private_core_uses(pkg)) == 5
+
+
+@pytest.mark.parametrize("index", ["SIMPLE", "BLOOM", "GLOBAL_SIMPLE"])
+def test_a_lookup_whose_files_a_concurrent_service_removed_is_a_conflict(tmp_path, index):
+    """Between an engine's lookup plan (driver) and its lookups (workers), clustering replaced
+    the file group planned and the cleaner removed it: the lookup raises the
+    ``ConcurrentWriteError`` the write paths retry (``hoodie.write.num.retries.on.conflict.failures``),
+    as the core's own write does, not a bare missing-file error."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.index.type": index,
+            "hoodie.bloom.index.use.metadata": "false"}
+    data = rows(range(4), ts=1, fare=1.0)
+    hudi.write(path, data, operation="upsert", record_key="id", ordering_field="ts", partition_by="city",
+               options=opts)
+    hudi.write(path, rows(range(4, 6), ts=1, fare=1.0), operation="upsert", options=opts)
+    job = engine.begin_write(path, "upsert", schema=data.schema, options=opts)
+    lookup = engine.plan_index_lookup(job, ["sf", "nyc"])
+    assert lookup.tasks
+    hudi.open_table(path).cluster(options=dict(opts, **{"hoodie.clustering.plan.strategy.small.file.limit": str(100 << 20)}))
+    hudi.write(path, rows([0, 1], ts=2, fare=2.0), operation="upsert", options=opts)   # cleans inline
+    gone = [t for t in lookup.tasks if not (tmp_path / "t" / t.file_slice.base_file).exists()]
+    assert gone, "the test needs a planned file the cleaner removed"
+    with pytest.raises(hudi.ConcurrentWriteError, match="retry"):
+        engine.lookup(gone[0], pa.array(["k0000"]))
+    if index == "BLOOM":
+        with pytest.raises(hudi.ConcurrentWriteError, match="retry"):
+            engine.lookup_key_range(gone[0])
+    engine.abort(job)

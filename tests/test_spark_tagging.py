@@ -279,6 +279,43 @@ def test_a_write_that_lost_a_conflict_runs_again_with_retries(spark, tmp_path, m
     assert hudi.open_table(str(path)).timeline.pending == []
 
 
+def test_a_file_the_lookup_plan_named_removed_by_a_service_is_a_conflict_retried(spark, tmp_path, monkeypatch):
+    """Between the driver's lookup plan and the executors' lookups, clustering replaced the
+    file groups planned and the cleaner removed them (found by ``soak_spark``): the write
+    fails with ``ConcurrentWriteError``, which Hudi's retry option runs again on the table as
+    it is then, instead of a bare task failure; the table keeps every committed row."""
+    import spark_adapter.writer as sw
+    path = tmp_path / "t"
+    base = opts("SIMPLE", "COPY_ON_WRITE", 8, "upsert", **{"hoodie.cleaner.commits.retained": "1"})
+    core_write(path, rows(range(0, 20), ts=0), base)
+    core_write(path, rows(range(20, 30), ts=0), base)
+    real_plan, planned = sw.engine.plan_index_lookup, []
+
+    def plan_then_cluster_and_clean(job, *a, **k):
+        lookup = real_plan(job, *a, **k)
+        planned.append(1)
+        if len(planned) == 1:   # another process clusters every file group; a write cleans inline
+            clustering = {**base, "hoodie.clustering.plan.strategy.small.file.limit": str(100 << 20)}
+            hudi.open_table(str(path)).cluster(options=clustering)
+            core_write(path, rows(range(0, 4), ts=1, seed=1), base)
+            assert not any((path / t.file_slice.base_file).exists() for t in lookup.tasks)
+        return lookup
+    monkeypatch.setattr(sw.engine, "plan_index_lookup", plan_then_cluster_and_clean)
+    mine = rows(range(10, 25), ts=2, seed=2)
+    with pytest.raises(hudi.ConcurrentWriteError, match="retry"):
+        spark_write(spark, path, mine, base)
+    assert hudi.open_table(str(path)).timeline.pending == []
+    planned.clear()
+    spark_write(spark, path, mine, {**base, "hoodie.write.num.retries.on.conflict.failures": "1"})
+    assert len(planned) == 2
+    expected = {**{r["id"]: r for r in rows(range(0, 30), ts=0).to_pylist()},
+                **{r["id"]: r for r in rows(range(0, 4), ts=1, seed=1).to_pylist()},
+                **{r["id"]: r for r in mine.to_pylist()}}
+    want = canonical_rows(pa.Table.from_pylist(list(expected.values())))
+    assert canonical_rows(hudi.open_table(str(path)).read(columns=["id", "ts", "p", "v"])) == want
+    assert canonical_rows(hudi_rs_read(str(path)).select(["id", "ts", "p", "v"])) == want
+
+
 @pytest.mark.parametrize("index", ["RECORD_INDEX"])   # the check runs after any global index's lookup
 def test_a_stale_record_in_another_partition_stays_put_as_the_core_keeps_it(spark, tmp_path, index):
     """A key an upsert sends to another partition moves only when its record outranks the

@@ -24,7 +24,7 @@ from ..view import FileSlice
 from ..writer.index import is_global, stored_outranks
 from ..writer.index_lookup import (BLOOM, DELETE, DROP, INSERT, KEYS, MOVE, RECORD_INDEX, UPDATE, IndexLookup,
                                    LookupTask, key_range, moves_partitions, plan_lookup, run_lookup)
-from ..writer.job import WriteJob
+from ..writer.job import WriteJob, retryable
 from ..writer.options import sizing_config
 
 
@@ -62,18 +62,20 @@ def _storage(task: LookupTask, storage_options: Mapping[str, Any] | None) -> Sto
 
 def lookup_key_range(task: LookupTask, storage_options: Mapping[str, Any] | None = None) -> tuple[str, str] | None:
     """A bloom task's base file key range (one footer read), for :meth:`IndexLookup.with_key_ranges`."""
-    return key_range(_storage(task, storage_options), task)
+    return retryable(lambda: key_range(_storage(task, storage_options), task))
 
 
 def lookup(task: LookupTask, keys: Any = None, storage_options: Mapping[str, Any] | None = None) -> pa.Table:
     """Run one lookup task in this process: ``(key, partition, file_id)`` of the live records
     it finds among ``keys`` (all live keys of its file slice when ``keys`` is ``None``, which
-    only the simple index allows: ``lookup.probing`` is false)."""
+    only the simple index allows: ``lookup.probing`` is false). A file of the task that a
+    service of another process removed since the plan (clustering then cleaning) raises
+    ``ConcurrentWriteError``: the write, run again, plans on the table as it is then."""
     if keys is not None and not isinstance(keys, (pa.Array, pa.ChunkedArray)):
         keys = pa.array(keys, pa.string())
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    return run_lookup(_storage(task, storage_options), task, keys)
+    return retryable(lambda: run_lookup(_storage(task, storage_options), task, keys))
 
 
 @attrs.frozen(eq=False)
@@ -114,8 +116,8 @@ def outranked(check: OutrankCheck, located: pa.Table, storage_options: Mapping[s
     the incoming one: the key then stays where it is (an update there, which the stored
     record wins) instead of moving. Reads only the slices named, key and ordering columns."""
     storage = Storage(check.table_uri, dict(storage_options) if storage_options is not None else None)
-    return stored_outranks(storage, list(check.slices.values()), check.merge, check.schema, check.visibility,
-                           located, located)
+    return retryable(lambda: stored_outranks(storage, list(check.slices.values()), check.merge, check.schema,
+                                             check.visibility, located, located))
 
 
 __all__ = ["IndexLookup", "LookupTask", "plan_index_lookup", "is_global_index", "lookup", "lookup_key_range",

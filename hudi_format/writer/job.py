@@ -20,7 +20,7 @@ import json
 import logging
 import posixpath
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import attrs
 import pyarrow as pa
@@ -57,6 +57,9 @@ OPERATION_TYPES = {"insert": "INSERT", "upsert": "UPSERT", "bulk_insert": "BULK_
                    "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
                    "delete_partition": "DELETE_PARTITION"}
 _EMPTY_ROWS = pa.array([], pa.int64())
+
+
+_T = TypeVar("_T")
 
 
 def compact_json(obj: Any) -> str:
@@ -455,7 +458,7 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
     return BucketResult(bucket.index, bucket.partition, stat, tuple(ctx.written))
 
 
-def retryable(run: Callable[[], Any]) -> Any:
+def retryable(run: Callable[[], _T]) -> _T:
     """``run()``, with a file of the table gone since this write listed it (a clean, clustering
     or rollback of another process removed it) reported as the conflict it is: a retry lists
     the table again."""
