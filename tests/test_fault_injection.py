@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import json
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,9 @@ POINTS = ["after_requested", "before_data", "mid_base_file", "mid_streamed_merge
 LAYOUTS = [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 6), ("COPY_ON_WRITE", 6)]
 
 
-def _kill_write(path: str, point: str, table_type: str, version: int) -> None:
+def _kill_write(path: str, point: str, table_type: str, version: int, extra: list[str] = ()) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = run_script(CHILD, [path, point, table_type, str(version)], env=env, timeout=120)
+    proc = run_script(CHILD, [path, point, table_type, str(version), *extra], env=env, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
 
 
@@ -72,3 +73,46 @@ def test_killed_writer(tmp_path, layout, point):
         rel = str(f.relative_to(path))
         if f.is_file() and not rel.startswith(".hoodie") and (version >= 8 or f.suffix == ".parquet"):
             assert not any(ts in f.name for ts in rolled_back), rel
+
+
+MOVES = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true",
+         "hoodie.record.index.update.partition.path": "true"}
+
+
+def _check_moved(path: str, model: Model) -> None:
+    """Both readers show the model; the record index places every key where the model has it."""
+    from hudi_format.cli.validate import ERROR, record_index_problems
+    assert data_rows(hudi.open_table(path).read()) == model_rows(model.rows)
+    assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)
+    keys = sorted(r["id"] for r in model.rows.values())
+    found = hudi.open_table(path).lookup(keys, columns=["id", "p"])
+    assert sorted(zip(found.column("id").to_pylist(), found.column("p").to_pylist())) == \
+        sorted((r["id"], r["p"]) for r in model.rows.values())
+    assert [p for p in record_index_problems(path) if p.severity == ERROR] == []
+
+
+@pytest.mark.parametrize("layout", [("MERGE_ON_READ", 8), ("COPY_ON_WRITE", 6)], ids=lambda lay: f"{lay[0]}-v{lay[1]}")
+@pytest.mark.parametrize("point", ["before_data", "after_data", "mid_metadata_write", "after_metadata_commit",
+                                   "after_commit"])
+def test_killed_writer_moving_keys_under_the_record_index(tmp_path, layout, point):
+    """An upsert that moves keys to other partitions (record index, partition path updates on)
+    killed at any point: before any recovery, both readers and the record index's lookups show
+    the last committed placement (a metadata-table commit of the dead write places nothing);
+    the next write rolls it back and moves keys again, the index following."""
+    table_type, version = layout
+    path = str(tmp_path / "t")
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=table_type,
+              table_version=version, options=MOVES)
+    model = Model(version >= 8)
+    first = make_rows(range(0, 20), ts=1)
+    hudi.write(path, first, operation="insert", **kw)
+    model.apply("insert", first, 0)
+    _kill_write(path, point, table_type, version, [json.dumps(MOVES), "moves"])
+    if point == "after_commit":
+        model.apply("upsert", make_rows(range(10, 30), ts=2, partitions=("b", "c", "a"), seed=1), 1)
+    _check_moved(path, model)
+    nxt = make_rows(range(5, 25), ts=3, partitions=("c", "a", "b"), seed=2)
+    hudi.write(path, nxt, operation="upsert", **kw)
+    model.apply("upsert", nxt, 2)
+    _check_moved(path, model)
+    assert [i for i in hudi.open_table(path).timeline.pending if i.action in ("commit", "deltacommit")] == []

@@ -1,10 +1,13 @@
 """Child process for fault injection: run one write and SIGKILL ourselves at a chosen point.
 
-usage: python faultchild.py <table> <point> <table_type> <version>
+usage: python faultchild.py <table> <point> <table_type> <version> [options json [moves]]
+
+``moves``: the upsert gives its keys other partitions (under a global index that moves keys).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -93,7 +96,10 @@ def install(point: str) -> None:
 
 if __name__ == "__main__":
     path, point, table_type, version = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
+    partitions = ("b", "c", "a") if len(sys.argv) > 6 and sys.argv[6] == "moves" else ("a", "b", "c")
     install(point)
-    hudi.write(path, make_rows(range(10, 30), ts=2, seed=1), operation="upsert", record_key="id",
-               ordering_field="ts", partition_by="p", table_type=table_type, table_version=version)
+    hudi.write(path, make_rows(range(10, 30), ts=2, partitions=partitions, seed=1), operation="upsert",
+               record_key="id", ordering_field="ts", partition_by="p", table_type=table_type,
+               table_version=version, options=options)
     raise SystemExit("the write finished: the fault point was never reached")

@@ -3,7 +3,9 @@
 A Spark writer (``df.write.format("hudi_format")``, in this process) inserts, upserts and
 deletes keys of its own (``w<proc>_<n>``, ``proc`` = the number of core writers) while
 ``soak_concurrency.run`` runs core writer processes and the service process (compact / clean /
-cluster / archive, aggressive options) on the same table. The Spark writer keeps a ledger in
+cluster / archive, aggressive options) on the same table; under a global index that moves
+keys (``--option``), a third of its upserts give their keys another partition, as the core
+writers' do. The Spark writer keeps a ledger in
 the core writers' format (``servicechild.writer``: keys a failed write touched are retired),
 so ``soak_concurrency.check`` judges every acknowledged write of both engines with our reader
 and hudi-rs: 0 lost, stale, failed-but-visible or duplicated keys, the metadata table's listing
@@ -28,13 +30,14 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from servicechild import AGGRESSIVE, home, rows  # noqa: E402
+from servicechild import AGGRESSIVE, PARTITIONS, home, moves_keys, rows  # noqa: E402
 from soak_concurrency import check, clean, create, run, summary  # noqa: E402
 
 
 def spark_options(op: str) -> dict:
     """The data source options of one Spark write of the soak's table."""
     return {**AGGRESSIVE, "hoodie.datasource.write.operation": op,
+            "hoodie.write.num.retries.on.conflict.failures": "3",   # as a Spark job would retry
             "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "p"}
@@ -46,6 +49,8 @@ def spark_writer(spark, url: str, proc: int, seconds: float, seed: int = 0) -> l
     deadline = time.monotonic() + seconds
     ledger: list[dict] = []
     live: list[str] = []
+    where: dict[str, str] = {}   # a moved key's partition
+    moves = moves_keys(AGGRESSIVE)
     next_key = 0
     seq = 0
     while time.monotonic() < deadline:
@@ -62,17 +67,24 @@ def spark_writer(spark, url: str, proc: int, seconds: float, seed: int = 0) -> l
         else:
             op = "delete"
             keys = rng.sample(live, min(len(live), rng.randint(1, 5)))
-        data = rows(keys, value, [home(k) for k in keys])
-        entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None, "column": False}
+        parts = [where.get(k, home(k)) for k in keys]
+        if op == "upsert" and moves and rng.random() < 0.3:   # to another partition
+            op = "move"
+            parts = [rng.choice([p for p in PARTITIONS if p != q]) for q in parts]
+        data = rows(keys, value, parts)
+        entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None, "column": False,
+                 "parts": parts}
         try:
             (spark.createDataFrame(data.to_pandas()).repartition(2).write.format("hudi_format")
-             .options(**spark_options(op)).mode("append").save(url))
+             .options(**spark_options("upsert" if op == "move" else op)).mode("append").save(url))
         except Exception as exc:  # noqa: BLE001 - every failure is an outcome to check
             entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
             live = [k for k in live if k not in keys]
         else:
             if op == "insert":
                 live += keys
+            elif op == "move":
+                where.update(zip(keys, parts))
             elif op == "delete":
                 live = [k for k in live if k not in keys]
         ledger.append(entry)
@@ -103,15 +115,19 @@ def soak(spark, url: str, workdir: Path, seconds: float, table_type: str, versio
 
 
 def main(argv=None) -> int:
+    import os
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--writers", type=int, default=1, help="core writer processes beside Spark")
     ap.add_argument("--table-type", action="append", choices=["COPY_ON_WRITE", "MERGE_ON_READ"])
     ap.add_argument("--version", action="append", type=int, choices=[6, 8])
     ap.add_argument("--dir", help="where to put the tables (default: a temporary folder)")
+    ap.add_argument("--option", action="append", default=[], metavar="K=V",
+                    help="a write/service option of every process and the Spark writes")
     args = ap.parse_args(argv)
-    import os
-
+    if args.option:   # the child processes read them from the environment
+        os.environ["SOAK_OPTIONS"] = json.dumps(dict(o.split("=", 1) for o in args.option))
+        AGGRESSIVE.update(json.loads(os.environ["SOAK_OPTIONS"]))
     from pyspark.sql import SparkSession
 
     import spark_adapter
