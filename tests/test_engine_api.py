@@ -261,3 +261,47 @@ def test_a_lookup_whose_files_a_concurrent_service_removed_is_a_conflict(tmp_pat
         with pytest.raises(hudi.ConcurrentWriteError, match="retry"):
             engine.lookup_key_range(gone[0])
     engine.abort(job)
+
+
+RI = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"}
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("operation", ["delete", "upsert"])
+def test_a_record_index_newer_than_the_plan_is_a_conflict_not_missing_keys(tmp_path, table_type, operation):
+    """The record index is read after the write loaded the table (the executors' lookups
+    seconds later): a clustering that completed in between placed the keys in file groups the
+    write's table state does not have. Those keys are not absent -- taken so, a delete did
+    nothing and an upsert wrote a second copy (found by ``soak_spark``). The lookup raises
+    ``ConcurrentWriteError`` instead, and the write run again on the table as it is then
+    deletes or updates them."""
+    path = str(tmp_path / "t")
+    opts = dict(RI, **{"hoodie.clean.automatic": "false"})
+    hudi.write(path, rows(range(6), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
+               partition_by="city", table_type=table_type, options=opts)
+    hudi.write(path, rows(range(6, 8), ts=1, fare=1.0), operation="upsert", options=opts)
+    incoming = rows(range(2), ts=2, fare=2.0)
+    if operation == "delete":
+        incoming = incoming.select(["id", "city"])
+
+    def clustered() -> None:
+        hudi.open_table(path).cluster(options=dict(opts, **{"hoodie.clustering.plan.strategy.small.file.limit": str(100 << 20)}))
+
+    job = engine.begin_write(path, operation, schema=incoming.schema, options=opts)
+    lookup = engine.plan_index_lookup(job)
+    clustered()
+    with pytest.raises(hudi.ConcurrentWriteError, match="retry"):
+        for task in lookup.tasks:      # the executors' side
+            engine.lookup(task, pa.array(["k0000", "k0001"]))
+    with pytest.raises(hudi.ConcurrentWriteError, match="retry"):
+        engine.plan_write(job, incoming)   # the single-process planner's side
+    engine.abort(job)
+    hudi.write(path, incoming, operation=operation, options=opts)   # run again: the table as it is
+    got = {r["id"]: r["fare"] for r in hudi.open_table(path).read(columns=["id", "fare"]).to_pylist()}
+    want = {r["id"]: r["fare"] for r in rows(range(8), ts=1, fare=1.0).to_pylist()}
+    if operation == "delete":
+        del want["k0000"], want["k0001"]
+    else:
+        want.update({r["id"]: r["fare"] for r in incoming.to_pylist()})
+    assert got == want
+    assert sorted(r["id"] for r in hudi_rs(path).select(["id"]).to_pylist()) == sorted(want)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import attrs
@@ -137,14 +138,43 @@ def usable_metadata_table(storage: Storage, config, timeline, partition: str):
     return mdt
 
 
-def record_index_locations(mdt, slices, keys: pa.Array) -> pa.Table:
-    """``(key, partition, file_id)`` of the incoming keys the record index knows, in live slices
-    (``slices``: file slices, or their ``(partition, file id)``)."""
+def record_index_locations(mdt, slices, keys: pa.Array, changed: Callable[[], bool]) -> pa.Table:
+    """``(key, partition, file_id)`` of the incoming keys the record index knows, in the live
+    slices of the write's table state (``slices``: every latest file slice, or their
+    ``(partition, file id)``).
+
+    The record index is read as it is now, which may be newer than that state: a commit or
+    clustering that completed since the write loaded the table placed keys in file groups the
+    state does not have. Such a key is not absent (taken so, a delete would do nothing and an
+    upsert would write a second copy), so a location outside ``slices`` raises
+    ``ConcurrentWriteError`` when ``changed()`` (an instant completed since the state was
+    loaded): the write, run again, plans on the table as it is then. Otherwise the index is
+    behind the table itself: those entries are left out, with a warning."""
     found = mdt.record_index(keys).select(["key", "partition", "file_id"])
     pairs = [(s.partition_path, s.file_id) if isinstance(s, FileSlice) else tuple(s) for s in slices]
     live = pa.table({"partition": pa.array([p for p, _ in pairs], pa.string()),
                      "file_id": pa.array([f for _, f in pairs], pa.string())})
-    return found.join(live, ["partition", "file_id"], join_type="inner").select(["key", "partition", "file_id"])
+    kept = found.join(live, ["partition", "file_id"], join_type="inner").select(["key", "partition", "file_id"])
+    if kept.num_rows != found.num_rows:
+        from ..errors import ConcurrentWriteError
+        newer = found.join(live, ["partition", "file_id"], join_type="left anti")
+        example = newer.slice(0, 1).to_pylist()[0]
+        where = (f"{newer.num_rows} key(s) in file groups this write's table state does not have "
+                 f"(e.g. {example['key']!r} in {example['partition']}/{example['file_id']})")
+        if changed():
+            raise ConcurrentWriteError(f"the record index of {mdt.storage.url} places {where}: another "
+                                       "commit completed since the write loaded the table; retry the write")
+        log.warning("the record index of %s places %s, which the table does not have: left out "
+                    "(hudi-format validate checks the index)", mdt.storage.url, where)
+    return kept
+
+
+def completed_since(storage: Storage, config, completed: frozenset[str]) -> bool:
+    """Whether an instant completed on the table's timeline that ``completed`` (the instant
+    times completed in a state loaded earlier) does not hold."""
+    from ..timeline import Timeline
+    now = Timeline.load(storage, config)
+    return any(i.is_completed and i.timestamp not in completed for i in now.instants)
 
 
 def candidate_slices_by_metadata_bloom(mdt, slices: list[FileSlice], keys: pa.Array) -> list[FileSlice]:
@@ -183,7 +213,9 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     if index_type == "RECORD_INDEX" and slices:
         mdt = usable_metadata_table(storage, config, timeline, "record_index")
         if mdt is not None:
-            return record_index_locations(mdt, slices, str_keys)
+            planned = frozenset(i.timestamp for i in timeline.instants if i.is_completed)
+            return record_index_locations(mdt, slices, str_keys,
+                                          lambda: completed_since(storage, config, planned))
     per_slice = [str_keys] * len(slices)
     if partitions is not None and not is_global(index_type) and slices:
         per_slice = keys_by_partition(slices, str_keys, partitions)

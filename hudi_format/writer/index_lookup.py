@@ -47,7 +47,8 @@ class LookupTask:
     ``keys``: the live keys of ``file_slice``; ``bloom``: of those keys, the incoming ones that
     pass the base file's key range and bloom filter; ``record_index``: the record index entries
     of the incoming keys hashed to file group ``file_group`` of ``num_file_groups``, kept when
-    they name a live file group (``live``)."""
+    they name a live file group (``live``; one outside it is a conflict when an instant
+    completed since ``completed``, see :func:`.index.record_index_locations`)."""
 
     table_uri: str
     kind: str
@@ -59,6 +60,7 @@ class LookupTask:
     file_group: int = 0
     num_file_groups: int = 0
     live: frozenset = frozenset()                  # record index: live (partition, file id)
+    completed: frozenset = frozenset()             # record index: instants completed when planned
 
     @property
     def partition(self) -> str | None:
@@ -166,8 +168,9 @@ def plan_lookup(storage: Storage, config: TableConfig, options: Mapping[str, Any
         if mdt is not None:
             n = len(mdt.file_slices("record_index"))
             live = frozenset((s.partition_path, s.file_id) for s in slices)
-            tasks = tuple(LookupTask(uri, RECORD_INDEX, file_group=i, num_file_groups=n, live=live)
-                          for i in range(n))
+            completed = frozenset(i.timestamp for i in state.timeline.instants if i.is_completed)
+            tasks = tuple(LookupTask(uri, RECORD_INDEX, file_group=i, num_file_groups=n, live=live,
+                                     completed=completed) for i in range(n))
             return IndexLookup(tasks, operation, True, moves, True)
     kind = BLOOM if index_type.endswith("BLOOM") else KEYS
     key_schema = pa.schema([f for f in schema if f.name in set(spec.needed_columns())])
@@ -202,8 +205,10 @@ def run_lookup(storage: Storage, task: LookupTask, keys: pa.Array | None = None)
         from ..metadata.reader import MetadataTable
         from ..timeline import Timeline
         config = TableConfig.load(storage)
-        found = record_index_locations(MetadataTable(storage, config, Timeline.load(storage, config)),
-                                       task.live, keys)
+        now = Timeline.load(storage, config)
+        found = record_index_locations(MetadataTable(storage, config, now), task.live, keys,
+                                       lambda: any(i.is_completed and i.timestamp not in task.completed
+                                                   for i in now.instants))
         return found.cast(LOCATION_SCHEMA)
     slices = [task.file_slice]
     if task.kind == BLOOM and keys is not None:

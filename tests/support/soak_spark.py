@@ -104,6 +104,8 @@ def soak(spark, url: str, workdir: Path, seconds: float, table_type: str, versio
         mine = spark_writer(spark, url, writers, seconds)
     finally:
         others.join()
+    with open(workdir / f"ledger{writers}-spark.jsonl", "w") as f:   # for diagnosis
+        f.writelines(json.dumps(e) + "\n" for e in mine)
     ledgers = result["ledgers"] + [mine]
     report = {"table_type": table_type, "version": version, "seconds": round(time.monotonic() - started, 1),
               "spark_writes": summary([mine]), "core_writes": summary(result["ledgers"]),
