@@ -214,6 +214,12 @@ class Table:
         """Slices to read for ``keys`` (distinct strings), each with the keys to keep from it."""
         from .metadata.keys import BLOOM_FILTERS, RECORD_INDEX
         mdt = self._usable_metadata(RECORD_INDEX)
+        if mdt is not None and mdt.ahead_of_timeline():
+            # commits completed since this snapshot was loaded: the index describes a newer
+            # table (keys clustered, moved or deleted since), so the snapshot is searched
+            log.info("the record index of %s is ahead of this snapshot: looking up through the "
+                     "bloom filters", self.storage.url)
+            mdt = None
         if mdt is not None:
             try:
                 located = mdt.record_index(keys)

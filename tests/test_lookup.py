@@ -215,3 +215,38 @@ def test_lookup_filters_on_the_column_holding_the_key(tmp_path, monkeypatch, key
         [(f"k{i:04d}", -1.0 if i in (0, 2, 4, 6, 8) else float(i)) for i in picks]
     assert columns_read, "a base-file-only slice is read by its row groups that may hold a key"
     assert any("_hoodie_record_key" in c for c in columns_read) == reads_meta_key
+
+
+RI_OPTS = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX",
+           "hoodie.clean.automatic": "false"}
+
+
+@pytest.mark.parametrize("change", ["cluster", "delete", "move"])
+def test_a_held_table_looks_up_its_own_snapshot_while_others_commit(tmp_path, change):
+    """A table held while another writer commits is a snapshot: ``lookup`` answers as of it,
+    as ``read`` does. The record index is newer then (clustering placed the keys in file groups
+    the snapshot does not have; a delete or a move dropped or moved their entries), so it is
+    not used for that snapshot: the keys are found through the bloom filters instead (the
+    lookup returned no row for keys the snapshot holds)."""
+    path = str(tmp_path / "t")
+    kw = dict(record_key="id", ordering_field="ts", partition_by="p", options=RI_OPTS)
+    for i in range(3):
+        hudi.write(path, pa.table({"id": [f"k{i}{j}" for j in range(3)], "ts": [1] * 3, "p": ["a"] * 3,
+                                   "v": [i] * 3}), **kw)
+    held = hudi.open_table(path)
+    held.schema()        # the snapshot is loaded; the metadata table is not read yet
+    keys = ["k00", "k21"]
+    want = hudi.open_table(path).read(columns=["id", "v"], filters=[("id", "in", keys)]).sort_by("id").to_pylist()
+    assert len(want) == 2
+    if change == "cluster":
+        hudi.open_table(path).cluster(options=dict(RI_OPTS, **{
+            "hoodie.clustering.plan.strategy.small.file.limit": str(100 << 20)}))
+    elif change == "delete":
+        hudi.write(path, pa.table({"id": keys, "p": ["a", "a"]}), operation="delete", options=RI_OPTS)
+    else:
+        hudi.write(path, pa.table({"id": keys, "ts": [2, 2], "p": ["b", "b"], "v": [9, 9]}),
+                   options=dict(RI_OPTS, **{"hoodie.record.index.update.partition.path": "true"}))
+    assert held.lookup(keys, columns=["id", "v"]).sort_by("id").to_pylist() == want
+    fresh = hudi.open_table(path)
+    assert fresh.lookup(keys, columns=["id", "v"]).sort_by("id").to_pylist() == \
+        fresh.read(columns=["id", "v"], filters=[("id", "in", keys)]).sort_by("id").to_pylist()

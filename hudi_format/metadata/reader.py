@@ -149,6 +149,27 @@ class MetadataTable:
         start = self.mdt_timeline.start
         return start is not None and instant_time < start and instant_time not in self._data_pending
 
+    def ahead_of_timeline(self) -> bool:
+        """Whether the metadata table holds commits the data timeline it is pinned to does not
+        (they completed after that timeline was loaded): a deltacommit of an instant that
+        timeline neither holds nor archived, or a compaction of a later state. Entries keyed
+        by record (the record index) then describe a newer table than that snapshot."""
+        data = self.timeline
+        known = {i.timestamp for i in data.instants}
+        if not known:
+            return False
+        start, top = data.start, max(known)
+        for inst in self.mdt_timeline.instants:
+            ts = inst.timestamp
+            if not inst.is_completed or _is_init_instant(ts):
+                continue
+            if len(ts) == 17 and ts not in known and (start is None or ts >= start) \
+                    and inst.action == "deltacommit":
+                return True
+            if ts[:17] > top:
+                return True
+        return False
+
     def staleness(self) -> str | None:
         """Why the metadata table cannot serve the ``files`` listing (``None``: it can)."""
         if self._failure is not None:
