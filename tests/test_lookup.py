@@ -250,3 +250,25 @@ def test_a_held_table_looks_up_its_own_snapshot_while_others_commit(tmp_path, ch
     fresh = hudi.open_table(path)
     assert fresh.lookup(keys, columns=["id", "v"]).sort_by("id").to_pylist() == \
         fresh.read(columns=["id", "v"], filters=[("id", "in", keys)]).sort_by("id").to_pylist()
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_fresh_table_uses_the_record_index_after_its_metadata_compaction(tmp_path, monkeypatch, version):
+    """The metadata table compacts inside a commit, under a new instant time (version 8) or
+    one named after that commit (version 6): a table opened after it is not behind its
+    metadata table, and lookups go through the record index."""
+    from hudi_format.metadata.reader import MetadataTable
+    path = str(tmp_path / "t")
+    opts = dict(RI_OPTS, **{"hoodie.metadata.compact.max.delta.commits": "2"})
+    for i in range(3):
+        hudi.write(path, pa.table({"id": [f"k{i}"], "ts": [1], "p": ["a"], "v": [i]}), record_key="id",
+                   ordering_field="ts", partition_by="p", options=opts, table_version=version)
+    table = hudi.open_table(path)
+    mdt = MetadataTable(table.storage, table.config, table.timeline)
+    assert any(i.action == "commit" for i in mdt.mdt_timeline.completed), "the test needs a compaction"
+    assert not mdt.ahead_of_timeline()
+    calls = []
+    real = MetadataTable.record_index
+    monkeypatch.setattr(MetadataTable, "record_index", lambda self, keys: calls.append(1) or real(self, keys))
+    assert table.lookup(["k2"], columns=["id", "v"]).to_pylist() == [{"id": "k2", "v": 2}]
+    assert calls

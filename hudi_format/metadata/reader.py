@@ -152,21 +152,28 @@ class MetadataTable:
     def ahead_of_timeline(self) -> bool:
         """Whether the metadata table holds commits the data timeline it is pinned to does not
         (they completed after that timeline was loaded): a deltacommit of an instant that
-        timeline neither holds nor archived, or a compaction of a later state. Entries keyed
-        by record (the record index) then describe a newer table than that snapshot."""
+        timeline neither holds nor archived, or a service of the metadata table (compaction,
+        clean) that completed after the data timeline's last commit -- version 6 names those
+        after the deltacommit they follow. Entries keyed by record (the record index) then
+        describe a newer table than that snapshot."""
         data = self.timeline
         known = {i.timestamp for i in data.instants}
         if not known:
             return False
         start, top = data.start, max(known)
+        done = max((i.completion_time for i in data.instants if i.is_completed and i.completion_time),
+                   default=None)
         for inst in self.mdt_timeline.instants:
             ts = inst.timestamp
             if not inst.is_completed or _is_init_instant(ts):
                 continue
-            if len(ts) == 17 and ts not in known and (start is None or ts >= start) \
-                    and inst.action == "deltacommit":
-                return True
-            if ts[:17] > top:
+            if inst.action == "deltacommit" and len(ts) == 17:
+                if ts not in known and (start is None or ts >= start):
+                    return True
+            elif len(ts) > 17:
+                if ts[:17] > top:
+                    return True
+            elif ts not in known and inst.completion_time and done and inst.completion_time > done:
                 return True
         return False
 
