@@ -54,7 +54,7 @@ def test_writers_moving_keys_between_partitions_lose_nothing(tmp_path, monkeypat
     monkeypatch.setenv("SOAK_OPTIONS", json.dumps(opts))
     for k, v in opts.items():
         monkeypatch.setitem(servicechild.AGGRESSIVE, k, v)
-    report = soak(str(tmp_path / "t"), tmp_path, SECONDS, "MERGE_ON_READ", 8)
+    report = soak(str(tmp_path / "t"), tmp_path, min(SECONDS, 12), "MERGE_ON_READ", 8)
     _check(report)
     by_op = report["writes"]["by_op"]
     assert by_op.get("move/ok", 0) + by_op.get("move/failed", 0) > 0, "no write moved a key"

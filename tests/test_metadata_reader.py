@@ -502,7 +502,7 @@ def test_record_index_tagging_helper(fixture_tables):
     mdt = usable_metadata_table(storage, config, timeline, K.RECORD_INDEX)
     rows = expected(name)["snapshot"]
     keys = pa.array([r["_hoodie_record_key"] for r in rows] + ["NEW-KEY"])
-    got = record_index_locations(mdt, hudi.open_table(str(fixture_tables(name))).file_slices(), keys)
+    got = record_index_locations(mdt, hudi.open_table(str(fixture_tables(name))).file_slices(), keys, lambda: False)
     assert got.schema.names == ["key", "partition", "file_id"]
     assert sorted(got.to_pylist(), key=lambda r: r["key"]) == sorted(
         ({"key": r["_hoodie_record_key"], "partition": r["_hoodie_partition_path"],

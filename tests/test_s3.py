@@ -67,4 +67,4 @@ def test_clustering_merges_log_files_on_s3(s3):
     assert sorted(zip(*after.read(columns=["id", "v"]).to_pydict().values())) == want
     from soak_concurrency import read_hudi_rs   # hudi-rs reads the clustered table from S3 too
     theirs, _ = read_hudi_rs(url, options)
-    assert sorted(zip(*theirs.to_pydict().values())) == want
+    assert sorted(zip(*theirs.select(["id", "v"]).to_pydict().values())) == want

@@ -279,7 +279,9 @@ def test_a_write_that_lost_a_conflict_runs_again_with_retries(spark, tmp_path, m
     assert hudi.open_table(str(path)).timeline.pending == []
 
 
-@pytest.mark.parametrize("index", ["SIMPLE", "RECORD_INDEX"])
+# RECORD_INDEX: its tasks read the index as it is now; the simple index's (files gone) is the
+# same error raised by engine.lookup (test_engine_api.py), which this test's path maps alike
+@pytest.mark.parametrize("index", ["RECORD_INDEX"])
 def test_a_table_changed_after_the_lookup_plan_is_a_conflict_retried(spark, tmp_path, monkeypatch, index):
     """Between the driver's lookup plan and the executors' lookups, clustering replaced the
     file groups planned and the cleaner removed them (found by ``soak_spark``): the simple
