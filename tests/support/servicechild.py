@@ -78,33 +78,59 @@ def _append(ledger, entry: dict) -> None:
     os.fsync(ledger.fileno())
 
 
+class Keys:
+    """One writer's keys (``w<proc>_<n>``) and what its acknowledged writes left: which are
+    live, and where a moved key lives. :meth:`next` picks a write, :meth:`done` records its
+    outcome (a failed write's keys are retired: never written again)."""
+
+    def __init__(self, proc: int, sizes: tuple[int, int, int] = (4, 4, 2)):
+        self.proc, self.sizes = proc, sizes   # most keys of an insert, an upsert, a delete
+        self.live: list[str] = []
+        self.where: dict[str, str] = {}
+        self.moves = moves_keys(AGGRESSIVE)
+        self.next_key = 0
+
+    def next(self, rng: random.Random) -> tuple[str, list[str], list[str]]:
+        """``(op, keys, their partitions)``: insert, upsert, delete, or move (an upsert to
+        other partitions, under a global index that moves keys)."""
+        roll = rng.random()
+        if roll < 0.4 or len(self.live) < 6:
+            op = "insert"
+            keys = [f"w{self.proc}_{self.next_key + i}" for i in range(rng.randint(1, self.sizes[0]))]
+            self.next_key += len(keys)
+        elif roll < 0.8:
+            op = "upsert"
+            keys = rng.sample(self.live, min(len(self.live), rng.randint(1, self.sizes[1])))
+        else:
+            op = "delete"
+            keys = rng.sample(self.live, min(len(self.live), rng.randint(1, self.sizes[2])))
+        parts = [self.where.get(k, home(k)) for k in keys]
+        if op == "upsert" and self.moves and rng.random() < 0.3:
+            op = "move"
+            parts = [rng.choice([p for p in PARTITIONS if p != q]) for q in parts]
+        return op, keys, parts
+
+    def done(self, op: str, keys: list[str], parts: list[str], ok: bool) -> None:
+        if not ok:
+            self.live = [k for k in self.live if k not in keys]   # retired
+        elif op == "insert":
+            self.live += keys
+        elif op == "move":
+            self.where.update(zip(keys, parts))
+        elif op == "delete":
+            self.live = [k for k in self.live if k not in keys]
+
+
 def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_options) -> None:
     rng = random.Random(proc)
     deadline = time.monotonic() + seconds
-    live: list[str] = []        # keys present after the last acknowledged writes
-    where: dict[str, str] = {}  # a moved key's partition (by its last acknowledged write)
-    moves = moves_keys(AGGRESSIVE)
-    next_key = 0
+    mine = Keys(proc)
     seq = 0
     with open(ledger_path, "a") as ledger:
         while time.monotonic() < deadline:
             seq += 1
             value = proc * 1_000_000 + seq  # unique, and increasing per writer (event time)
-            roll = rng.random()
-            if roll < 0.4 or len(live) < 6:
-                op = "insert"
-                keys = [f"w{proc}_{next_key + i}" for i in range(rng.randint(1, 4))]
-                next_key += len(keys)
-            elif roll < 0.8:
-                op = "upsert"
-                keys = rng.sample(live, min(len(live), rng.randint(1, 4)))
-            else:
-                op = "delete"
-                keys = rng.sample(live, min(len(live), rng.randint(1, 2)))
-            parts = [where.get(k, home(k)) for k in keys]
-            if op == "upsert" and moves and rng.random() < 0.3:   # to another partition
-                op = "move"
-                parts = [rng.choice([p for p in PARTITIONS if p != q]) for q in parts]
+            op, keys, parts = mine.next(rng)
             data = rows(keys, value, parts)
             column = op != "delete" and rng.random() < 0.25
             if column:   # this writer's own new column
@@ -118,14 +144,7 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
                            partition_by="p", options=AGGRESSIVE, storage_options=storage_options)
             except Exception as exc:  # noqa: BLE001 - every failure is an outcome to check
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
-                live = [k for k in live if k not in keys]  # retired: never touched again
-            else:
-                if op == "insert":
-                    live += keys
-                elif op == "move":
-                    where.update(zip(keys, parts))
-                elif op == "delete":
-                    live = [k for k in live if k not in keys]
+            mine.done(op, keys, parts, entry["ok"])
             _append(ledger, entry)
 
 

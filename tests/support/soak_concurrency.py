@@ -387,30 +387,43 @@ def clean(report: dict) -> bool:
                == report[r]["duplicates"] == report[r]["lost_column"] == report[r].get("misplaced", 0) == 0 for r in ("ours", "hudi_rs"))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv, description: str, writers: int, writers_help: str = "writer processes") -> argparse.Namespace:
+    """A soak's command line; ``--option``s go to every process (``SOAK_OPTIONS``) and to this
+    one's ``servicechild.AGGRESSIVE``."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--writers", type=int, default=3)
+    ap.add_argument("--writers", type=int, default=writers, help=writers_help)
     ap.add_argument("--table-type", action="append", choices=["COPY_ON_WRITE", "MERGE_ON_READ"])
     ap.add_argument("--version", action="append", type=int, choices=[6, 8])
     ap.add_argument("--dir", help="where to put the tables (default: a temporary folder)")
     ap.add_argument("--option", action="append", default=[], metavar="K=V",
                     help="a write/service option of every process (e.g. hoodie.index.type=RECORD_INDEX)")
     args = ap.parse_args(argv)
-    if args.option:   # before servicechild is imported below and in the children
+    if args.option:   # the child processes read them from the environment
         os.environ["SOAK_OPTIONS"] = json.dumps(dict(o.split("=", 1) for o in args.option))
-        import servicechild
-        servicechild.AGGRESSIVE.update(json.loads(os.environ["SOAK_OPTIONS"]))
-    base = Path(args.dir or tempfile.mkdtemp(prefix="hudi-soak-"))
+        AGGRESSIVE.update(json.loads(os.environ["SOAK_OPTIONS"]))
+    return args
+
+
+def soak_each(args: argparse.Namespace, one, prefix: str) -> int:
+    """``one(url, workdir, table_type, version)`` (a report) for each layout asked for, printed;
+    the exit code: 0 when every report is clean."""
+    base = Path(args.dir or tempfile.mkdtemp(prefix=prefix))
     ok = True
     for version in args.version or [8, 6]:
         for table_type in args.table_type or ["COPY_ON_WRITE", "MERGE_ON_READ"]:
             work = base / f"{table_type}-v{version}"
             work.mkdir(parents=True, exist_ok=True)
-            report = soak(str(work / "t"), work, args.seconds, table_type, version, args.writers)
+            report = one(str(work / "t"), work, table_type, version)
             print(json.dumps(report, indent=1), flush=True)
             ok &= clean(report)
     return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv, __doc__.split("\n\n")[0], 3)
+    return soak_each(args, lambda url, work, table_type, version: soak(url, work, args.seconds, table_type,
+                                                                        version, args.writers), "hudi-soak-")
 
 
 if __name__ == "__main__":

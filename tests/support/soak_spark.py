@@ -17,11 +17,9 @@ Bounded in ``test_spark_concurrency.py``; a long run:
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,8 +28,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from servicechild import AGGRESSIVE, PARTITIONS, home, moves_keys, rows  # noqa: E402
-from soak_concurrency import check, clean, create, run, summary  # noqa: E402
+from servicechild import AGGRESSIVE, Keys, rows  # noqa: E402
+from soak_concurrency import check, create, parse_args, run, soak_each, summary  # noqa: E402
 
 
 def spark_options(op: str) -> dict:
@@ -48,45 +46,21 @@ def spark_writer(spark, url: str, proc: int, seconds: float, seed: int = 0) -> l
     rng = random.Random(1000 + seed + proc)
     deadline = time.monotonic() + seconds
     ledger: list[dict] = []
-    live: list[str] = []
-    where: dict[str, str] = {}   # a moved key's partition
-    moves = moves_keys(AGGRESSIVE)
-    next_key = 0
+    mine = Keys(proc, sizes=(20, 20, 5))
     seq = 0
     while time.monotonic() < deadline:
         seq += 1
         value = proc * 1_000_000 + seq
-        roll = rng.random()
-        if roll < 0.4 or len(live) < 6:
-            op = "insert"
-            keys = [f"w{proc}_{next_key + i}" for i in range(rng.randint(1, 20))]
-            next_key += len(keys)
-        elif roll < 0.8:
-            op = "upsert"
-            keys = rng.sample(live, min(len(live), rng.randint(1, 20)))
-        else:
-            op = "delete"
-            keys = rng.sample(live, min(len(live), rng.randint(1, 5)))
-        parts = [where.get(k, home(k)) for k in keys]
-        if op == "upsert" and moves and rng.random() < 0.3:   # to another partition
-            op = "move"
-            parts = [rng.choice([p for p in PARTITIONS if p != q]) for q in parts]
-        data = rows(keys, value, parts)
+        op, keys, parts = mine.next(rng)
         entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None, "column": False,
                  "parts": parts}
         try:
-            (spark.createDataFrame(data.to_pandas()).repartition(2).write.format("hudi_format")
-             .options(**spark_options("upsert" if op == "move" else op)).mode("append").save(url))
+            (spark.createDataFrame(rows(keys, value, parts).to_pandas()).repartition(2).write
+             .format("hudi_format").options(**spark_options("upsert" if op == "move" else op))
+             .mode("append").save(url))
         except Exception as exc:  # noqa: BLE001 - every failure is an outcome to check
             entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
-            live = [k for k in live if k not in keys]
-        else:
-            if op == "insert":
-                live += keys
-            elif op == "move":
-                where.update(zip(keys, parts))
-            elif op == "delete":
-                live = [k for k in live if k not in keys]
+        mine.done(op, keys, parts, entry["ok"])
         ledger.append(entry)
     return ledger
 
@@ -118,18 +92,7 @@ def soak(spark, url: str, workdir: Path, seconds: float, table_type: str, versio
 
 def main(argv=None) -> int:
     import os
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--writers", type=int, default=1, help="core writer processes beside Spark")
-    ap.add_argument("--table-type", action="append", choices=["COPY_ON_WRITE", "MERGE_ON_READ"])
-    ap.add_argument("--version", action="append", type=int, choices=[6, 8])
-    ap.add_argument("--dir", help="where to put the tables (default: a temporary folder)")
-    ap.add_argument("--option", action="append", default=[], metavar="K=V",
-                    help="a write/service option of every process and the Spark writes")
-    args = ap.parse_args(argv)
-    if args.option:   # the child processes read them from the environment
-        os.environ["SOAK_OPTIONS"] = json.dumps(dict(o.split("=", 1) for o in args.option))
-        AGGRESSIVE.update(json.loads(os.environ["SOAK_OPTIONS"]))
+    args = parse_args(argv, __doc__.split("\n\n")[0], 1, "core writer processes beside Spark")
     from pyspark.sql import SparkSession
 
     import spark_adapter
@@ -140,16 +103,8 @@ def main(argv=None) -> int:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_adapter.register(spark)
-    base = Path(args.dir or tempfile.mkdtemp(prefix="hudi-spark-soak-"))
-    ok = True
-    for version in args.version or [8, 6]:
-        for table_type in args.table_type or ["MERGE_ON_READ", "COPY_ON_WRITE"]:
-            work = base / f"{table_type}-v{version}"
-            work.mkdir(parents=True, exist_ok=True)
-            report = soak(spark, str(work / "t"), work, args.seconds, table_type, version, args.writers)
-            print(json.dumps(report, indent=1), flush=True)
-            ok &= clean(report)
-    return 0 if ok else 1
+    return soak_each(args, lambda url, work, table_type, version: soak(spark, url, work, args.seconds, table_type,
+                                                                        version, args.writers), "hudi-spark-soak-")
 
 
 if __name__ == "__main__":
