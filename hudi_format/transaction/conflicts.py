@@ -79,6 +79,11 @@ def instant_file_groups(timeline: Timeline, inst: Instant) -> set[FileGroup]:
     return out
 
 
+def _is_compaction(timeline: Timeline, inst: Instant) -> bool:
+    """Whether the completed ``commit`` ``inst`` is a compaction (``operationType`` COMPACT)."""
+    return inst.action == "commit" and (timeline.metadata(inst).operation_type or "").upper() == "COMPACT"
+
+
 def clustering_plan_groups(timeline: Timeline, inst: Instant) -> set[FileGroup] | None:
     """Input file groups of a pending clustering; ``None`` when ``inst`` is no clustering (a
     pending replacecommit of insert_overwrite has no clustering plan)."""
@@ -144,16 +149,24 @@ def compaction_plan_groups(timeline: Timeline, inst: Instant) -> set[FileGroup]:
 
 def check_write_conflicts(timeline: Timeline, my_instant: str, seen: StartedFrom | Iterable[str],
                           mine: set[FileGroup], new_groups: set[FileGroup],
-                          v6_log_files: Mapping[FileGroup, Iterable[str]] | None = None) -> None:
+                          v6_log_files: Mapping[FileGroup, Iterable[str]] | None = None,
+                          completion_time_slices: bool = False) -> None:
     """Raise ``ConcurrentWriteError`` when a write that completed since we started, or a pending
     clustering, overlaps the existing file groups this write touches; on table version 6 also
     when a pending compaction covers a group this write logged to under another slice's name
-    (``v6_log_files``: the log file names this write created, per file group)."""
+    (``v6_log_files``: the log file names this write created, per file group).
+
+    ``completion_time_slices`` (table version 8+: a log file joins the slice by its
+    deltacommit's completion time): a compaction whose instant is older than this write's is
+    no conflict, as in Hudi's strategy -- this write completes after that compaction was
+    planned, so its log files land in the compaction's new slice."""
     existing = mine - new_groups
     if not existing:
         return
     for inst, source in _candidates(timeline, my_instant, seen):
         try:
+            if completion_time_slices and inst.timestamp < my_instant and _is_compaction(source, inst):
+                continue
             theirs = instant_file_groups(source, inst)
         except HudiError:
             theirs = None  # unreadable metadata: assume the worst

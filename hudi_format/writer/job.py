@@ -530,7 +530,8 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
     try:
         # the conflict check under the table lock makes exactly one of two overlapping writers commit
         job.done = txn.commit(metadata, lambda now: check_write_conflicts(now, txn.instant_time, seen, mine,
-                                                                           new_groups, v6_logs),
+                                                                           new_groups, v6_logs,
+                                                                           job.config.version >= 8),
                               started=seen.seen if job.state is not None else None)
     except BaseException:
         abort_write(job)
