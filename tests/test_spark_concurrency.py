@@ -2,7 +2,7 @@
 acknowledged write of either engine shows in our reader and hudi-rs, nothing lost, stale,
 failed-but-visible or duplicated, the metadata listing equal to storage (``soak_spark.py``).
 
-Bounded here (``HUDI_SPARK_SOAK_SECONDS``, default 12 s); long runs:
+Bounded here (``HUDI_SPARK_SOAK_SECONDS``, default 10 s); long runs:
 ``python -m tests.support.soak_spark --seconds N``. Needs pyspark and Java 17; marked ``spark``."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytest.importorskip("pandas")
 from soak_concurrency import clean  # noqa: E402
 from soak_spark import soak  # noqa: E402
 
-SECONDS = float(os.environ.get("HUDI_SPARK_SOAK_SECONDS", "12"))
+SECONDS = float(os.environ.get("HUDI_SPARK_SOAK_SECONDS", "10"))
 
 
 def test_spark_writes_race_a_core_writer_and_the_services_and_lose_nothing(spark, tmp_path, monkeypatch):
