@@ -92,7 +92,7 @@ def _check_moved(path: str, model: Model) -> None:
 
 
 @pytest.mark.parametrize("layout,point", [
-    (("MERGE_ON_READ", 8), p) for p in ("after_data", "mid_metadata_write", "after_metadata_commit")]
+    (("MERGE_ON_READ", 8), p) for p in ("after_data", "after_metadata_commit")]
     + [(("COPY_ON_WRITE", 6), "after_metadata_commit")],
     ids=lambda v: f"{v[0]}-v{v[1]}" if isinstance(v, tuple) else v)
 def test_killed_writer_moving_keys_under_the_record_index(tmp_path, layout, point):

@@ -11,8 +11,11 @@ so ``soak_concurrency.check`` judges every acknowledged write of both engines wi
 and hudi-rs: 0 lost, stale, failed-but-visible or duplicated keys, the metadata table's listing
 equal to storage.
 
-Bounded in ``test_spark_concurrency.py``; a long run:
-``python -m tests.support.soak_spark --seconds 300 [--table-type MERGE_ON_READ] [--version 6]``.
+A long run (the defects it found have deterministic tests in ``test_spark_tagging.py`` and
+``test_engine_api.py``; the record index moving keys is the combination that found them):
+``python -m tests.support.soak_spark --seconds 300 --table-type MERGE_ON_READ --version 8
+--option hoodie.index.type=RECORD_INDEX --option hoodie.metadata.record.index.enable=true
+--option hoodie.record.index.update.partition.path=true``.
 """
 
 from __future__ import annotations
