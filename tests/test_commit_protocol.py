@@ -265,6 +265,26 @@ def test_abort_keeps_a_log_file_another_writer_won(tmp_path):
     assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)
 
 
+def _mor_table_with_logs(path: str, version: int) -> Model:
+    """A MERGE_ON_READ table of 6 rows, 3 of them updated into log files; its model."""
+    model = Model(version >= 8)
+    first = make_rows(range(6), ts=1)
+    hudi.write(path, first, operation="insert", record_key="id", ordering_field="ts", partition_by="p",
+               table_type="MERGE_ON_READ", table_version=version)
+    model.apply("insert", first, 0)
+    update = make_rows(range(3), ts=2, seed=1)
+    hudi.write(path, update, operation="upsert")
+    model.apply("upsert", update, 1)
+    return model
+
+
+def _written_buckets(job, rows):
+    """Plan ``job`` over ``rows`` (opening its instant) and write every bucket in this process."""
+    from hudi_format import engine
+    return [engine.write_bucket(b, rows.take(job.rows_of(b)[0]), deletes=rows.take(job.rows_of(b)[1]))
+            for b in engine.plan_write(job, rows)]
+
+
 def test_v6_write_racing_a_compaction_plan_conflicts(tmp_path):
     """Table version 6: a writer that began before a compaction was planned names its log file
     after the old slice; committing it would leave the compaction unable to complete, forever
@@ -275,22 +295,13 @@ def test_v6_write_racing_a_compaction_plan_conflicts(tmp_path):
     from hudi_format.services import compaction
 
     path = str(tmp_path / "t")
-    model = Model(False)
-    first = make_rows(range(6), ts=1)
-    hudi.write(path, first, operation="insert", record_key="id", ordering_field="ts", partition_by="p",
-               table_type="MERGE_ON_READ", table_version=6)
-    model.apply("insert", first, 0)
-    update = make_rows(range(3), ts=2, seed=1)
-    hudi.write(path, update, operation="upsert")
-    model.apply("upsert", update, 1)
+    model = _mor_table_with_logs(path, 6)
     late = make_rows(range(3), ts=3, seed=2)
     job = engine.begin_write(path, "upsert", schema=late.schema)   # loads the table: no compaction yet
     storage = Storage(path)
     assert compaction.schedule_compaction(storage, TableConfig.load(storage)) is not None
     try:
-        buckets = engine.plan_write(job, late)   # its instant is later than the compaction's
-        results = [engine.write_bucket(b, late.take(job.rows_of(b)[0]), deletes=late.take(job.rows_of(b)[1]))
-                   for b in buckets]
+        results = _written_buckets(job, late)   # its instant is later than the compaction's
         with pytest.raises(ConcurrentWriteError, match="compaction"):
             engine.commit(job, results)
     finally:
@@ -312,14 +323,7 @@ def test_v8_write_and_a_compaction_planned_before_its_instant_both_commit(tmp_pa
     from hudi_format.services import compaction
 
     path = str(tmp_path / "t")
-    model = Model(True)
-    first = make_rows(range(6), ts=1)
-    hudi.write(path, first, operation="insert", record_key="id", ordering_field="ts", partition_by="p",
-               table_type="MERGE_ON_READ", table_version=8)
-    model.apply("insert", first, 0)
-    update = make_rows(range(3), ts=2, seed=1)
-    hudi.write(path, update, operation="upsert")
-    model.apply("upsert", update, 1)
+    model = _mor_table_with_logs(path, 8)
     late = make_rows(range(4), ts=3, seed=2)
     storage = Storage(path)
     if planned == "before the write began":
@@ -330,9 +334,7 @@ def test_v8_write_and_a_compaction_planned_before_its_instant_both_commit(tmp_pa
         planned_at = compaction.schedule_compaction(storage, TableConfig.load(storage))
     assert planned_at is not None
     try:
-        buckets = engine.plan_write(job, late)   # its instant is later than the compaction's
-        results = [engine.write_bucket(b, late.take(job.rows_of(b)[0]), deletes=late.take(job.rows_of(b)[1]))
-                   for b in buckets]
+        results = _written_buckets(job, late)   # its instant is later than the compaction's
         assert compaction.run_compaction(storage, TableConfig.load(storage)) is not None   # completes first
         engine.commit(job, results)
     except BaseException:

@@ -169,12 +169,16 @@ def record_index_locations(mdt, slices, keys: pa.Array, changed: Callable[[], bo
     return kept
 
 
-def completed_since(storage: Storage, config, completed: frozenset[str]) -> bool:
-    """Whether an instant completed on the table's timeline that ``completed`` (the instant
-    times completed in a state loaded earlier) does not hold."""
-    from ..timeline import Timeline
-    now = Timeline.load(storage, config)
-    return any(i.is_completed and i.timestamp not in completed for i in now.instants)
+def completed_times(timeline) -> frozenset[str]:
+    """The instant times completed on ``timeline`` (a write's table state, kept to tell later
+    whether the table moved on: :func:`completed_since`)."""
+    return frozenset(i.timestamp for i in timeline.instants if i.is_completed)
+
+
+def completed_since(timeline, completed: frozenset[str]) -> bool:
+    """Whether an instant completed on ``timeline`` (loaded now) that ``completed`` (from
+    :func:`completed_times` of a state loaded earlier) does not hold."""
+    return any(i.is_completed and i.timestamp not in completed for i in timeline.instants)
 
 
 def candidate_slices_by_metadata_bloom(mdt, slices: list[FileSlice], keys: pa.Array) -> list[FileSlice]:
@@ -213,9 +217,10 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     if index_type == "RECORD_INDEX" and slices:
         mdt = usable_metadata_table(storage, config, timeline, "record_index")
         if mdt is not None:
-            planned = frozenset(i.timestamp for i in timeline.instants if i.is_completed)
+            from ..timeline import Timeline
+            planned = completed_times(timeline)
             return record_index_locations(mdt, slices, str_keys,
-                                          lambda: completed_since(storage, config, planned))
+                                          lambda: completed_since(Timeline.load(storage, config), planned))
     per_slice = [str_keys] * len(slices)
     if partitions is not None and not is_global(index_type) and slices:
         per_slice = keys_by_partition(slices, str_keys, partitions)

@@ -31,7 +31,8 @@ from ..read.snapshot import Visibility
 from ..storage import Storage
 from ..view import FileSlice
 from ..options import option
-from .index import candidate_slices_by_bloom, is_global, record_index_locations, usable_metadata_table
+from .index import (candidate_slices_by_bloom, completed_since, completed_times, is_global, record_index_locations,
+                    usable_metadata_table)
 
 # what a write does with a tagged record (see IndexLookup.actions)
 DROP, UPDATE, INSERT, DELETE, MOVE = 0, 1, 2, 3, 4
@@ -168,7 +169,7 @@ def plan_lookup(storage: Storage, config: TableConfig, options: Mapping[str, Any
         if mdt is not None:
             n = len(mdt.file_slices("record_index"))
             live = frozenset((s.partition_path, s.file_id) for s in slices)
-            completed = frozenset(i.timestamp for i in state.timeline.instants if i.is_completed)
+            completed = completed_times(state.timeline)
             tasks = tuple(LookupTask(uri, RECORD_INDEX, file_group=i, num_file_groups=n, live=live,
                                      completed=completed) for i in range(n))
             return IndexLookup(tasks, operation, True, moves, True)
@@ -207,8 +208,7 @@ def run_lookup(storage: Storage, task: LookupTask, keys: pa.Array | None = None)
         config = TableConfig.load(storage)
         now = Timeline.load(storage, config)
         found = record_index_locations(MetadataTable(storage, config, now), task.live, keys,
-                                       lambda: any(i.is_completed and i.timestamp not in task.completed
-                                                   for i in now.instants))
+                                       lambda: completed_since(now, task.completed))
         return found.cast(LOCATION_SCHEMA)
     slices = [task.file_slice]
     if task.kind == BLOOM and keys is not None:
