@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from ..errors import ConcurrentWriteError, HudiError
-from ..timeline import Instant, Timeline
+from ..timeline import CommitMetadata, Instant, Timeline
 from ..view.file_names import parse_log_file_name
 
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
@@ -72,16 +72,15 @@ def started_with(timeline: Timeline | None) -> StartedFrom:
 
 def instant_file_groups(timeline: Timeline, inst: Instant) -> set[FileGroup]:
     """File groups a completed write instant wrote or replaced."""
-    meta = timeline.metadata(inst)
+    return _file_groups(timeline.metadata(inst))
+
+
+def _file_groups(meta: CommitMetadata) -> set[FileGroup]:
+    """File groups a commit's metadata wrote or replaced."""
     out = {(p, st.file_id) for p, stats in meta.partition_to_write_stats.items() for st in stats if st.file_id}
     for p, fids in meta.partition_to_replace_file_ids.items():
         out.update((p, f) for f in fids)
     return out
-
-
-def _is_compaction(timeline: Timeline, inst: Instant) -> bool:
-    """Whether the completed ``commit`` ``inst`` is a compaction (``operationType`` COMPACT)."""
-    return inst.action == "commit" and (timeline.metadata(inst).operation_type or "").upper() == "COMPACT"
 
 
 def clustering_plan_groups(timeline: Timeline, inst: Instant) -> set[FileGroup] | None:
@@ -165,9 +164,11 @@ def check_write_conflicts(timeline: Timeline, my_instant: str, seen: StartedFrom
         return
     for inst, source in _candidates(timeline, my_instant, seen):
         try:
-            if completion_time_slices and inst.timestamp < my_instant and _is_compaction(source, inst):
-                continue
-            theirs = instant_file_groups(source, inst)
+            meta = source.metadata(inst)
+            if completion_time_slices and inst.timestamp < my_instant and inst.action == "commit" \
+                    and (meta.operation_type or "").upper() == "COMPACT":
+                continue   # a compaction older than this write (see above)
+            theirs = _file_groups(meta)
         except HudiError:
             theirs = None  # unreadable metadata: assume the worst
         overlap = existing & theirs if theirs is not None else existing
