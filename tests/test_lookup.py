@@ -272,3 +272,18 @@ def test_a_fresh_table_uses_the_record_index_after_its_metadata_compaction(tmp_p
     monkeypatch.setattr(MetadataTable, "record_index", lambda self, keys: calls.append(1) or real(self, keys))
     assert table.lookup(["k2"], columns=["id", "v"]).to_pylist() == [{"id": "k2", "v": 2}]
     assert calls
+
+
+@pytest.mark.parametrize("name", FIXTURE_TABLES)
+def test_tables_apache_hudi_wrote_are_not_behind_their_metadata_table(fixture_tables, name):
+    """Apache Hudi's metadata tables (versions 6, 8 and 9; compactions, rollbacks) are never
+    ahead of the data timeline they were written with, so lookups on them use the index."""
+    from hudi_format.metadata.reader import MetadataTable
+    try:
+        table = hudi.open_table(str(fixture_tables(name)))
+    except hudi.HudiError:
+        pytest.skip("a table this SDK does not open (Lance base files)")
+    mdt = MetadataTable(table.storage, table.config, table.timeline)
+    if not mdt.exists:
+        pytest.skip("no metadata table")
+    assert not mdt.ahead_of_timeline()
