@@ -4,7 +4,9 @@ compacted and cleaned, and read by hudi-rs (metadata listing on) with the same r
 Truth comes from outside our writer: Hudi 1.1's own metadata tables in the fixtures (schema text,
 file names, properties, deltacommit shapes), the reference Avro schema (every record decodes
 with it), the storage listing of committed files, the data files themselves (bloom filters in
-their footers, column values, record keys), and hudi-rs.
+their footers, column values, record keys), and hudi-rs. (The indexes and tagging through them:
+test_metadata_writer_indexes.py; bootstrap, rollback, restore and archival:
+test_metadata_writer_lifecycle.py.)
 """
 
 from __future__ import annotations
@@ -18,13 +20,10 @@ from pathlib import Path
 
 import fastavro
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
 
 import hudi_format as hudi
-from hudi_format.base_file import read_footer
 from hudi_format.config import TableConfig
 from hudi_format.hfile import HFileReader
 from hudi_format.log import BlockType, read_log_file
@@ -36,7 +35,7 @@ from hudi_format.read.snapshot import ReadState
 from hudi_format.storage import Storage
 from hudi_format.timeline import Timeline
 from hudi_format.timeline.avro_schemas import strip_comments
-from hudi_format.view.file_names import parse_base_file_name, parse_log_file_name
+from hudi_format.view.file_names import parse_log_file_name
 from writemodel import Model, committed_files, data_rows, make_rows, model_rows
 
 FIXTURE = "sample_table__cow__v9_txns_simple_meta"
@@ -415,6 +414,23 @@ def test_failed_data_completion_undoes_the_metadata_deltacommit(tmp_path, monkey
     check_in_step(path, model)
 
 
+@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_non_partitioned_table(tmp_path, ttype):
+    """The non-partitioned table is the partition "." in the metadata table."""
+    path = tmp_path / "t"
+    model = Model(event_time=True)
+    for i in range(4):
+        rows = make_rows(range(i * 5, i * 5 + 10), ts=i, seed=i)
+        _write(path, rows, ttype=ttype, options=ALL_INDEXES, partition_by=None)
+        model.apply("upsert", rows, i)
+        check_in_step(path, model)
+    st, cfg = _st(path)
+    mt = MetadataTable(st, cfg)
+    assert sorted(mt.read(K.FILES)) == [".", "__all_partitions__"]
+    assert {loc.partition for loc in mt.all_record_locations().values()} == {""}
+    assert set(mt.all_record_locations()) == set(model.rows)
+
+
 # -- the metadata table's own services ----------------------------------------------------------------------
 def test_compaction_after_max_delta_commits_and_cleaning(tmp_path):
     path = tmp_path / "t"
@@ -483,361 +499,6 @@ def test_v6_layout(tmp_path):
     assert rs_rows(path, False) == model_rows(model.rows)
 
 
-# -- indexes ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_record_index_maps_every_key_to_its_file_group(tmp_path, ttype):
-    path = tmp_path / "t"
-    opts = dict(ALL_INDEXES, **{"hoodie.index.type": "GLOBAL_SIMPLE"})
-    _write(path, make_rows(range(60), ts=0), ttype=ttype, options=opts)
-    _write(path, make_rows(range(50, 80), ts=1, seed=1), ttype=ttype, options=opts)
-    _write(path, make_rows(range(0, 7), ts=2), op="delete", ttype=ttype, options=opts)
-    moved = make_rows(range(20, 24), ts=3, partitions=("c",))   # keys move partitions (global)
-    _write(path, moved, ttype=ttype, options=opts)
-    st, cfg = _st(path)
-    snap = hudi.open_table(str(path)).read(columns=["_hoodie_record_key", "_hoodie_partition_path",
-                                                    "_hoodie_file_name"])
-    expected = {}
-    for k, p, f in zip(*(snap.column(c).to_pylist() for c in snap.column_names)):
-        expected[k] = (p, f.split("_")[0] if not f.startswith(".") else f[1:].split("_")[0])
-    got = {k: (loc.partition, loc.file_id) for k, loc in MetadataTable(st, cfg).all_record_locations().items()}
-    assert got == expected
-    assert all(got[f"k{k:05d}"][0] == "c" for k in range(20, 24))
-
-
-@pytest.mark.parametrize("version,mode", [(6, None), (8, "COMMIT_TIME_ORDERING"), (8, "EVENT_TIME_ORDERING")])
-def test_record_index_drops_soft_deleted_keys_of_a_log_where_the_delete_always_wins(tmp_path, version, mode):
-    """Merge-on-Read logs records flagged ``_hoodie_is_deleted`` as deletes carrying their
-    ordering value. Under commit-time ordering (version 6's default payload too) the delete wins
-    whatever the stored record, so the index drops the key; under event-time ordering it may
-    lose to the stored record, so the key stays (a warning of ``validate``, never an error). A
-    key re-inserted in a later block than its delete stays, at its file group."""
-    from hudi_format.cli.validate import record_index_problems
-    path = tmp_path / "t"
-    opts = {**ALL_INDEXES, "hoodie.index.type": "RECORD_INDEX", **({"hoodie.record.merge.mode": mode} if mode else {})}
-    _write(path, make_rows(range(20), ts=0), ttype="MERGE_ON_READ", version=version, options=opts)
-    flagged = make_rows(range(0, 6), ts=1).append_column("_hoodie_is_deleted", pa.array([True] * 3 + [False] * 3))
-    _write(path, flagged, ttype="MERGE_ON_READ", version=version, options=opts)
-    back = make_rows(range(1, 2), ts=2).append_column("_hoodie_is_deleted", pa.array([False]))
-    _write(path, back, ttype="MERGE_ON_READ", version=version, options=opts)
-    assert sorted(hudi.open_table(str(path)).read(columns=["id"]).column("id").to_pylist()) == \
-        [f"k{k:05d}" for k in range(1, 20) if k != 2]
-    st, cfg = _st(path)
-    indexed = set(MetadataTable(st, cfg).all_record_locations())
-    kept = mode == "EVENT_TIME_ORDERING"
-    assert ("k00000" in indexed) == kept and ("k00002" in indexed) == kept and "k00001" in indexed
-    problems = record_index_problems(str(path))
-    assert [p.severity for p in problems] == (["warning"] if kept else []), problems
-
-
-def test_bloom_filters_equal_the_base_file_footers(tmp_path):
-    path = tmp_path / "t"
-    for i in range(3):
-        _write(path, make_rows(range(i * 20, i * 20 + 30), ts=i, seed=i), options=ALL_INDEXES)
-    st, cfg = _st(path)
-    files = [(p, n) for p, fs in committed_files(path).items() for n in fs if n.endswith(".parquet")]
-    blooms = MetadataTable(st, cfg).bloom_filter_entries(files)
-    assert set(blooms) == set(files)
-    for (p, n), entry in blooms.items():
-        footer = read_footer(st, f"{p}/{n}")
-        assert entry.filter() == footer.bloom_filter
-        assert entry.filter().serialize() == footer.bloom_filter.serialize()
-        assert entry.type_code == footer.metadata["hoodie_bloom_filter_type_code"]
-
-
-def test_column_stats_equal_the_data(tmp_path):
-    path = tmp_path / "t"
-    rows = make_rows(range(40), ts=0)
-    rows = rows.set_column(rows.schema.get_field_index("score"), "score",
-                           pa.array([None if i % 7 == 0 else i * 0.5 for i in range(40)], pa.float64()))
-    _write(path, rows, options=ALL_INDEXES)
-    _write(path, make_rows(range(30, 50), ts=1, seed=3), options=ALL_INDEXES)
-    st, cfg = _st(path)
-    cols = ["_hoodie_commit_time", "_hoodie_record_key", "id", "ts", "amount", "score", "n", "when", "day", "flag"]
-    stats = MetadataTable(st, cfg).column_stats(cols)
-    files = [(p, n) for p, fs in committed_files(path).items() for n in fs]
-    assert set(stats) == set(files)
-    for (p, n), by_col in stats.items():
-        data = pq.read_table(st.full(f"{p}/{n}"))
-        assert set(by_col) >= set(cols)
-        assert "tags" not in by_col and "info" not in by_col     # nested columns are not indexed
-        for c in cols:
-            s, col = by_col[c], data.column(c)
-            assert s.null_count == col.null_count and s.value_count == len(col)
-            if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
-                col = pc.cast(col, pa.int64() if pa.types.is_timestamp(col.type) else pa.int32())
-            mm = pc.min_max(col)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            # raw micros for timestamps (LongWrapper), epoch days for dates (DateWrapper)
-            wrapper = {"amount": "DecimalWrapper", "when": "LongWrapper", "day": "DateWrapper",
-                       "flag": "BooleanWrapper", "n": "IntWrapper", "ts": "LongWrapper",
-                       "score": "DoubleWrapper"}.get(c, "StringWrapper")
-            assert (s.min_type, s.max_type) == (wrapper, wrapper)
-            assert (s.min_value, s.max_value) == (lo, hi), (n, c)
-
-
-def test_filter_on_indexed_column_skips_files(tmp_path, monkeypatch):
-    path = tmp_path / "t"
-    for i in range(4):
-        _write(path, make_rows(range(i * 100, i * 100 + 30), ts=i), op="insert", options=ALL_INDEXES)
-    opened = set()
-
-    def counting(real):
-        def call(self, rel, *a, **k):
-            if rel.endswith(".parquet"):
-                opened.add(rel)
-            return real(self, rel, *a, **k)
-        return call
-
-    for name in ("open", "open_input"):   # base files are opened natively where they can be
-        monkeypatch.setattr(Storage, name, counting(getattr(Storage, name)))
-    got = hudi.open_table(str(path)).read(filters=[("n", ">=", 300)])
-    assert sorted(got.column("id").to_pylist()) == [f"k{k:05d}" for k in range(300, 330)]
-    assert len(opened) == 3   # the last commit's file in each partition; 9 others skipped
-    opened.clear()
-    hudi.open_table(str(path)).read(filters=[("flag", "=", True)])
-    assert len(opened) == 12  # every file has true flags: nothing to skip
-
-
-# -- lifecycle -------------------------------------------------------------------------------------------------
-def test_existing_table_is_bootstrapped_with_every_index(tmp_path):
-    path = tmp_path / "t"
-    off = {"hoodie.metadata.enable": "false"}
-    _write(path, make_rows(range(40), ts=0), ttype="MERGE_ON_READ", options=off)
-    _write(path, make_rows(range(20, 50), ts=1, seed=1), ttype="MERGE_ON_READ", options=off)
-    assert not Storage(str(path)).exists(".hoodie/metadata/.hoodie/hoodie.properties")
-    _write(path, make_rows(range(45, 55), ts=2, seed=2), ttype="MERGE_ON_READ", options=ALL_INDEXES)
-    st, cfg = _st(path)
-    assert set(cfg.metadata_partitions) == {"files", "column_stats", "bloom_filters", "record_index"}
-    model = Model(event_time=True)
-    for rows in (make_rows(range(40), ts=0), make_rows(range(20, 50), ts=1, seed=1),
-                 make_rows(range(45, 55), ts=2, seed=2)):
-        model.apply("upsert", rows, 0)
-    check_in_step(path, model)
-    assert set(MetadataTable(st, cfg).all_record_locations()) == set(model.rows)
-    # and a write with the metadata table disabled deletes it, as Hudi does
-    _write(path, make_rows(range(1), ts=3), ttype="MERGE_ON_READ", options=off)
-    st, cfg = _st(path)
-    assert cfg.metadata_partitions == [] and not st.exists(".hoodie/metadata/.hoodie/hoodie.properties")
-    model.apply("upsert", make_rows(range(1), ts=3), 3)
-    assert rs_rows(path, True) == model_rows(model.rows)
-
-
-def test_restore_drops_and_next_write_rebuilds(tmp_path):
-    path = tmp_path / "t"
-    _write(path, make_rows(range(20), ts=0), options=ALL_INDEXES)
-    sp = _write(path, make_rows(range(10, 30), ts=1, seed=1), options=ALL_INDEXES)
-    table = hudi.open_table(str(path))
-    table.savepoint(sp.timestamp)
-    _write(path, make_rows(range(25, 35), ts=2, seed=2), options=ALL_INDEXES)
-    hudi.open_table(str(path)).restore(sp.timestamp)
-    st, cfg = _st(path)
-    assert "files" not in cfg.metadata_partitions
-    model = Model(event_time=True)
-    model.apply("upsert", make_rows(range(20), ts=0), 0)
-    model.apply("upsert", make_rows(range(10, 30), ts=1, seed=1), 1)
-    assert rs_rows(path, True) == model_rows(model.rows)
-    _write(path, make_rows(range(40, 45), ts=3), options=ALL_INDEXES)
-    model.apply("upsert", make_rows(range(40, 45), ts=3), 3)
-    check_in_step(path, model)
-    st, cfg = _st(path)
-    assert set(MetadataTable(st, cfg).all_record_locations()) == set(model.rows)
-
-
-# -- tagging through the metadata table --------------------------------------------------------------------
-@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_record_index_tags_without_reading_keys(tmp_path, monkeypatch, ttype):
-    from hudi_format.writer import index
-    path = tmp_path / "t"
-    opts = dict(ALL_INDEXES, **{"hoodie.index.type": "RECORD_INDEX"})
-    model = Model(event_time=True)
-    rows = make_rows(range(60), ts=0)
-    _write(path, rows, ttype=ttype, options=opts)
-    model.apply("upsert", rows, 0)
-
-    def no_scan(*a, **k):
-        raise AssertionError("the record index should have tagged these keys")
-
-    monkeypatch.setattr(index, "matching_keys", no_scan)
-    for i, (op, rows) in enumerate((("upsert", make_rows(range(40, 80), ts=1, seed=1)),
-                                    ("delete", make_rows(range(0, 5), ts=2)),
-                                    ("upsert", make_rows(range(10, 14), ts=3, partitions=("c",))))):
-        _write(path, rows, op=op, ttype=ttype, options=opts)
-        model.apply(op, rows, i + 1)
-        check_in_step(path, model)
-    # the keys moved to partition c (a global index): one record each, in c
-    snap = hudi.open_table(str(path)).read(columns=["id", "p"])
-    moved = [p for k, p in zip(snap.column("id").to_pylist(), snap.column("p").to_pylist())
-             if k in {f"k{k:05d}" for k in range(10, 14)}]
-    assert moved == ["c"] * 4
-
-
-def test_bloom_index_from_the_metadata_table(tmp_path, monkeypatch):
-    from hudi_format.writer import index
-    path = tmp_path / "t"
-    opts = dict(ALL_INDEXES, **{"hoodie.index.type": "BLOOM", "hoodie.bloom.index.use.metadata": "true"})
-    model = Model(event_time=True)
-    for i in range(3):
-        rows = make_rows(range(i * 30, i * 30 + 30), ts=i)
-        _write(path, rows, op="insert", options=opts)
-        model.apply("insert", rows, i)
-    seen = []
-    real = index.matching_keys
-
-    def spy(storage, slices, *a, **k):
-        seen.append(len(slices))
-        return real(storage, slices, *a, **k)
-
-    def no_footers(*a, **k):
-        raise AssertionError("bloom filters should come from the metadata table")
-
-    monkeypatch.setattr(index, "matching_keys", spy)
-    monkeypatch.setattr(index, "candidate_slices_by_bloom", no_footers)
-    rows = make_rows(range(30, 36), ts=5, seed=5)      # only the second commit's files hold these
-    _write(path, rows, options=opts)
-    model.apply("upsert", rows, 5)
-    assert seen == [3]    # of 9 base files, only the 3 holding keys 30..35 were read for keys
-    check_in_step(path, model)
-
-
-@pytest.mark.parametrize("version", [8, 6])
-def test_rollback_of_log_appends(tmp_path, version):
-    """MOR upserts into log files, then the latest commit is rolled back: v8 deletes its log
-    files, v6 appends a rollback command block in a new log file; the listing follows."""
-    path = tmp_path / "t"
-    opts = {"hoodie.parquet.small.file.limit": str(100 << 20)}
-    model = Model(event_time=True)
-    rows = make_rows(range(30), ts=0)
-    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
-    model.apply("insert", rows, 0)
-    rows = make_rows(range(10, 20), ts=1, seed=1)
-    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
-    model.apply("upsert", rows, 1)
-    last = _write(path, make_rows(range(0, 25), ts=2, seed=2), ttype="MERGE_ON_READ", version=version,
-                  options=opts)
-    assert any(n.startswith(".") for fs in committed_files(path).values() for n in fs)
-    hudi.open_table(str(path)).rollback(last.timestamp)
-    check_in_step(path, model, hudi_rs=version >= 8)
-    rows = make_rows(range(40, 45), ts=3, seed=3)
-    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
-    model.apply("upsert", rows, 3)
-    check_in_step(path, model, hudi_rs=version >= 8)
-
-
-def test_metadata_timeline_is_archived(tmp_path):
-    """With the data table's hoodie.keep.min/max.commits (+1, as Hudi configures its metadata
-    writer), the metadata timeline stays bounded: older instants move to its LSM history."""
-    path = tmp_path / "t"
-    opts = dict(ALL_INDEXES, **{"hoodie.metadata.compact.max.delta.commits": "3",
-                                "hoodie.keep.min.commits": "4", "hoodie.keep.max.commits": "6",
-                                "hoodie.cleaner.commits.retained": "3"})
-    model = Model(event_time=True)
-    for i in range(24):
-        rows = make_rows(range(i * 3, i * 3 + 6), ts=i, seed=i)
-        _write(path, rows, ttype="MERGE_ON_READ", options=opts)
-        model.apply("upsert", rows, i)
-    md = Storage(str(path)).sub(K.METADATA_TABLE_DIR)
-    tl = Timeline.load(md, TableConfig.load(md))
-    writes = [i for i in tl.completed if i.action in ("deltacommit", "commit")]
-    assert len(writes) <= 7 + 3     # max + 1, plus what a pending compaction window holds
-    archived = tl.archived().write_instants()
-    assert any(i.timestamp.startswith("0000000000000") for i in archived)
-    assert len(archived) + len(writes) >= 24
-    check_in_step(path, model)
-    st, cfg = _st(path)
-    assert set(MetadataTable(st, cfg).all_record_locations()) == set(model.rows)
-
-
-@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_non_partitioned_table(tmp_path, ttype):
-    """The non-partitioned table is the partition "." in the metadata table."""
-    path = tmp_path / "t"
-    model = Model(event_time=True)
-    for i in range(4):
-        rows = make_rows(range(i * 5, i * 5 + 10), ts=i, seed=i)
-        _write(path, rows, ttype=ttype, options=ALL_INDEXES, partition_by=None)
-        model.apply("upsert", rows, i)
-        check_in_step(path, model)
-    st, cfg = _st(path)
-    mt = MetadataTable(st, cfg)
-    assert sorted(mt.read(K.FILES)) == [".", "__all_partitions__"]
-    assert {loc.partition for loc in mt.all_record_locations().values()} == {""}
-    assert set(mt.all_record_locations()) == set(model.rows)
-
-
-def _two_file_groups_per_partition(path, version: int) -> tuple[Model, dict]:
-    """A MOR table whose partitions hold two file groups each (small files off), with log
-    files in every file group: the next upsert appends to both groups of a partition."""
-    opts = {"hoodie.parquet.small.file.limit": "0"}
-    model = Model(event_time=True)
-    for i, keys in enumerate((range(0, 12), range(12, 24))):
-        rows = make_rows(keys, ts=i, seed=i)
-        _write(path, rows, op="insert", ttype="MERGE_ON_READ", version=version, options=opts)
-        model.apply("insert", rows, i)
-    opts["hoodie.parquet.small.file.limit"] = str(100 << 20)
-    rows = make_rows(range(0, 24, 2), ts=5, seed=5)
-    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
-    model.apply("upsert", rows, 5)
-    groups = {}
-    for part, names in committed_files(path).items():
-        groups[part] = {parse_base_file_name(n).file_id for n in names if not n.startswith(".")}
-    assert any(len(g) == 2 for g in groups.values()), groups
-    return model, opts
-
-
-@pytest.mark.parametrize("version", [6, 8])
-def test_rollback_lists_the_command_block_log_file_of_every_file_group(tmp_path, version):
-    """v6 rollback of a deltacommit that appended to two file groups of one partition: each gets
-    a rollback command block in a new log file, and the rollback metadata lists both per
-    partition (Hudi merges the rollback stats of a partition), so the metadata table lists
-    both: hudi-rs reading through the metadata table sees the same slices as from storage."""
-    path = tmp_path / "t"
-    model, opts = _two_file_groups_per_partition(path, version)
-    last = _write(path, make_rows(range(0, 24, 3), ts=9, seed=9), ttype="MERGE_ON_READ", version=version,
-                  options=opts)
-    hudi.open_table(str(path)).rollback(last.timestamp)
-    st, cfg = _st(path)
-    tl = Timeline.load(st, cfg)
-    rb = next(i for i in tl.completed if i.action == "rollback")
-    if version == 6:
-        logs = [p for pm in tl.raw_metadata(rb)["partitionMetadata"].values()
-                for p in (pm.get("rollbackLogFiles") or {})]
-        plan = tl.plan(rb)
-        assert len(logs) == len(plan["RollbackRequests"]) >= 2, (logs, plan)
-    check_in_step(path, model)
-    rows = make_rows(range(30, 34), ts=10, seed=10)
-    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
-    model.apply("upsert", rows, 10)
-    check_in_step(path, model)
-
-
-@pytest.mark.parametrize("version", [6, 8])
-def test_restore_over_log_appends_keeps_the_listing(tmp_path, version):
-    """Restore to a savepoint over deltacommits that appended to two file groups per partition
-    (v6: command blocks in new log files): the metadata table is dropped and built again by the
-    next write, listing what is on storage; hudi-rs reads the same through it."""
-    path = tmp_path / "t"
-    model, opts = _two_file_groups_per_partition(path, version)
-    sp_ts = Timeline.load(*_st(path)).completed[-1].timestamp
-    hudi.open_table(str(path)).savepoint(sp_ts)
-    for i in range(2):
-        _write(path, make_rows(range(i, 24, 3), ts=20 + i, seed=20 + i), ttype="MERGE_ON_READ",
-               version=version, options=opts)
-    hudi.open_table(str(path)).restore(sp_ts)
-    assert data_rows(hudi.open_table(str(path)).read()) == model_rows(model.rows)
-    if version == 6:   # every command-block log file the restore wrote is in its metadata
-        st, cfg = _st(path)
-        tl = Timeline.load(st, cfg)
-        meta = tl.raw_metadata(next(i for i in tl.completed if i.action == "restore"))
-        listed = {posixpath.basename(p) for rbs in meta["hoodieRestoreMetadata"].values() for rb in rbs
-                  for pm in rb["partitionMetadata"].values() for p in (pm.get("rollbackLogFiles") or {})}
-        on_storage = {n for names in committed_files(path).values() for n in names if n.endswith("_0-0-0")}
-        assert listed == on_storage and len(listed) >= 4, (listed, on_storage)
-    rows = make_rows(range(30, 34), ts=30, seed=30)
-    _write(path, rows, ttype="MERGE_ON_READ", version=version, options=opts)
-    model.apply("upsert", rows, 30)
-    check_in_step(path, model)
-
-
 def test_metadata_table_services_are_handed_in_by_the_services_layer(tmp_path):
     """The metadata layer never imports the table services (cleaning, archival, rollback plans)
     it runs on its own table: the services layer installs them in the transaction layer's
@@ -856,40 +517,3 @@ def test_metadata_table_services_are_handed_in_by_the_services_layer(tmp_path):
     plan = {"instantToRollback": {"commitTime": "1", "action": "deltacommit"}, "RollbackRequests": [], "version": 1}
     with pytest.raises(MetadataTableError, match="no table services"):
         w.execute_rollback_plan(plan, "2")
-
-
-@pytest.mark.parametrize("key_len", [12, 300])
-def test_record_index_hfiles_take_small_blocks_and_stay_one_level(tmp_path, key_len):
-    """Record index HFiles (base files and log blocks) are cut into small blocks for point
-    lookups, yet never so many that the block index goes multi-level (Hudi 1.0's reader reads
-    the root index only); the other partitions keep Hudi's 1 MiB blocks."""
-    from hudi_format.hfile.blocks import HEADER_SIZE
-    from hudi_format.metadata.hfiles import RECORD_INDEX_BLOCK_SIZE, hfile_data_block, write_base_hfile
-    n = 60000 if key_len > 100 else 20000
-    items = [(b"k%0*d" % (key_len - 1, i), b"v" * 40) for i in range(n)]
-    storage = Storage(str(tmp_path))
-
-    def blocks_of(reader: HFileReader) -> list[int]:
-        """Uncompressed payload sizes of the data blocks (from their headers)."""
-        assert reader.trailer.num_data_index_levels == 1
-        return [int.from_bytes(reader._read(o, HEADER_SIZE)[12:16], "big") for _, o, _ in reader.data_blocks()]
-
-    write_base_hfile(storage, "ri.hfile", items, K.RECORD_INDEX)
-    write_base_hfile(storage, "files.hfile", items, K.FILES)
-    block = next(iter(read_log_file(storage, _write_log(storage, hfile_data_block(items, "1", K.RECORD_INDEX)))))
-    for reader in (HFileReader(storage, "ri.hfile"), HFileReader.from_bytes(block.content())):
-        sizes = blocks_of(reader)
-        if key_len < 100:
-            assert all(RECORD_INDEX_BLOCK_SIZE <= s < RECORD_INDEX_BLOCK_SIZE + 400 for s in sizes[:-1])
-        else:  # 16 KiB blocks would need a multi-level index: larger blocks instead
-            assert len(sizes) > 300 and min(sizes[:-1]) > 2 * RECORD_INDEX_BLOCK_SIZE
-        probe = [items[i][0] for i in range(0, n, 997)]
-        found, values = reader.lookup_arrays(pa.array(probe, pa.binary()))
-        assert found.to_pylist() == probe and set(values.to_pylist()) == {b"v" * 40}
-    assert min(blocks_of(HFileReader(storage, "files.hfile"))[:-1]) >= 1 << 20  # Hudi's 1 MiB blocks
-
-
-def _write_log(storage: Storage, block: bytes) -> str:
-    with storage.open("x.log", "wb") as f:
-        f.write(block)
-    return "x.log"

@@ -4,33 +4,29 @@ Truth is the timelines Apache Hudi wrote in the fixture tables: replaying a fixt
 through ``TimelineWriter`` must give the same file names and the same payloads (JSON byte for
 byte; Avro record for record, and datum bytes where the schemas agree), and re-encoding a
 fixture's commit metadata must give Hudi's bytes whatever order its maps arrive in.
+(Crashes, races and create-if-absent: test_timeline_writer_races.py; the instant clock:
+test_instant_clock.py.)
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import multiprocessing
 import os
 import random
 import re
 import shutil
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURE_TABLES, TABLES
 from hudi_format.config import TableConfig
-from hudi_format.errors import StorageError, TimelineError
+from hudi_format.errors import TimelineError
 from hudi_format.storage import Storage
 from hudi_format.table_init import create_table
 from hudi_format.timeline import (CommitMetadata, Instant, State, Timeline, comparable_action,
                                   decode_payload, parse_file_name)
-from hudi_format.timeline import clock as clock_mod
 from hudi_format.timeline.avro_schemas import read_avro_container
-from hudi_format.timeline.clock import LOCK_FILE, InstantClock, format_epoch_millis
 from hudi_format.timeline.write_stat import WriteStat
 from hudi_format.timeline.writer import (TimelineWriter, commit_metadata, encode_commit_metadata,
                                          encode_plan, jackson_json, java_hashmap_order)
@@ -475,31 +471,7 @@ def test_transition_preconditions(tmp_path):
         writer.create_requested("commit", "2024-01-01")
 
 
-# -- crashes and races ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("version", [6, 8])
-def test_existing_completed_file_is_never_overwritten(tmp_path, version):
-    storage, cfg = _table(tmp_path, version)
-    writer = TimelineWriter(storage, cfg)
-    ts = "20240101000000000"
-    infl = writer.transition_to_inflight(writer.create_requested("commit", ts))
-    # a completed file left by a crashed writer (or written by another one)
-    name = f"{ts}.commit" if version < 8 else f"{ts}_20240101000000005.commit"
-    debris = b"not written by us"
-    storage.create_if_absent(f"{cfg.timeline_dir}/{name}", debris)
-    with pytest.raises(TimelineError, match="already"):
-        writer.complete(infl, commit_metadata([], operation_type="UPSERT"))
-    assert storage.read_bytes(f"{cfg.timeline_dir}/{name}") == debris
-    assert len([n for n in _names(storage, cfg) if parse_file_name(n, version).is_completed]) == 1
-
-
-def test_create_if_absent_keeps_existing_content(tmp_path):
-    storage = Storage(tmp_path)
-    assert storage.create_if_absent("a/x.commit", b"first") is True
-    assert storage.create_if_absent("a/x.commit", b"second") is False
-    assert (tmp_path / "a" / "x.commit").read_bytes() == b"first"
-    assert sorted(os.listdir(tmp_path / "a")) == ["x.commit"]  # no temp file left
-
+# -- syncs ---------------------------------------------------------------------------------------
 
 def test_a_write_syncs_the_files_with_content_only(tmp_path, monkeypatch):
     """Completed instants, properties and plans reach the disk before their name appears; markers
@@ -525,331 +497,3 @@ def test_a_write_syncs_the_files_with_content_only(tmp_path, monkeypatch):
     synced.clear()
     hudi.write(path, data, operation="upsert")
     assert synced == []   # the switch the suite uses (PostgreSQL's fsync=off) syncs nothing
-
-
-def test_create_if_absent_never_exposes_partial_content(tmp_path, monkeypatch):
-    storage = Storage(tmp_path)
-
-    def crash(*args, **kwargs):
-        raise KeyboardInterrupt("killed while publishing")
-
-    monkeypatch.setattr(os, "link", crash)
-    with pytest.raises(KeyboardInterrupt):
-        storage.create_if_absent("x.commit", b"payload")
-    assert not (tmp_path / "x.commit").exists()   # nothing half written under the final name
-    assert os.listdir(tmp_path) == []             # the temp file was cleaned up
-
-
-def test_create_if_absent_race_has_one_winner(tmp_path):
-    storage = Storage(tmp_path)
-    barrier = threading.Barrier(16)
-    wins = []
-
-    def run(i):
-        barrier.wait()
-        if storage.create_if_absent("race.commit", f"writer {i}".encode()):
-            wins.append(i)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(wins) == 1
-    assert (tmp_path / "race.commit").read_bytes() == f"writer {wins[0]}".encode()
-
-
-def test_create_if_absent_memory_filesystem():
-    storage = Storage("memory://timeline-writer-test/t")
-    try:
-        assert storage.create_if_absent("a/b", b"1") is True
-        assert storage.create_if_absent("a/b", b"2") is False
-        assert storage.read_bytes("a/b") == b"1"
-        assert [f.name for f in storage.list("a")] == ["b"]
-        storage.rename("a/b", "a/c")
-        with pytest.raises(StorageError):
-            storage.rename("a/missing", "a/d")
-        assert [f.name for f in storage.list("a")] == ["c"]
-    finally:
-        storage.fs.rm("/timeline-writer-test", recursive=True)
-
-
-def test_rename_does_not_overwrite(tmp_path):
-    storage = Storage(tmp_path)
-    storage.write_bytes("a", b"a")
-    storage.write_bytes("b", b"b")
-    with pytest.raises(StorageError, match="exists"):
-        storage.rename("a", "b")
-    assert (tmp_path / "b").read_bytes() == b"b" and (tmp_path / "a").exists()
-    storage.rename("a", "b", overwrite=True)
-    assert (tmp_path / "b").read_bytes() == b"a" and not (tmp_path / "a").exists()
-
-
-def test_concurrent_completion_of_one_instant(tmp_path):
-    storage, cfg = _table(tmp_path, 8)
-    writer = TimelineWriter(storage, cfg)
-    infl = writer.transition_to_inflight(writer.create_requested("commit", "20240101000000000"))
-    barrier = threading.Barrier(4)
-    results, errors = [], []
-
-    def run():
-        w = TimelineWriter(storage, cfg)
-        barrier.wait()
-        try:
-            results.append(w.complete(infl, commit_metadata([], operation_type="UPSERT")))
-        except TimelineError as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(results) == 1 and len(errors) == 3
-    assert [n for n in _names(storage, cfg) if "_" in n] == [results[0].file_name]
-
-
-def test_delete_instant_files(tmp_path):
-    storage, cfg = _table(tmp_path, 6)
-    writer = TimelineWriter(storage, cfg)
-    pending = writer.transition_to_inflight(writer.create_requested("commit", "20240101000000000"))
-    done = writer.complete(writer.transition_to_inflight(writer.create_requested("commit", "20240101000000001")), {})
-    assert writer.delete_instant_files(pending) == [".hoodie/20240101000000000.inflight",
-                                                   ".hoodie/20240101000000000.commit.requested"]
-    with pytest.raises(TimelineError, match="completed"):
-        writer.delete_instant_files(done)
-    assert _names(storage, cfg) == ["20240101000000001.commit", "20240101000000001.commit.requested",
-                                    "20240101000000001.inflight"]
-
-
-def test_hudi_rs_reads_written_timeline(tmp_path):
-    hudi = pytest.importorskip("hudi")
-    storage, cfg = _table(tmp_path, 8)
-    writer = TimelineWriter(storage, cfg)
-    done = [writer.complete(writer.transition_to_inflight(writer.create_requested("commit")),
-                            commit_metadata([], operation_type="INSERT")) for _ in range(2)]
-    table = hudi.HudiTableBuilder.from_base_uri(storage.url).build()
-    commits = table.get_timeline().get_completed_commits()
-    assert [c.timestamp for c in commits] == [d.timestamp for d in done]
-
-
-# -- the clock -------------------------------------------------------------------------------------
-
-def _issue_times(url: str, n: int, counter, queue, skew: int) -> None:
-    clock = InstantClock(Storage(url), timezone="UTC", max_skew_ms=skew)
-    out = []
-    for _ in range(n):
-        with clock.hold() as generate:
-            t = generate()
-            with counter.get_lock():
-                counter.value += 1
-                seq = counter.value
-        out.append((seq, t))
-    queue.put((os.getpid(), out))
-
-
-def test_instant_times_unique_and_ordered_across_processes(tmp_path):
-    ctx = multiprocessing.get_context("spawn")
-    counter, queue = ctx.Value("l", 0), ctx.Queue()
-    procs = [ctx.Process(target=_issue_times, args=(str(tmp_path), 50, counter, queue, 1))
-             for _ in range(4)]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    everything = [item for _, out in results for item in out]
-    times = [t for _, t in everything]
-    assert len(times) == 200 and len(set(times)) == 200             # unique
-    for _, out in results:                                          # increasing per process
-        ts = [t for _, t in out]
-        assert ts == sorted(ts) and len(set(ts)) == len(ts)
-    by_issue = [t for _, t in sorted(everything)]
-    assert by_issue == sorted(times)                                # time order == issue order
-    assert all(re.fullmatch(r"\d{17}", t) for t in times)
-
-
-@pytest.mark.parametrize("url", ["local", "memory://clock-test/t"])
-def test_instant_times_unique_across_threads(tmp_path, url):
-    storage = Storage(tmp_path if url == "local" else url)
-    per_thread: dict[int, list[str]] = {}
-
-    def run(i):
-        clock = InstantClock(storage, max_skew_ms=0)
-        per_thread[i] = [clock.new_instant_time() for _ in range(30)]
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    times = [t for ts in per_thread.values() for t in ts]
-    assert len(set(times)) == len(times) == 180
-    assert all(ts == sorted(ts) for ts in per_thread.values())
-    if url != "local":
-        assert not storage.exists(LOCK_FILE)   # the file lock is released
-        storage.fs.rm("/clock-test", recursive=True)
-
-
-def test_clock_waits_out_the_skew(tmp_path):
-    clock = InstantClock(Storage(tmp_path), timezone="UTC", max_skew_ms=40)
-    start = time.monotonic()
-    a, b = clock.new_instant_time(), clock.completion_time()
-    assert time.monotonic() - start >= 0.08
-    fmt = "%Y%m%d%H%M%S%f"
-    da, db = dt.datetime.strptime(a + "000", fmt), dt.datetime.strptime(b + "000", fmt)
-    assert db - da >= dt.timedelta(milliseconds=40)
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    assert abs(now - db) < dt.timedelta(seconds=30)     # UTC wall clock
-
-
-def test_timezone_from_table_config(tmp_path):
-    storage = Storage(tmp_path)
-    cfg = create_table(storage, table_name="t", record_key_fields="id",
-                       extra={"hoodie.table.timeline.timezone": "UTC"})
-    assert InstantClock(storage, cfg).timezone == "UTC"
-    assert InstantClock(storage).timezone == "LOCAL"
-    assert format_epoch_millis(0, "UTC") == "19700101000000000"
-    assert format_epoch_millis(1_700_000_000_123, "UTC") == "20231114221320123"
-    with pytest.raises(TimelineError):
-        InstantClock(storage, timezone="CET")
-
-
-def test_clock_never_goes_back(tmp_path, monkeypatch):
-    clock = InstantClock(Storage(tmp_path), timezone="UTC", max_skew_ms=0)
-    first = clock.new_instant_time()
-    monkeypatch.setattr(clock_mod, "MAX_BACKWARDS_WAIT_S", 0.05)
-    # the wall clock steps back by a minute: never issue a smaller time, say why
-    monkeypatch.setattr(clock_mod, "_now_ms", lambda: int(time.time() * 1000) - 60_000)
-    with pytest.raises(TimelineError, match="behind the last instant time"):
-        clock.new_instant_time()
-    # ...and a brief step back is waited out
-    calls = iter(range(100))
-    base = int(dt.datetime.strptime(first, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.timezone.utc).timestamp()) * 1000
-    base += int(first[-3:])
-    monkeypatch.setattr(clock_mod, "_now_ms", lambda: base - 2 + next(calls))
-    assert clock.new_instant_time() == format_epoch_millis(base + 1, "UTC")
-
-
-def test_last_issued_time_is_shared_through_the_lock_file(tmp_path, monkeypatch):
-    storage = Storage(tmp_path)
-    InstantClock(storage, max_skew_ms=0).new_instant_time()
-    (tmp_path / LOCK_FILE).write_text("29990101000000000")    # issued by a clock far ahead
-    monkeypatch.setattr(clock_mod, "MAX_BACKWARDS_WAIT_S", 0.05)
-    monkeypatch.setattr(clock_mod, "_LAST_ISSUED", {})
-    with pytest.raises(TimelineError, match="29990101000000000"):
-        InstantClock(storage, max_skew_ms=0).new_instant_time()
-
-
-def test_file_lock_stale_and_busy(monkeypatch):
-    storage = Storage("memory://clock-lock-test/t")
-    try:
-        old = json.dumps({"owner": "dead", "acquired_ms": int(time.time() * 1000) - 600_000})
-        storage.write_bytes(LOCK_FILE, old.encode())
-        clock = InstantClock(storage, max_skew_ms=0, stale_lock_s=60)
-        assert re.fullmatch(r"\d{17}", clock.new_instant_time())   # stale lock broken
-        assert not storage.exists(LOCK_FILE)
-        fresh = json.dumps({"owner": "alive", "acquired_ms": int(time.time() * 1000)})
-        storage.write_bytes(LOCK_FILE, fresh.encode())
-        busy = InstantClock(storage, max_skew_ms=0, lock_timeout_s=0.2, stale_lock_s=60)
-        with pytest.raises(TimelineError, match="timed out"):
-            busy.new_instant_time()
-        assert storage.read_bytes(LOCK_FILE) == fresh.encode()     # someone else's lock kept
-    finally:
-        storage.fs.rm("/clock-lock-test", recursive=True)
-
-
-def test_completion_time_written_under_the_lock(tmp_path):
-    """Completion order equals completion-time order between concurrent completers."""
-    storage, cfg = _table(tmp_path, 8)
-    writer = TimelineWriter(storage, cfg, InstantClock(storage, cfg, max_skew_ms=0))
-    pending = [writer.transition_to_inflight(writer.create_requested("commit")) for _ in range(12)]
-    order, lock = [], threading.Lock()
-    original = storage.create_if_absent
-
-    def recording(rel, data):
-        ok = original(rel, data)
-        if ok and "_" in rel.rsplit("/", 1)[-1]:
-            with lock:
-                order.append(rel.rsplit("/", 1)[-1])
-        return ok
-
-    storage.create_if_absent = recording
-    threads = [threading.Thread(target=writer.complete, args=(p, {})) for p in pending]
-    random.shuffle(threads)
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    completions = [n.split("_")[1].split(".")[0] for n in order]
-    assert len(completions) == 12 and completions == sorted(completions)
-    assert len(set(completions)) == 12
-
-
-# -- S3 (a real S3 API on loopback) ---------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def s3_options(moto_s3):
-    return moto_s3("timeline-writer")
-
-
-def test_create_if_absent_on_s3_uses_a_conditional_put(s3_options):
-    storage = Storage("s3://timeline-writer/cia", s3_options)
-    assert storage.create_if_absent(".hoodie/x.commit", b"first") is True
-    assert storage.create_if_absent(".hoodie/x.commit", b"second") is False
-    # lose the race after the existence check: the conditional PUT must still refuse
-    storage.fs.exists = lambda *a, **k: False
-    try:
-        assert storage.create_if_absent(".hoodie/x.commit", b"third") is False
-    finally:
-        del storage.fs.exists
-    storage.fs.invalidate_cache()
-    assert storage.read_bytes(".hoodie/x.commit") == b"first"
-
-
-def test_timeline_on_s3(s3_options):
-    storage = Storage("s3://timeline-writer/table", s3_options)
-    cfg = create_table(storage, table_name="t", record_key_fields="id", table_version=8)
-    writer = TimelineWriter(storage, cfg, InstantClock(storage, cfg, max_skew_ms=5))
-    done = writer.complete(writer.transition_to_inflight(writer.create_requested("commit")),
-                           commit_metadata([], operation_type="INSERT"))
-    storage.fs.invalidate_cache()
-    loaded = Timeline.load(storage, TableConfig.load(storage))
-    assert [(i.timestamp, i.completion_time) for i in loaded.instants] == \
-        [(done.timestamp, done.completion_time)]
-    assert not storage.exists(LOCK_FILE)  # the lock file is gone once released
-
-
-def test_clock_sharing_continues_a_kept_hold():
-    """A metadata-table deltacommit and its data instant complete under one hold: inside
-    ``sharing``, ``hold(keep=True)`` keeps the lock (nobody else gets a time meanwhile), the
-    next hold continues it with a greater time, and the lock is released after it."""
-    storage = Storage("memory://clock-share/t")
-    clock = InstantClock(storage, max_skew_ms=0)
-    other: list[str] = []
-    with clock.sharing():
-        with clock.hold(keep=True) as generate:
-            first = generate()
-        assert storage.exists(LOCK_FILE)                     # still held
-        waiter = threading.Thread(target=lambda: other.append(InstantClock(storage, max_skew_ms=0).new_instant_time()))
-        waiter.start()
-        waiter.join(timeout=0.3)
-        assert waiter.is_alive() and not other               # blocked on the kept hold
-        with clock.hold() as generate:
-            second = generate()
-        assert not storage.exists(LOCK_FILE)                 # released by the continuation
-    waiter.join(timeout=30)
-    assert first < second < other[0]
-    # without sharing, keep changes nothing; a failing sharing block releases what it kept
-    with clock.hold(keep=True) as generate:
-        generate()
-    assert not storage.exists(LOCK_FILE)
-    with pytest.raises(RuntimeError):
-        with clock.sharing():
-            with clock.hold(keep=True) as generate:
-                generate()
-            raise RuntimeError("the data commit failed")
-    assert not storage.exists(LOCK_FILE)
-    assert clock.new_instant_time() > other[0]
-    storage.fs.rm("/clock-share", recursive=True)
