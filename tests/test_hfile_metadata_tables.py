@@ -97,14 +97,20 @@ def test_hudi_rs_reads_hfiles_we_write(name, fixture_tables, tmp_path):
     assert checked >= 10
 
 
-def test_hudi_rs_reads_long_keys_and_deep_indexes(fixture_tables, tmp_path):
-    """Keys over 127 bytes (two-byte vint lengths in the root) and 3-level indexes, via hudi-rs."""
+def _column_stats_hfile(fixture_tables, tmp_path):
+    """A copy of a Hudi 1.1 table's metadata table: (its folder, storage, the relative path of
+    a column_stats HFile, that file's reader)."""
     root = tmp_path / "t"
     shutil.copytree(fixture_tables("sample_table__cow__v9_txns_nonpart_meta"), root)
     md = root / ".hoodie" / "metadata"
     st = Storage(str(md))
     rel = next(p for p in _metadata_hfiles(root) if p.startswith("column_stats"))
-    r = HFileReader(st, rel)
+    return md, st, rel, HFileReader(st, rel)
+
+
+def test_hudi_rs_reads_long_keys_and_deep_indexes(fixture_tables, tmp_path):
+    """Keys over 127 bytes (two-byte vint lengths in the root) and 3-level indexes, via hudi-rs."""
+    md, st, rel, r = _column_stats_hfile(fixture_tables, tmp_path)
     value_bytes = next(iter(r.items()))[1]
     entries = [(b"k" * 150 + b"%06d" % i, value_bytes) for i in range(3000)]
     rs = _rs_reader(md)
@@ -210,12 +216,7 @@ def test_gz_blocks_on_a_checksum_chunk_edge_stay_readable_by_hudi_rs(fixture_tab
     """hudi-rs cuts 4 bytes off such gzip payloads; we pad the gzip header so it never has to."""
     from hudi_format.hfile.blocks import _misjudged
 
-    root = tmp_path / "t"
-    shutil.copytree(fixture_tables("sample_table__cow__v9_txns_nonpart_meta"), root)
-    md = root / ".hoodie" / "metadata"
-    st = Storage(str(md))
-    rel = next(p for p in _metadata_hfiles(root) if p.startswith("column_stats"))
-    r = HFileReader(st, rel)
+    md, st, rel, r = _column_stats_hfile(fixture_tables, tmp_path)
     entries = _block_on_chunk_edge([v for _, v in r.items()])
     out = rel.replace(".hfile", "77.hfile")
     write_hfile(st, out, entries, file_info={"schema": r.file_info[b"schema"]}, block_size=1 << 30)
