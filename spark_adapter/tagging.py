@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from hudi_format import engine
 
 from .arrow import local_frame, string_fields
+from .shipping import received
 from .tasks import FILE_ID, FIRST, FOUND_IN, KEY, KIND, OUTRANKED, PARTITION, TARGET_FILE, TARGET_PARTITION
 
 TASK = "__hoodie_lookup_task"
@@ -47,6 +48,7 @@ def _locations(found: pa.Table) -> pa.RecordBatch:
 
 def list_keys(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
     """Simple index: the live keys of each task (the input: task numbers)."""
+    lookup = received(lookup)
     for batch in batches:
         for i in batch.column(0).to_pylist():
             found = engine.lookup(lookup.tasks[i], None, storage_options)
@@ -56,6 +58,7 @@ def list_keys(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> 
 
 def key_ranges(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> Iterator[pa.RecordBatch]:
     """Bloom index: each task's base file key range (one footer read)."""
+    lookup = received(lookup)
     for batch in batches:
         ids = batch.column(0).to_pylist()
         got = [engine.lookup_key_range(lookup.tasks[i], storage_options) for i in ids]
@@ -64,15 +67,16 @@ def key_ranges(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) ->
                                           "hi": pa.array([r[1] if r else None for r in got], pa.string())})
 
 
-def pairs(keys_df, lookup):
+def pairs(keys_df, lookup, shipped=None):
     """Probing lookups: ``(key, task)`` for every task that must see the key, as
     ``IndexLookup.assign`` decides: a file slice of the key's partition (any, for a global
     index) whose key range, when known, holds the key; by a broadcast join with one row per
     task, so the keys stay in Spark. The record index's hash of the key is the core's
-    (:func:`assign`, in Python)."""
+    (:func:`assign`, in Python), bound to ``shipped`` (``lookup`` as a broadcast) when given."""
     from pyspark.sql import functions as F
     if any(t.kind == engine.index.RECORD_INDEX for t in lookup.tasks):
-        return keys_df.mapInArrow(functools.partial(assign, lookup=lookup), f"{KEY} string, {TASK} int")
+        return keys_df.mapInArrow(functools.partial(assign, lookup=lookup if shipped is None else shipped),
+                                  f"{KEY} string, {TASK} int")
     rows = [(i, t.partition, *(t.key_range or (None, None))) for i, t in enumerate(lookup.tasks)]
     from pyspark.sql.types import IntegerType, StructField
     schema = string_fields("__hoodie_tp", "__hoodie_lo", "__hoodie_hi")
@@ -87,6 +91,7 @@ def pairs(keys_df, lookup):
 
 def assign(batches: Iterator[pa.RecordBatch], *, lookup) -> Iterator[pa.RecordBatch]:
     """Probing indexes: (key, task) for every task that must see the key."""
+    lookup = received(lookup)
     for batch in batches:
         keys = batch.column(KEY)
         rows, task = lookup.assign(keys, batch.column(PARTITION))
@@ -99,6 +104,7 @@ def run_lookups(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return
+    lookup = received(lookup)
     table = pa.Table.from_batches(batches)
     task_col = table.column(TASK)
     for i in pc.unique(task_col).to_pylist():
@@ -121,7 +127,7 @@ def outranked_keys(batches: Iterator[pa.RecordBatch], *, check, storage_options)
     rows = pa.Table.from_batches(got)
     located = rows.rename_columns([{KEY: "key", FOUND_IN: "existing_partition", FILE_ID: "file_id"}.get(c, c)
                                    for c in rows.column_names])
-    flags = engine.index.outranked(check, located, storage_options)
+    flags = engine.index.outranked(received(check), located, storage_options)
     yield pa.RecordBatch.from_arrays([located.column("key").combine_chunks(), flags], [KEY, OUTRANKED])
 
 
@@ -145,6 +151,7 @@ def tag_rows(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> I
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return
+    lookup = received(lookup)
     table = pa.Table.from_batches(batches)
     n = table.num_rows
     keys = table.column(KEY).combine_chunks()

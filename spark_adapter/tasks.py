@@ -25,6 +25,7 @@ from hudi_format.engine.index import DELETE as _DELETE, INSERT, MOVE, UPDATE
 from hudi_format.errors import HudiError
 
 from .arrow import to_hudi_arrow
+from .shipping import received
 
 KEY = "__hoodie_key"
 PARTITION = "__hoodie_partition"
@@ -164,6 +165,7 @@ def _key_hash(keys: pa.Array) -> "np.ndarray":
 def route(batches: Iterator[pa.RecordBatch], *, keyer: Keyer, assignment: Assignment) -> Iterator[pa.RecordBatch]:
     """Each row with its key, partition path, bucket, delete flag and shuffle slot. Rows of a
     tagged write carry the index's answer (``FOUND_IN``, ``FILE_ID``) from the join."""
+    assignment = received(assignment)
     slots = pa.array(assignment.slots, pa.int32())
     for batch in batches:
         if not batch.num_rows:
@@ -218,6 +220,7 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return
+    buckets = received(buckets)
     table = pa.Table.from_batches(batches)
     data_cols = [c for c in table.column_names if c not in _INTERNAL]
     token = task_token()

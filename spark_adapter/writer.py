@@ -35,7 +35,10 @@ A bulk_insert that does not precombine skips the steps below: each task writes i
    write token ``<partition>-<stage>-<attempt>`` and returns the bucket's result; the driver
    commits them as one instant (``engine.commit``) or aborts (``engine.abort``).
 
-The driver receives one row per partition, file group and bucket, never one per record.
+The driver receives one row per partition, file group and bucket, never one per record. What
+the tasks need of the plan that grows with the table (the buckets, the index's lookup tasks, the
+assignment) reaches them as broadcasts, unpickled once per Python worker, not in every task
+(:mod:`.shipping`).
 The DataFrame is computed twice (keys, then rows): a source that can give different rows on a
 second computation must be ``persist()``-ed first; records of a partition the plan never saw
 fail the write instead of being dropped.
@@ -71,6 +74,7 @@ from hudi_format.storage import Storage
 from . import bulk, spread, tagging as tagging_tasks, tasks
 from .arrow import hudi_schema, local_frame, spark_arrow_schema, string_fields, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
+from .shipping import Shipments
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +128,7 @@ class DistributedWrite:
         self.op = operation
         self.options = dict(options)
         self.storage_options = dict(storage_options) if storage_options else None
+        self._shipments: Shipments | None = None   # the broadcasts of the attempt running
 
     # -- driver ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -144,6 +149,7 @@ class DistributedWrite:
         return engine.retrying_conflicts(self._run_reported, retries, self.path)
 
     def _run_reported(self):
+        self._shipments = Shipments(self.df.sparkSession)
         try:
             return self._run()
         except HudiError:
@@ -155,6 +161,13 @@ class DistributedWrite:
                     raise ConcurrentWriteError(f"writing {self.path}: a Spark task lost a conflict: {cause}") from exc
                 raise HudiError(f"writing {self.path} failed in a Spark task: {cause}") from exc
             raise
+        finally:
+            self._shipments.release()
+
+    def _ship(self, value):
+        """``value`` (a list that grows with the table: buckets, lookup tasks) to bind in a
+        task's function: a broadcast, unpickled once per Python worker (:mod:`.shipping`)."""
+        return value if self._shipments is None else self._shipments.ship(value)
 
     def _run(self):
         in_hudi = hudi_schema(spark_arrow_schema(self.df.schema))
@@ -283,7 +296,8 @@ class DistributedWrite:
         schema = StructType(list(keyed.schema.fields) + [StructField(tasks.FIRST, BooleanType())] + [
             StructField(c, StringType()) for c in (tasks.KIND, tasks.TARGET_PARTITION, tasks.TARGET_FILE)])
         return keyed.repartition(width, tasks.PARTITION).mapInArrow(
-            functools.partial(tagging_tasks.tag_rows, lookup=lookup, storage_options=self.storage_options), schema)
+            functools.partial(tagging_tasks.tag_rows, lookup=self._ship(lookup), storage_options=self.storage_options),
+            schema)
 
     def _lookup(self, job, keys_df, incoming: dict | None = None, lookup=None):
         """The index's lookup tasks (``lookup``: when planned already) and, computed on the
@@ -307,20 +321,22 @@ class DistributedWrite:
         # every core busy, more only for keys by the million
         parallelism = spark.sparkContext.defaultParallelism
         width = max(1, min(n, 4 * parallelism, max(parallelism, -(-min(sent, listed) // 1_000_000))))
+        shipped = self._ship(lookup)
         if not probing:
             found = spark.range(0, n, 1, width).mapInArrow(
-                functools.partial(tagging_tasks.list_keys, lookup=lookup, storage_options=opts),
+                functools.partial(tagging_tasks.list_keys, lookup=shipped, storage_options=opts),
                 tagging_tasks.LOCATIONS_SCHEMA)
         else:
             if any(t.kind == engine_index.BLOOM for t in lookup.tasks):
                 ranges = spark.range(0, n, 1, width).mapInArrow(
-                    functools.partial(tagging_tasks.key_ranges, lookup=lookup, storage_options=opts),
+                    functools.partial(tagging_tasks.key_ranges, lookup=shipped, storage_options=opts),
                     tagging_tasks.RANGES_SCHEMA).toArrow().sort_by("task")
                 lo, hi = ranges.column("lo").to_pylist(), ranges.column("hi").to_pylist()
                 lookup = lookup.with_key_ranges([(a, b) if a is not None and b is not None else None
                                                  for a, b in zip(lo, hi)])
-            found = tagging_tasks.pairs(keys_df, lookup).repartition(width, tagging_tasks.TASK).mapInArrow(
-                functools.partial(tagging_tasks.run_lookups, lookup=lookup, storage_options=opts),
+                shipped = self._ship(lookup)
+            found = tagging_tasks.pairs(keys_df, lookup, shipped).repartition(width, tagging_tasks.TASK).mapInArrow(
+                functools.partial(tagging_tasks.run_lookups, lookup=shipped, storage_options=opts),
                 tagging_tasks.LOCATIONS_SCHEMA)
         return lookup, found.persist()
 
@@ -341,10 +357,16 @@ class DistributedWrite:
             return joined
         width = max(1, min(4 * joined.sparkSession.sparkContext.defaultParallelism, -(-n // 100_000)))
         flags = moving.repartition(width, tasks.FOUND_IN, tasks.FILE_ID).mapInArrow(
-            functools.partial(tagging_tasks.outranked_keys, check=check, storage_options=self.storage_options),
+            functools.partial(tagging_tasks.outranked_keys, check=self._ship(check), storage_options=self.storage_options),
             tagging_tasks.OUTRANKED_SCHEMA).groupBy(tasks.KEY).agg(
             F.min(tasks.OUTRANKED).alias(tasks.OUTRANKED))
         return joined.join(F.broadcast(flags) if n <= 1_000_000 else flags, on=[tasks.KEY], how="left")
+
+    def _write_command(self, buckets: list, keyer):
+        """The function each writing task runs: the buckets are shipped, not bound, so a task
+        does not unpickle the whole plan (one bucket per file group of the write)."""
+        return functools.partial(tasks.write_buckets, buckets=self._ship(buckets), in_schema=keyer.in_schema,
+                                 storage_options=self.storage_options, keyer=keyer)
 
     def _run_tasks(self, buckets: list, keyer, assignment, tagged, values) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
@@ -352,8 +374,7 @@ class DistributedWrite:
         if not buckets:
             return pa.table({"bucket": pa.array([], pa.int32()), "stat": pa.array([], pa.string()),
                              "files": pa.array([], pa.string())})
-        write = functools.partial(tasks.write_buckets, buckets=buckets, in_schema=keyer.in_schema,
-                                  storage_options=self.storage_options, keyer=keyer)
+        write = self._write_command(buckets, keyer)
         if values is not None:       # routed by Spark expressions; keys computed where written
             routed = spread.route(self.df, values, assignment, list(keyer.spec.config.record_key_fields))
             return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
@@ -361,7 +382,7 @@ class DistributedWrite:
             routed = spread.route_tagged(tagged, assignment)
         else:      # a key generator spread cannot render: keys and buckets in Python
             routed = self.df.mapInArrow(
-                functools.partial(tasks.route, keyer=keyer, assignment=assignment),
+                functools.partial(tasks.route, keyer=keyer, assignment=self._ship(assignment)),
                 StructType(list(self.df.schema.fields) + [
                     StructField(tasks.KEY, StringType()), StructField(tasks.PARTITION, StringType()),
                     StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),

@@ -184,6 +184,37 @@ def test_rows_reaching_the_driver_do_not_grow_with_the_input(spark, tmp_path, mo
     assert 0 < large < 100   # partitions, per file group counts, one result per bucket
 
 
+def _task_function_bytes(spark, tmp_path, monkeypatch, partitions: int, index: str) -> int:
+    """The largest pickled function (``mapInArrow``) the tasks of a Spark upsert run, on a table
+    of one-row partitions whose every file group the upsert updates."""
+    from pyspark import cloudpickle
+    path = tmp_path / f"{index}-{partitions}"
+    parts = tuple(f"p{i:04d}" for i in range(partitions))
+    core_write(path, rows(range(partitions), ts=1, partitions=parts), opts(index, "COPY_ON_WRITE", 8, "insert"))
+    sizes: list = []
+    for cls in {DataFrame, type(spark.range(1))}:     # Spark 4: the classic subclass
+        if "mapInArrow" in vars(cls):
+            real = vars(cls)["mapInArrow"]
+            monkeypatch.setattr(cls, "mapInArrow", lambda df, func, *a, real=real, **k:
+                                sizes.append(len(cloudpickle.dumps(func))) or real(df, func, *a, **k))
+    spark_write(spark, path, rows(range(partitions), ts=2, partitions=parts), opts(index, "COPY_ON_WRITE", 8, "upsert"))
+    monkeypatch.undo()
+    got = hudi.open_table(str(path)).read(columns=["id", "ts"])
+    assert got.num_rows == partitions and set(got.column("ts").to_pylist()) == {2}
+    assert sizes
+    return max(sizes)
+
+
+@pytest.mark.parametrize("index", ["SIMPLE", "GLOBAL_SIMPLE", "RECORD_INDEX"])
+def test_the_functions_tasks_run_do_not_grow_with_the_table(spark, tmp_path, monkeypatch, index):
+    """Every task unpickles the function it runs: the write's buckets and the index's lookup
+    tasks (one per file group) go to the executors as broadcasts, once per Python worker, so
+    the function of an upsert over 40 file groups is the size of one over 3."""
+    small = _task_function_bytes(spark, tmp_path, monkeypatch, 3, index)
+    large = _task_function_bytes(spark, tmp_path, monkeypatch, 40, index)
+    assert large < small + 1024, (small, large)
+
+
 # -- bad input: a HudiError on the driver, the table as it was ---------------------------------------
 def _files(path):
     return sorted(f for f in glob.glob(f"{path}/**/*", recursive=True) if os.path.isfile(f))
