@@ -362,19 +362,14 @@ class DistributedWrite:
             F.min(tasks.OUTRANKED).alias(tasks.OUTRANKED))
         return joined.join(F.broadcast(flags) if n <= 1_000_000 else flags, on=[tasks.KEY], how="left")
 
-    def _write_command(self, buckets: list, keyer):
-        """The function each writing task runs: the buckets are shipped, not bound, so a task
-        does not unpickle the whole plan (one bucket per file group of the write)."""
-        return functools.partial(tasks.write_buckets, buckets=self._ship(buckets), in_schema=keyer.in_schema,
-                                 storage_options=self.storage_options, keyer=keyer)
-
     def _run_tasks(self, buckets: list, keyer, assignment, tagged, values) -> pa.Table:
         """Shuffle the rows into one Spark partition per bucket and write them there."""
         from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
         if not buckets:
             return pa.table({"bucket": pa.array([], pa.int32()), "stat": pa.array([], pa.string()),
                              "files": pa.array([], pa.string())})
-        write = self._write_command(buckets, keyer)
+        write = functools.partial(tasks.write_buckets, buckets=self._ship(buckets), in_schema=keyer.in_schema,
+                                  storage_options=self.storage_options, keyer=keyer)
         if values is not None:       # routed by Spark expressions; keys computed where written
             routed = spread.route(self.df, values, assignment, list(keyer.spec.config.record_key_fields))
             return routed.repartition(len(buckets), tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()

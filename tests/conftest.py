@@ -16,6 +16,14 @@ from conformance.fixtures import (EXPECTED, FIXTURES, TABLES, UNITS, expected,  
 
 FIXTURE_TABLES = table_names()
 
+
+def has_metadata_table(name: str) -> bool:
+    """Whether fixture table ``name`` has a metadata table (read from its zip, not extracted)."""
+    import zipfile
+    with zipfile.ZipFile(TABLES / f"{name}.zip") as zf:
+        return any(m.endswith(".hoodie/metadata/.hoodie/hoodie.properties") and "__MACOSX" not in m
+                   for m in zf.namelist())
+
 # The suite runs without fsync (PostgreSQL's test suites run with fsync=off): a sync is ~5 ms
 # on CI's disks, a fifth of the write-heavy tests' time, and no test cuts the power: a killed
 # process loses nothing the page cache holds. Set before any child process is started, so they

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import zipfile
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,7 +12,7 @@ import pytest
 
 import hudi_format as hudi
 from canonical import canonical_rows, sort_expected
-from conftest import FIXTURE_TABLES, TABLES, expected
+from conftest import FIXTURE_TABLES, expected, has_metadata_table
 from hudi_format.storage import Storage
 from hudi_format.view.file_names import parse_base_file_name, parse_log_file_name
 from test_metadata_reader import _add_bloom_partition
@@ -275,12 +274,7 @@ def test_a_fresh_table_uses_the_record_index_after_its_metadata_compaction(tmp_p
     assert calls
 
 
-def _has_metadata_table(name: str) -> bool:
-    with zipfile.ZipFile(TABLES / f"{name}.zip") as zf:
-        return any(m.endswith("/.hoodie/metadata/.hoodie/hoodie.properties") for m in zf.namelist())
-
-
-WITH_METADATA_TABLE = [n for n in FIXTURE_TABLES if _has_metadata_table(n)]
+WITH_METADATA_TABLE = [n for n in FIXTURE_TABLES if has_metadata_table(n)]
 
 
 def test_fixtures_with_a_metadata_table_are_found():

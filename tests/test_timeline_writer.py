@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_TABLES, TABLES
+from conftest import FIXTURE_TABLES, has_metadata_table
 from hudi_format.config import TableConfig
 from hudi_format.errors import TimelineError
 from hudi_format.storage import Storage
@@ -34,14 +34,7 @@ from hudi_format.timeline.writer import (TimelineWriter, commit_metadata, encode
 V6_V8_V9 = [n for n in FIXTURE_TABLES if re.search(r"__v[689]_", n)]
 
 
-def _has_metadata_table(name: str) -> bool:
-    import zipfile
-    with zipfile.ZipFile(TABLES / f"{name}.zip") as zf:
-        return any(m.endswith(".hoodie/metadata/.hoodie/hoodie.properties") and "__MACOSX" not in m
-                   for m in zf.namelist())
-
-
-TIMELINES = [(n, False) for n in V6_V8_V9] + [(n, True) for n in V6_V8_V9 if _has_metadata_table(n)]
+TIMELINES = [(n, False) for n in V6_V8_V9] + [(n, True) for n in V6_V8_V9 if has_metadata_table(n)]
 
 
 # -- helpers ----------------------------------------------------------------------------------
