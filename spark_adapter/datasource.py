@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import heapq
 import json
 import os
 from typing import Any, Iterator, Mapping
@@ -42,6 +41,7 @@ from pyspark.sql.types import StructType
 # Python workers (to create it, push filters, plan), and one that is only asked to create the
 # source with a given schema need not load the whole core.
 from .arrow import spark_arrow_schema, spark_schema, to_spark_arrow
+from .packing import least_loaded
 
 NAME = "hudi_format"
 QUERY_TYPE = "hoodie.datasource.query.type"
@@ -256,17 +256,11 @@ def _pack(tasks: list, max_bytes: int, min_partitions: int = 1) -> list[list]:
     total = sum(max(t.size, 1) for t in tasks)
     cap = min(max_bytes, max(OPEN_COST_BYTES, -(-total // min_partitions)))
     n = min(len(tasks), max(1, -(-total // cap)))
-    groups: list[list] = [[] for _ in range(n)]
-    heap = [(0, i) for i in range(n)]
-    for t in sorted(tasks, key=lambda t: (-t.size, t.file_slice.partition_path, t.file_slice.file_id)):
-        size = max(t.size, 1)
-        used, i = heapq.heappop(heap)
-        if used and used + size > max_bytes:
-            heapq.heappush(heap, (used, i))
-            used, i = 0, len(groups)
-            groups.append([])
+    ordered = sorted(tasks, key=lambda t: (t.file_slice.partition_path, t.file_slice.file_id))
+    task_of = least_loaded([max(t.size, 1) for t in ordered], n, cap=max_bytes)
+    groups: list[list] = [[] for _ in range(max(task_of) + 1)]
+    for t, i in zip(ordered, task_of):
         groups[i].append(t)
-        heapq.heappush(heap, (used + size, i))
     return groups
 
 

@@ -79,8 +79,9 @@ class Assignment:
     located: tuple           # "<partition>\0<file id>" of each existing file group of the plan
     located_buckets: tuple   # its bucket
     spread: dict             # partition -> [(bucket, planned inserts)]
-    slots: tuple             # per bucket, a value that ``repartition(n, col)`` sends to Spark partition i
+    slots: tuple             # per bucket, a value ``repartition(width, col)`` sends to its task's partition
     lookup: Any = None       # the write's IndexLookup (tagged records), None: every record inserts
+    width: int = 1           # write tasks (Spark partitions of the shuffle)
 
     def buckets_of(self, keys: pa.Array, parts: pa.Array, found_in: pa.Array | None,
                    file_ids: pa.Array | None) -> tuple[pa.Array, pa.Array, pa.Array]:
@@ -212,8 +213,8 @@ RESULT_SCHEMA = "bucket int, stat string, files string"
 
 def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema: pa.Schema,
                   storage_options: dict | None, keyer: Keyer | None = None) -> Iterator[pa.RecordBatch]:
-    """Write the buckets of this Spark partition (normally exactly one) through the engine
-    API; yield each one's result (its write stat and files). Rows routed by Spark expressions
+    """Write the buckets of this Spark partition (one, or several small ones) one by one
+    through the engine API; yield each one's result (its write stat and files). Rows routed by Spark expressions
     (``spark_adapter.spread``) come without their keys: ``keyer`` computes them here."""
     from hudi_format import engine
 

@@ -257,6 +257,33 @@ def model_rows(rows: dict, cols=RS_COLS) -> list[dict]:
     return canonical_rows(stored(pa.Table.from_pylist([{c: r[c] for c in cols} for r in rows.values()], schema=schema)))
 
 
+def test_write_buckets_packed_into_tasks_by_their_bytes():
+    from types import SimpleNamespace as B
+
+    from spark_adapter.writer import TASK_BYTES, TASKS_PER_CORE, pack_buckets
+    mb = 1024 * 1024
+
+    def merge(size, records=0):
+        return B(kind="merge", file_slice=B(total_size=size), num_records=records)
+    big = [merge(40 * mb) for _ in range(10)]
+    assert pack_buckets(big, 100, 2) == tuple(range(10))             # 400 MB: a task each
+    assert pack_buckets(big[:4], 100, 2) == (0, 1, 2, 3)              # few buckets: a task each
+    small = [merge(3 * mb, 10_000) for _ in range(90)]                # 90 x 3.4 MB: 10 tasks of 32 MB
+    task_of = pack_buckets(small, 40, 2)
+    assert sorted(set(task_of)) == list(range(-(-90 * (3 * mb + 400_000) // TASK_BYTES)))
+    assert {task_of.count(t) for t in set(task_of)} == {9}
+    # appends and new file groups weigh their records only: a huge slice does not count
+    appends = [B(kind="append", file_slice=B(total_size=10 * 1024 * mb), num_records=1) for _ in range(90)]
+    assert len(set(pack_buckets(appends, 100, 2))) == TASKS_PER_CORE * 2
+    assert len(set(pack_buckets(appends, 100, 64))) == 90
+    # mixed sizes: largest first to the least loaded, so no task is a bucket above another
+    mixed = [merge((i % 7 + 1) * mb) for i in range(40)]
+    task_of = pack_buckets(mixed, 1, 2)
+    loads = [sum(b.file_slice.total_size for b, t in zip(mixed, task_of) if t == k) for k in set(task_of)]
+    assert len(loads) == TASKS_PER_CORE * 2 and max(loads) - min(loads) <= 7 * mb
+    assert pack_buckets([], 100, 2) == ()
+
+
 def test_arrow_conversions_keep_types_and_values():
     t = make_rows(range(40), ts=3, seed=2)
     sliced = t.slice(7, 20)

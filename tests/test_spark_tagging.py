@@ -216,6 +216,30 @@ def test_the_functions_tasks_run_do_not_grow_with_the_table(spark, tmp_path, mon
     assert large < small + 1024, (small, large)
 
 
+def test_small_file_groups_share_write_tasks(spark, tmp_path):
+    """An upsert into 24 file groups of one row each (and new keys topping them up): a Python
+    task costs more than such a merge, so the buckets share TASKS_PER_CORE tasks per core (the
+    write tokens name the Spark partitions), and the table is the one the core writes."""
+    from spark_adapter.writer import TASKS_PER_CORE
+    parts = tuple(f"p{i:04d}" for i in range(24))
+    ours, core = tmp_path / "spark", tmp_path / "core"
+    core_write(ours, rows(range(24), ts=1, partitions=parts), opts("SIMPLE", "COPY_ON_WRITE", 8, "insert"))
+    shutil.copytree(ours, core)
+    upsert = rows(range(48), ts=2, partitions=parts, seed=1)
+    spark_write(spark, ours, upsert, opts("SIMPLE", "COPY_ON_WRITE", 8, "upsert"))
+    core_write(core, upsert, opts("SIMPLE", "COPY_ON_WRITE", 8, "upsert"))
+    table = hudi.open_table(str(ours))
+    stats = [st for sts in table.timeline.metadata(table.timeline.write_instants()[-1])
+             .partition_to_write_stats.values() for st in sts]
+    tasks = {os.path.basename(st.path).split("_")[1].split("-")[0] for st in stats}
+    assert len(stats) == 24 and len({st.file_id for st in stats}) == 24
+    assert len(tasks) == TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    assert content(ours) == content(core)
+    assert len(content(ours)) == 48
+    t = hudi_rs_read(str(ours))
+    assert canonical_rows(t.drop_columns([c for c in META if c in t.column_names])) == content(core)
+
+
 # -- bad input: a HudiError on the driver, the table as it was ---------------------------------------
 def _files(path):
     return sorted(f for f in glob.glob(f"{path}/**/*", recursive=True) if os.path.isfile(f))
