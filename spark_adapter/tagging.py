@@ -162,17 +162,23 @@ def tag_rows(batches: Iterator[pa.RecordBatch], *, lookup, storage_options) -> I
     offset = 0
     task_np = task.to_numpy(zero_copy_only=False)
     rows_np = rows.to_numpy(zero_copy_only=False)
+    # tasks of one partition and key range see the same keys: looked up together, the keys
+    # hashed once (a partition's slices under the simple index), in task order as before
+    groups: dict = {}
     for i in np.unique(task_np).tolist():
-        mine = rows_np[task_np == i]
+        t = lookup.tasks[i]
+        groups.setdefault((t.partition, t.key_range), []).append(i)
+    for ids in groups.values():
+        mine = rows_np[task_np == ids[0]]
         sent = keys.take(pa.array(mine))
-        found = engine.lookup(lookup.tasks[i], sent, storage_options)
-        if not found.num_rows:
-            continue
-        at = pc.index_in(sent, value_set=found.column("key").combine_chunks())
-        hit = at.is_valid().to_numpy(zero_copy_only=False)
-        pos[mine[hit]] = offset + at.filter(pa.array(hit)).to_numpy(zero_copy_only=False)
-        found_ids.append(found.column("file_id").combine_chunks())
-        offset += found.num_rows
+        for found in engine.lookup_many([lookup.tasks[i] for i in ids], sent, storage_options):
+            if not found.num_rows:
+                continue
+            at = pc.index_in(sent, value_set=found.column("key").combine_chunks())
+            hit = at.is_valid().to_numpy(zero_copy_only=False)
+            pos[mine[hit]] = offset + at.filter(pa.array(hit)).to_numpy(zero_copy_only=False)
+            found_ids.append(found.column("file_id").combine_chunks())
+            offset += found.num_rows
     ids = pa.concat_arrays(found_ids) if found_ids else pa.array([], pa.string())
     file_id = ids.take(pa.array(pos, mask=pos < 0)) if len(ids) else pa.nulls(n, pa.string())
     acts = lookup.actions(parts, pc.if_else(pc.is_valid(file_id), parts, pa.scalar(None, pa.string())), file_id)

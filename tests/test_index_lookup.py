@@ -52,6 +52,45 @@ def test_lookup_tasks_find_what_the_core_finds(tmp_path, index):
     assert got == want and len(got) == (100 if lookup.global_index else 66)
 
 
+@pytest.mark.parametrize("table_type,index", [("COPY_ON_WRITE", "SIMPLE"), ("MERGE_ON_READ", "SIMPLE"),
+                                              ("COPY_ON_WRITE", "BLOOM"), ("MERGE_ON_READ", "RECORD_INDEX")])
+@pytest.mark.parametrize("chunk", [None, 1])
+def test_lookup_many_finds_what_each_lookup_finds(tmp_path, monkeypatch, table_type, index, chunk):
+    """``engine.lookup_many`` (the tasks of a partition, the keys hashed once) gives, task by
+    task, what ``engine.lookup`` gives: 3 file groups a partition, on MOR with deletes and
+    updates in log files; tasks it cannot batch (bloom, record index) run one by one; chunks
+    of one slice each give the same."""
+    from hudi_format.writer import index_lookup
+    if chunk is not None:
+        monkeypatch.setattr(index_lookup, "_LOOKUP_CHUNK_BYTES", chunk)
+    path = str(tmp_path / "t")
+    opts = {"hoodie.index.type": index, "hoodie.metadata.record.index.enable": str(index == "RECORD_INDEX").lower(),
+            "hoodie.parquet.small.file.limit": "0"}
+    for i in range(3):
+        hudi.write(path, rows(range(i * 100, i * 100 + 100), ts=1), record_key="id", ordering_field="ts",
+                   partition_by="p", table_type=table_type, options=opts)
+    hudi.write(path, rows(range(0, 300, 7), ts=2), options=opts)
+    hudi.write(path, rows(range(0, 300, 11), ts=3), operation="delete", options=opts)
+    incoming = rows(list(range(0, 300, 2)) + list(range(1000, 1010)), ts=4)
+    job = engine.begin_write(path, "upsert", schema=incoming.schema, options=opts)
+    keys, parts = job.spec.keys(job.spec.conform(incoming))
+    lookup = pickle.loads(pickle.dumps(engine.plan_index_lookup(job, ["a", "b", "c"])))
+    if any(t.kind == "bloom" for t in lookup.tasks):
+        lookup = lookup.with_key_ranges([engine.lookup_key_range(t) for t in lookup.tasks])
+    tasks = [t for t in lookup.tasks if t.partition in (None, "b")]
+    assert index == "RECORD_INDEX" or len(tasks) == 3
+    sent = keys.filter(pc.equal(parts, "b"))
+    each = [engine.lookup(t, sent) for t in tasks]
+    many = engine.lookup_many(tasks, sent)
+    assert [t.sort_by("key").to_pylist() for t in many] == [t.sort_by("key").to_pylist() for t in each]
+    live_b = {f"k{i:05d}" for i in range(300) if i % 3 == 1 and i % 11}
+    found = [k for t in many for k in t.column("key").to_pylist()]
+    want = {k for k in sent.to_pylist() if k in live_b}
+    # each key once, in the file group holding it (the record index's tasks answer for any key)
+    assert set(found) == want and (index == "RECORD_INDEX" or len(found) == len(want) > 0)
+    assert engine.lookup_many([], sent) == []
+
+
 def test_plan_from_counts_sizes_like_the_row_plan(tmp_path):
     path = str(tmp_path / "t")
     hudi.write(path, rows(range(300), ts=1), record_key="id", ordering_field="ts", partition_by="p")

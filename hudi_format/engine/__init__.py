@@ -15,7 +15,7 @@ instant and each task writes its own rows into new file groups (:func:`write_new
 
 Index tagging at scale (:mod:`.index`): :func:`plan_index_lookup` plans picklable
 :class:`LookupTask` values from the table state alone, :func:`lookup` runs one where the keys
-are, and ``plan_write(job, counts=WriteCounts(...))`` sizes the write from counts, so the
+are (:func:`lookup_many` several that see the same keys), and ``plan_write(job, counts=WriteCounts(...))`` sizes the write from counts, so the
 driver never holds the records' keys. A record whose :data:`IS_DELETED` (Hudi's
 ``_hoodie_is_deleted``) is true deletes its key where the index finds it and is never inserted:
 an engine counting inserts leaves such records out.
@@ -27,7 +27,7 @@ from ..writer.job import BucketResult, WriteBucket, WriteJob, WriteSpec
 from .scan import plan_scan, read_task, read_task_table
 from ..read.merge import IS_DELETED
 from ..writer.planning import WriteCounts
-from .index import IndexLookup, LookupTask, lookup, lookup_key_range, plan_index_lookup
+from .index import IndexLookup, LookupTask, lookup, lookup_key_range, lookup_many, plan_index_lookup
 from ..writer.retries import RETRIES_ON_CONFLICT, retrying_conflicts
 from ..writer.stream import NewFiles
 from .write import abort, begin_write, commit, open_new_files, plan_write, write_bucket, write_new_files
@@ -36,4 +36,5 @@ __all__ = ["ScanPlan", "ScanTask", "plan_scan", "read_task", "read_task_table",
            "WriteJob", "WriteSpec", "WriteBucket", "BucketResult", "WriteStat",
            "begin_write", "plan_write", "write_bucket", "commit", "abort",
            "NewFiles", "open_new_files", "write_new_files", "RETRIES_ON_CONFLICT", "retrying_conflicts",
-           "IndexLookup", "LookupTask", "WriteCounts", "IS_DELETED", "plan_index_lookup", "lookup", "lookup_key_range"]
+           "IndexLookup", "LookupTask", "WriteCounts", "IS_DELETED", "plan_index_lookup", "lookup", "lookup_many",
+           "lookup_key_range"]

@@ -11,7 +11,7 @@ The driver never holds a record key: it plans from per-file-group and per-partit
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 import pyarrow as pa
@@ -23,7 +23,8 @@ from ..storage import Storage
 from ..view import FileSlice
 from ..writer.index import is_global, stored_outranks
 from ..writer.index_lookup import (BLOOM, DELETE, DROP, INSERT, KEYS, MOVE, RECORD_INDEX, UPDATE, IndexLookup,
-                                   LookupTask, key_range, moves_partitions, plan_lookup, run_lookup)
+                                   LookupTask, key_range, moves_partitions, plan_lookup, run_lookup,
+                                   run_lookups)
 from ..writer.job import WriteJob, retryable
 from ..writer.options import sizing_config
 
@@ -78,6 +79,18 @@ def lookup(task: LookupTask, keys: Any = None, storage_options: Mapping[str, Any
     return retryable(lambda: run_lookup(_storage(task, storage_options), task, keys))
 
 
+def lookup_many(tasks: Sequence[LookupTask], keys: Any, storage_options: Mapping[str, Any] | None = None
+                ) -> list[pa.Table]:
+    """:func:`lookup` of each of ``tasks`` with the same ``keys`` (say the file slices of the
+    partition the keys belong to), in this process: the keys are hashed once for all of them,
+    not once per task. One table per task, as :func:`lookup` gives it."""
+    if not tasks:
+        return []
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else \
+        keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
+    return retryable(lambda: run_lookups(_storage(tasks[0], storage_options), tasks, keys))
+
+
 @attrs.frozen(eq=False)
 class OutrankCheck:
     """What a worker needs to tell whether the stored record of a key that an upsert sends to
@@ -120,6 +133,6 @@ def outranked(check: OutrankCheck, located: pa.Table, storage_options: Mapping[s
                                              check.visibility, located, located))
 
 
-__all__ = ["IndexLookup", "LookupTask", "plan_index_lookup", "is_global_index", "lookup", "lookup_key_range",
+__all__ = ["IndexLookup", "LookupTask", "plan_index_lookup", "is_global_index", "lookup", "lookup_many", "lookup_key_range",
            "record_size_estimate", "OutrankCheck", "plan_outrank_check", "outranked", "KEYS", "BLOOM",
            "RECORD_INDEX", "DROP", "UPDATE", "INSERT", "DELETE", "MOVE"]

@@ -8,7 +8,8 @@ lookups as tasks instead, as Hudi's Spark index implementations do:
   :class:`LookupTask` per candidate file slice (SIMPLE / BLOOM and their GLOBAL variants: the
   slices of the touched partitions, of every partition for a global index) or per file group
   of the metadata table's record index (RECORD_INDEX);
-- a worker runs :func:`run_lookup` for one task with the incoming keys routed to it
+- a worker runs :func:`run_lookup` for one task (:func:`run_lookups` for several that see
+  the same keys, such as the file slices of one partition) with the incoming keys routed to it
   (:meth:`IndexLookup.assign`: by partition and key range for bloom, by Hudi's
   ``mapRecordKeyToFileGroupIndex`` hash for the record index) or, for the simple index,
   without keys (all live keys of the slice, which the engine joins with the incoming keys);
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -219,3 +221,45 @@ def run_lookup(storage: Storage, task: LookupTask, keys: pa.Array | None = None)
     if keys is not None:
         found = found.filter(pc.is_in(found.column("key"), value_set=keys))
     return found.cast(LOCATION_SCHEMA)
+
+
+# keys read together by run_lookups: their slices' bytes (a fraction of which is keys) stay under this
+_LOOKUP_CHUNK_BYTES = 256 << 20
+
+
+def run_lookups(storage: Storage, tasks: Sequence[LookupTask], keys: pa.Array) -> list[pa.Table]:
+    """:func:`run_lookup` of each task with the same ``keys``, the keys hashed once per chunk
+    of slices instead of once per slice (one is_in over the chunk's keys): the simple index's
+    tasks of one partition all see that partition's incoming keys, and building the hash set
+    of 100k keys costs more than probing one file's keys against it. Tasks of another kind,
+    or with their own merge rules, run one by one."""
+    keys = pc.unique(pc.drop_null(pc.cast(keys, pa.string())))
+    first = tasks[0] if tasks else None
+    if first is None or not len(keys) or any(
+            t.kind != KEYS or t.file_slice is None or t.merge is not first.merge
+            or t.key_schema is not first.key_schema or t.visibility is not first.visibility for t in tasks):
+        return [run_lookup(storage, t, keys) for t in tasks]
+    out: list[pa.Table] = []
+    chunk: list[LookupTask] = []
+    for i, t in enumerate(tasks):
+        chunk.append(t)
+        size = sum(c.file_slice.total_size for c in chunk if c.file_slice is not None)
+        if size >= _LOOKUP_CHUNK_BYTES or i == len(tasks) - 1:
+            out.extend(_lookup_chunk(storage, chunk, keys))
+            chunk = []
+    return out
+
+
+def _lookup_chunk(storage: Storage, tasks: list[LookupTask], keys: pa.Array) -> list[pa.Table]:
+    slices = [t.file_slice for t in tasks]
+    first = tasks[0]
+    assert first.merge is not None and first.key_schema is not None and first.visibility is not None
+    found = existing_keys(storage, slices, first.merge, first.key_schema, first.visibility)  # type: ignore[arg-type]
+    found = found.filter(pc.is_in(found.column("key"), value_set=keys)).cast(LOCATION_SCHEMA)
+    where = pc.binary_join_element_wise(found.column("partition"), found.column("file_id"), "\x00")
+    names = pa.array([f"{s.partition_path}\x00{s.file_id}" for s in slices if s is not None], pa.string())
+    task = pc.index_in(where, value_set=names).to_numpy(zero_copy_only=False)
+    order = np.argsort(task, kind="stable")
+    found = found.take(pa.array(order))
+    bounds = np.searchsorted(task[order], np.arange(len(tasks) + 1)).tolist()
+    return [found.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
