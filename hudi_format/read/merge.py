@@ -386,6 +386,19 @@ def _merge_all(pieces: list, delete_at: dict, schema: pa.Schema, spec: MergeSpec
     return pa.concat_tables(datas).take(_winner_rows(pieces, delete_at, schema, spec))
 
 
+def live_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
+              visible: Callable[[str], bool]) -> list[pa.Array]:
+    """The record keys (strings) of the live records of each of ``slices``, in order; reads
+    only the key (and merge) columns."""
+    key_schema = pa.schema([f for f in schema if f.name in set(spec.needed_columns())])
+    out = []
+    for s in slices:
+        rows = merge_file_slice(storage, s, key_schema, spec, visible)
+        keys = pc.cast(record_keys(rows, spec), pa.string()) if rows.num_rows else pa.array([], pa.string())
+        out.append(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
+    return out
+
+
 def existing_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, schema: pa.Schema,
                   visible: Callable[[str], bool]) -> pa.Table:
     """``(key, partition, file_id)`` of every live record in ``slices``: what an index without
@@ -393,21 +406,13 @@ def existing_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, sc
     record index is bootstrapped from. Reads only the key (and merge) columns; partition and
     file id are filled in by one take at the end (a write's tagging narrows to its own keys
     first: ``writer.index.matching_keys``)."""
-    key_schema = pa.schema([f for f in schema if f.name in set(spec.needed_columns())])
-    keys_of, slice_of, kept = [], [], []
-    for s in slices:
-        rows = merge_file_slice(storage, s, key_schema, spec, visible)
-        if rows.num_rows == 0:
-            continue
-        keys = pc.cast(record_keys(rows, spec), pa.string())
-        keys_of.append(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
-        slice_of.append(pa.repeat(pa.scalar(len(kept), pa.int32()), rows.num_rows))
-        kept.append(s)
-    if not kept:
+    keys_of = live_keys(storage, slices, spec, schema, visible)
+    if not any(len(k) for k in keys_of):
         return pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string()),
                          "file_id": pa.array([], pa.string())})
-    all_keys = pa.chunked_array(keys_of, pa.string())
-    which = pa.chunked_array(slice_of, pa.int32())
-    partitions = pa.array([s.partition_path for s in kept], pa.string())
-    file_ids = pa.array([s.file_id for s in kept], pa.string())
-    return pa.table({"key": all_keys, "partition": pc.take(partitions, which), "file_id": pc.take(file_ids, which)})
+    which = pa.chunked_array([pa.repeat(pa.scalar(i, pa.int32()), len(k)) for i, k in enumerate(keys_of)],
+                             pa.int32())
+    partitions = pa.array([s.partition_path for s in slices], pa.string())
+    file_ids = pa.array([s.file_id for s in slices], pa.string())
+    return pa.table({"key": pa.chunked_array(keys_of, pa.string()), "partition": pc.take(partitions, which),
+                     "file_id": pc.take(file_ids, which)})

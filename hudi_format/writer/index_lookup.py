@@ -28,11 +28,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TableConfig
-from ..read.merge import MergeSpec, existing_keys, row_numbers
+from ..read.merge import MergeSpec, existing_keys, live_keys, row_numbers
 from ..read.snapshot import Visibility
 from ..storage import Storage
 from ..view import FileSlice
 from ..options import option
+from .grouping import groups_of
 from .index import (candidate_slices_by_bloom, completed_since, completed_times, is_global, record_index_locations,
                     usable_metadata_table)
 
@@ -101,12 +102,15 @@ class IndexLookup:
             return row_numbers(n), task
         rows, tasks = [], []
         everything = row_numbers(n)
+        # a partition's rows found once, not once per file slice of it
+        by_partition = {} if self.global_index else {
+            part: idx for (part,), idx in groups_of(pa.table({"p": partitions, "row": everything}), ["p"])}
         for i, t in enumerate(self.tasks):
-            mask = None if self.global_index else pc.equal(partitions, t.partition)
-            if t.key_range is not None:
-                in_range = pc.and_(pc.greater_equal(keys, t.key_range[0]), pc.less_equal(keys, t.key_range[1]))
-                mask = in_range if mask is None else pc.and_(mask, in_range)
-            hit = everything if mask is None else pc.filter(everything, pc.fill_null(mask, False))
+            hit = everything if self.global_index else by_partition.get(t.partition, everything[:0])
+            if t.key_range is not None and len(hit):
+                mine = keys if len(hit) == n else pc.take(keys, hit)
+                in_range = pc.and_(pc.greater_equal(mine, t.key_range[0]), pc.less_equal(mine, t.key_range[1]))
+                hit = pc.filter(hit, pc.fill_null(in_range, False))
             if len(hit):
                 rows.append(hit)
                 tasks.append(pa.repeat(pa.scalar(i, pa.int32()), len(hit)))
@@ -251,15 +255,17 @@ def run_lookups(storage: Storage, tasks: Sequence[LookupTask], keys: pa.Array) -
 
 
 def _lookup_chunk(storage: Storage, tasks: list[LookupTask], keys: pa.Array) -> list[pa.Table]:
-    slices = [t.file_slice for t in tasks]
     first = tasks[0]
     assert first.merge is not None and first.key_schema is not None and first.visibility is not None
-    found = existing_keys(storage, slices, first.merge, first.key_schema, first.visibility)  # type: ignore[arg-type]
-    found = found.filter(pc.is_in(found.column("key"), value_set=keys)).cast(LOCATION_SCHEMA)
-    where = pc.binary_join_element_wise(found.column("partition"), found.column("file_id"), "\x00")
-    names = pa.array([f"{s.partition_path}\x00{s.file_id}" for s in slices if s is not None], pa.string())
-    task = pc.index_in(where, value_set=names).to_numpy(zero_copy_only=False)
-    order = np.argsort(task, kind="stable")
-    found = found.take(pa.array(order))
-    bounds = np.searchsorted(task[order], np.arange(len(tasks) + 1)).tolist()
-    return [found.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
+    slices = [t.file_slice for t in tasks]
+    stored = live_keys(storage, slices, first.merge, first.key_schema, first.visibility)  # type: ignore[arg-type]
+    # one hash set of ``keys`` for the whole chunk, then each slice's share of the hits
+    hit = pc.is_in(pa.chunked_array(stored, pa.string()), value_set=keys).to_numpy(zero_copy_only=False)
+    bounds = np.cumsum([0] + [len(k) for k in stored]).tolist()
+    out = []
+    for s, k, lo, hi in zip(slices, stored, bounds, bounds[1:]):
+        assert s is not None
+        found = k.filter(pa.array(hit[lo:hi]))
+        out.append(pa.table([found, pa.repeat(pa.scalar(s.partition_path), len(found)),
+                             pa.repeat(pa.scalar(s.file_id), len(found))], schema=LOCATION_SCHEMA))
+    return out
