@@ -7,7 +7,9 @@ rows of issue 14's table, each a ratio to its peer (same codec on both sides):
   ``df.write.partitionBy("city").parquet`` of the same DataFrame (snappy; gzip, Hudi's
   default codec, again with ``codecs=("snappy", "gzip")``)
 - upsert of 10% (half updates, half new keys) into that COW table through Spark vs the core
-  alone (``hudi_format.write`` in this one Python process) on a copy of the same table
+  alone (``hudi_format.write`` in this one Python process) on a copy of the same table; and,
+  for the record, the floor under any Spark design of it: the same rows shuffled into one Python
+  task per file group that does nothing (on local[2] about the core's whole upsert at 1M rows)
 - read: ``spark.read.format("hudi_format")`` of the table vs ``spark.read.parquet`` of the very
   same base files, both fully materialised (``noop`` sink); and a filter on the partition
   column (``city = 'city-3'``): the files the Hudi scan plans are counted (one partition's)
@@ -91,6 +93,12 @@ def make_data(spark, rows: int, start: int = 0, ts: int = 1):
         F.timestamp_seconds(F.lit(1_700_000_000) + idx).alias("pickup_at"))
 
 
+def _nothing(batches):
+    """A ``mapInArrow`` function that only counts its rows (the floor of a Python stage)."""
+    import pyarrow as pa
+    yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+
+
 def _opts(operation: str, codec: str) -> dict:
     return {"hoodie.datasource.write.recordkey.field": "uuid", "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "city", "hoodie.datasource.write.operation": operation,
@@ -155,6 +163,12 @@ def run(rows: int, cores: int | None = None, codecs: tuple[str, ...] = ("snappy"
         results.append((f"write: upsert 10% vs the core alone ({main})", ours, peer))
         notes.append(f"upsert 10%: CPU of driver, JVM and Python workers {ours_cpu:.2f} s vs the core's "
                      f"{peer_cpu:.2f} s (cpu ratio {ours_cpu / peer_cpu if peer_cpu > 0 else float('nan'):.2f})")
+        # the floor under any Spark upsert: the upsert's rows shuffled to one Python task per
+        # file group that does nothing with them (no tagging, no merge, no file written)
+        groups = len(hudi.open_table(str(tmp / "core")).file_slices())
+        floor = _time(lambda: upd.repartition(groups, "city").mapInArrow(_nothing, "n long")
+                      .write.format("noop").mode("overwrite").save())
+        results.append((f"floor: that shuffle into {groups} idle Python tasks", floor, peer))
 
         def scan(df):
             return lambda: df.write.format("noop").mode("overwrite").save()
