@@ -9,7 +9,8 @@ rows of issue 14's table, each a ratio to its peer (same codec on both sides):
 - upsert of 10% (half updates, half new keys) into that COW table through Spark vs the core
   alone (``hudi_format.write`` in this one Python process) on a copy of the same table; and,
   for the record, the floor under any Spark design of it: the same rows shuffled into one Python
-  task per file group that does nothing (on local[2] about the core's whole upsert at 1M rows)
+  task per file group that does nothing (on local[2] about the core's whole upsert at 1M rows),
+  and the same floor under the insert (its rows shuffled to one idle task per file group)
 - read: ``spark.read.format("hudi_format")`` of the table vs ``spark.read.parquet`` of the very
   same base files, both fully materialised (``noop`` sink); and a filter on the partition
   column (``city = 'city-3'``): the files the Hudi scan plans are counted (one partition's)
@@ -142,12 +143,19 @@ def run(rows: int, cores: int | None = None, codecs: tuple[str, ...] = ("snappy"
         parquet_write(tmp / "warmup", "snappy")()
         hudi_write(tmp / "warmup_hudi", "bulk_insert", "snappy")()
         main = codecs[0]
+        parquet_s = {}
         for codec in codecs:
-            peer = _time(parquet_write(tmp / f"parquet_{codec}", codec))
+            peer = parquet_s[codec] = _time(parquet_write(tmp / f"parquet_{codec}", codec))
             ours = _time(hudi_write(tmp / f"bulk_{codec}", "bulk_insert", codec))
             results.append((f"write: bulk_insert vs parquet ({codec})", ours, peer))
             ours = _time(hudi_write(tmp / f"cow_{codec}", "insert", codec))
             results.append((f"write: insert vs parquet ({codec})", ours, peer))
+        # the floor under an insert sized into file groups as Hudi sizes it (a shuffle to the
+        # tasks writing them), for the record: the rows shuffled into as many idle Python tasks
+        groups = len(hudi.open_table(str(tmp / f"cow_{main}")).file_slices())
+        results.append((f"floor: insert's shuffle into {groups} idle tasks", _time(
+            lambda: data.repartition(groups, "city").mapInArrow(_nothing, "n long")
+            .write.format("noop").mode("overwrite").save()), parquet_s[main]))
 
         # the 10% upsert: through Spark, and by the core alone on a copy of the same table;
         # each side first upserts once, untimed, into a copy of the warm-up table
@@ -168,7 +176,7 @@ def run(rows: int, cores: int | None = None, codecs: tuple[str, ...] = ("snappy"
         groups = len(hudi.open_table(str(tmp / "core")).file_slices())
         floor = _time(lambda: upd.repartition(groups, "city").mapInArrow(_nothing, "n long")
                       .write.format("noop").mode("overwrite").save())
-        results.append((f"floor: that shuffle into {groups} idle Python tasks", floor, peer))
+        results.append((f"floor: upsert's shuffle into {groups} idle tasks", floor, peer))
 
         def scan(df):
             return lambda: df.write.format("noop").mode("overwrite").save()
