@@ -1,8 +1,9 @@
 """Tagging incoming records with the file groups that hold their keys (``writer.index.tag``).
 
-The lookup narrows the stored keys to the incoming ones and finds each record's location in
-place; it must tag exactly as a left outer join on (key, partition) - on key alone for a global
-index - would, and fall back to that join when a location is stored twice.
+Each record's location is found in place among the stored ones (which the index narrows to
+the keys that arrive; stored keys no record brings change nothing); it must tag exactly as a
+left outer join on (key, partition) - on key alone for a global index - would, and fall back to
+that join when a location is stored twice.
 """
 
 from __future__ import annotations

@@ -68,14 +68,14 @@ def keys_by_partition(slices: list[FileSlice], keys: pa.Array, partitions: pa.Ar
 def tag(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
     """Add ``file_id`` (null for new records) and ``existing_partition`` to ``incoming``.
 
-    ``incoming`` has columns ``key`` and ``partition`` (plus ``row``, the position in the batch).
-    The stored records are first narrowed to the keys that arrive (a hash set of the incoming
-    keys, usually the smaller side); each incoming record then looks its (key, partition) - its
-    key, for a global index - up among them, in place (no join, no re-sort). A location stored
-    twice (a duplicated key) falls back to a join, which tags the record once per location.
+    ``incoming`` has columns ``key`` and ``partition`` (plus ``row``, the position in the batch);
+    ``existing``, the stored locations of keys that arrive (what :func:`known_locations` finds:
+    every index narrows its answer to them, so it is the smaller side). Each incoming record
+    looks its (key, partition) - its key, for a global index - up among them, in place (no join,
+    no re-sort). A location stored twice (a duplicated key) falls back to a join, which tags the
+    record once per location.
     """
     wanted = _one(incoming.column("key"))
-    existing = existing.filter(pc.is_in(existing.column("key"), value_set=wanted))
     if global_index:
         probe, stored = wanted, _one(existing.column("key"))
     else:
