@@ -100,6 +100,12 @@ def _nothing(batches):
     yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
 
 
+def _idle_shuffle(df, tasks: int):
+    """``df``'s rows shuffled by city into ``tasks`` Python tasks that do nothing with them."""
+    return lambda: df.repartition(tasks, "city").mapInArrow(_nothing, "n long").write.format("noop") \
+        .mode("overwrite").save()
+
+
 def _opts(operation: str, codec: str) -> dict:
     return {"hoodie.datasource.write.recordkey.field": "uuid", "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "city", "hoodie.datasource.write.operation": operation,
@@ -153,9 +159,8 @@ def run(rows: int, cores: int | None = None, codecs: tuple[str, ...] = ("snappy"
         # the floor under an insert sized into file groups as Hudi sizes it (a shuffle to the
         # tasks writing them), for the record: the rows shuffled into as many idle Python tasks
         groups = len(hudi.open_table(str(tmp / f"cow_{main}")).file_slices())
-        results.append((f"floor: insert's shuffle into {groups} idle tasks", _time(
-            lambda: data.repartition(groups, "city").mapInArrow(_nothing, "n long")
-            .write.format("noop").mode("overwrite").save()), parquet_s[main]))
+        results.append((f"floor: insert's shuffle into {groups} idle tasks", _time(_idle_shuffle(data, groups)),
+                        parquet_s[main]))
 
         # the 10% upsert: through Spark, and by the core alone on a copy of the same table;
         # each side first upserts once, untimed, into a copy of the warm-up table
@@ -174,9 +179,7 @@ def run(rows: int, cores: int | None = None, codecs: tuple[str, ...] = ("snappy"
         # the floor under any Spark upsert: the upsert's rows shuffled to one Python task per
         # file group that does nothing with them (no tagging, no merge, no file written)
         groups = len(hudi.open_table(str(tmp / "core")).file_slices())
-        floor = _time(lambda: upd.repartition(groups, "city").mapInArrow(_nothing, "n long")
-                      .write.format("noop").mode("overwrite").save())
-        results.append((f"floor: upsert's shuffle into {groups} idle tasks", floor, peer))
+        results.append((f"floor: upsert's shuffle into {groups} idle tasks", _time(_idle_shuffle(upd, groups)), peer))
 
         def scan(df):
             return lambda: df.write.format("noop").mode("overwrite").save()

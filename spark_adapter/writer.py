@@ -490,14 +490,12 @@ def pack_buckets(buckets: list, record_size: int, parallelism: int) -> tuple[int
     return tuple(least_loaded(work, width))
 
 
-def _assignment(buckets: list, lookup, task_of: tuple[int, ...] | None = None) -> tasks.Assignment:
+def _assignment(buckets: list, lookup, task_of: tuple[int, ...]) -> tasks.Assignment:
     """How each record finds its bucket: updates and deletes by the file group the index found
     them in; inserts of a partition spread over its buckets in proportion to the inserts the
     plan gave each (new file groups and small files), by a hash of the key, as Hudi's
     ``UpsertPartitioner`` does, so records of one key always meet in one task. ``task_of``:
-    each bucket's write task (:func:`pack_buckets`; default one task per bucket)."""
-    if task_of is None:
-        task_of = tuple(range(len(buckets)))
+    each bucket's write task (:func:`pack_buckets`)."""
     located, located_buckets = [], []
     spread: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for b in buckets:

@@ -72,11 +72,15 @@ def lookup(task: LookupTask, keys: Any = None, storage_options: Mapping[str, Any
     only the simple index allows: ``lookup.probing`` is false). A file of the task that a
     service of another process removed since the plan (clustering then cleaning) raises
     ``ConcurrentWriteError``: the write, run again, plans on the table as it is then."""
-    if keys is not None and not isinstance(keys, (pa.Array, pa.ChunkedArray)):
-        keys = pa.array(keys, pa.string())
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
+    keys = _key_array(keys) if keys is not None else None
     return retryable(lambda: run_lookup(_storage(task, storage_options), task, keys))
+
+
+def _key_array(keys: Any) -> pa.Array:
+    """Record keys given as an Arrow array, chunked array or iterable, as one Arrow array."""
+    if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        return pa.array(keys, pa.string())
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
 
 
 def lookup_many(tasks: Sequence[LookupTask], keys: Any, storage_options: Mapping[str, Any] | None = None
@@ -86,8 +90,7 @@ def lookup_many(tasks: Sequence[LookupTask], keys: Any, storage_options: Mapping
     not once per task. One table per task, as :func:`lookup` gives it."""
     if not tasks:
         return []
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else \
-        keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
+    keys = _key_array(keys)
     return retryable(lambda: run_lookups(_storage(tasks[0], storage_options), tasks, keys))
 
 

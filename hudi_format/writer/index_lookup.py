@@ -221,10 +221,9 @@ def run_lookup(storage: Storage, task: LookupTask, keys: pa.Array | None = None)
         slices = candidate_slices_by_bloom(storage, slices, keys, read_footer)
     if not slices:
         return LOCATION_SCHEMA.empty_table()
-    found = existing_keys(storage, slices, task.merge, task.key_schema, task.visibility)
-    if keys is not None:
-        found = found.filter(pc.is_in(found.column("key"), value_set=keys))
-    return found.cast(LOCATION_SCHEMA)
+    if keys is None:
+        return existing_keys(storage, slices, task.merge, task.key_schema, task.visibility).cast(LOCATION_SCHEMA)
+    return pa.concat_tables(_found_in(storage, slices, task, keys))
 
 
 # keys read together by run_lookups: their slices' bytes (a fraction of which is keys) stay under this
@@ -244,27 +243,28 @@ def run_lookups(storage: Storage, tasks: Sequence[LookupTask], keys: pa.Array) -
             or t.key_schema is not first.key_schema or t.visibility is not first.visibility for t in tasks):
         return [run_lookup(storage, t, keys) for t in tasks]
     out: list[pa.Table] = []
-    chunk: list[LookupTask] = []
+    chunk: list[FileSlice] = []
+    size = 0
     for i, t in enumerate(tasks):
-        chunk.append(t)
-        size = sum(c.file_slice.total_size for c in chunk if c.file_slice is not None)
+        assert t.file_slice is not None
+        chunk.append(t.file_slice)
+        size += t.file_slice.total_size
         if size >= _LOOKUP_CHUNK_BYTES or i == len(tasks) - 1:
-            out.extend(_lookup_chunk(storage, chunk, keys))
-            chunk = []
+            out.extend(_found_in(storage, chunk, first, keys))
+            chunk, size = [], 0
     return out
 
 
-def _lookup_chunk(storage: Storage, tasks: list[LookupTask], keys: pa.Array) -> list[pa.Table]:
-    first = tasks[0]
-    assert first.merge is not None and first.key_schema is not None and first.visibility is not None
-    slices = [t.file_slice for t in tasks]
-    stored = live_keys(storage, slices, first.merge, first.key_schema, first.visibility)  # type: ignore[arg-type]
-    # one hash set of ``keys`` for the whole chunk, then each slice's share of the hits
+def _found_in(storage: Storage, slices: list[FileSlice], task: LookupTask, keys: pa.Array) -> list[pa.Table]:
+    """Per slice, ``(key, partition, file_id)`` of its live records whose key is among the
+    (unique) ``keys``, read with ``task``'s merge rules: one hash set of ``keys`` for all the
+    slices, and no partition or file id built for the stored keys no record brings."""
+    assert task.merge is not None and task.key_schema is not None and task.visibility is not None
+    stored = live_keys(storage, slices, task.merge, task.key_schema, task.visibility)
     hit = pc.is_in(pa.chunked_array(stored, pa.string()), value_set=keys).to_numpy(zero_copy_only=False)
     bounds = np.cumsum([0] + [len(k) for k in stored]).tolist()
     out = []
     for s, k, lo, hi in zip(slices, stored, bounds, bounds[1:]):
-        assert s is not None
         found = k.filter(pa.array(hit[lo:hi]))
         out.append(pa.table([found, pa.repeat(pa.scalar(s.partition_path), len(found)),
                              pa.repeat(pa.scalar(s.file_id), len(found))], schema=LOCATION_SCHEMA))
