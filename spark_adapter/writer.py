@@ -241,7 +241,8 @@ class DistributedWrite:
                 # cache to build: ~40% of the tagging stage; no executor can be lost); on a
                 # cluster a cache, which Spark recomputes when an executor is lost (a local
                 # checkpoint would fail the write then)
-                tagged = tagged.localCheckpoint(eager=False) if _local_master(self.df) else tagged.persist()
+                tagged = (tagged.localCheckpoint(eager=False)
+                          if local_master(str(self.df.sparkSession.sparkContext.master)) else tagged.persist())
                 persisted.append(tagged)
                 with self._step("count tagged"):
                     counts = _write_counts(spread.count_tagged(tagged, job.dedupe).toArrow())
@@ -395,9 +396,11 @@ class DistributedWrite:
         return routed.repartition(assignment.width, tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
 
 
-def _local_master(df) -> bool:
-    """Whether the session runs in local mode (driver and executors in one JVM)."""
-    return str(df.sparkSession.sparkContext.master).startswith("local")
+def local_master(master: str) -> bool:
+    """Whether Spark's ``master`` runs in local mode (driver and executors in one JVM, which no
+    executor outlives): ``local``, ``local[N]``, ``local[N,F]``, ``local[*]``. Not
+    ``local-cluster[...]``, whose executors are JVMs of their own that can be lost."""
+    return master == "local" or master.startswith("local[")
 
 
 def _release(df) -> None:

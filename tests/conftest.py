@@ -114,6 +114,18 @@ def _java_home() -> str | None:
 
 
 @pytest.fixture(scope="session")
+def spark_java_home() -> str:
+    """The Java home a Spark in a child process runs with (as :func:`spark` requires one)."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pandas")
+    java_home = _java_home()
+    if java_home is None:
+        pytest.fail("the Spark tests need Java 17: install it or set JAVA_HOME "
+                    "(or leave them out with -m 'not spark')")
+    return java_home
+
+
+@pytest.fixture(scope="session")
 def spark():
     """One local[2] SparkSession for every Spark test of the run, with ``hudi_format`` registered.
 

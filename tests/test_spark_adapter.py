@@ -257,6 +257,15 @@ def model_rows(rows: dict, cols=RS_COLS) -> list[dict]:
     return canonical_rows(stored(pa.Table.from_pylist([{c: r[c] for c in cols} for r in rows.values()], schema=schema)))
 
 
+def test_only_local_mode_counts_as_local():
+    """Tagged rows are kept in a local checkpoint only where no executor can be lost (one JVM);
+    a ``local-cluster`` master has executor JVMs of its own (test_spark_cluster.py loses one)."""
+    from spark_adapter.writer import local_master
+    assert all(local_master(m) for m in ("local", "local[2]", "local[*]", "local[4,3]", "local[*,2]"))
+    assert not any(local_master(m) for m in ("local-cluster[2,1,1024]", "spark://h:7077", "yarn",
+                                             "k8s://https://h:443", "mesos://h:5050"))
+
+
 def test_write_buckets_packed_into_tasks_by_their_bytes():
     from types import SimpleNamespace as B
 

@@ -1,0 +1,84 @@
+"""spark_adapter on a cluster of separate executor JVMs, with executors lost mid-write.
+
+The other Spark tests run in local mode, where the executors are threads of the driver's JVM
+and none can be lost. Here ``tests/support/spark_cluster_child.py`` runs a
+``local-cluster[2,1,1024]`` Spark (a standalone master, two workers, an executor JVM each) in a
+child process and kills an executor JVM during upserts: once after the records were tagged and
+kept on the executors (they are computed again), once while the write tasks run (their
+attempts die with files half written; the retries write the buckets again). Every write must
+be acknowledged and the tables must hold exactly the rows written, for our reader, hudi-rs and
+the cluster's own read (``spark.read.format("hudi_format")``),
+with no file outside a commit, no marker left and the metadata table's listing equal to storage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hudi_format as hudi
+
+from spark_cluster_child import TABLES, batches
+from writemodel import committed_files, hudi_rs_read, metadata_listing_problem
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+CHILD = Path(__file__).parent / "support" / "spark_cluster_child.py"
+COLUMNS = ["id", "p", "ts", "v"]
+
+
+def _expected() -> list[tuple]:
+    rows: dict = {}
+    for op, batch in batches():
+        for r in batch.to_pylist():
+            if op == "delete":
+                rows.pop(r["id"], None)
+            else:
+                rows[r["id"]] = r
+    return sorted(tuple(r[c] for c in COLUMNS) for r in rows.values())
+
+
+def _rows(table) -> list[tuple]:
+    return sorted(tuple(r[c] for c in COLUMNS) for r in table.select(COLUMNS).to_pylist())
+
+
+def _data_files(path: str) -> set[str]:
+    out = set()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        out.update(os.path.relpath(os.path.join(root, f), path) for f in files
+                   if not f.startswith(".hoodie_partition_metadata"))
+    return out
+
+
+def test_executors_lost_mid_write_lose_nothing(spark_java_home, tmp_path):
+    env = {**os.environ, "JAVA_HOME": spark_java_home, "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, str(CHILD), str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=420)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["master"].startswith("local-cluster")
+    want = _expected()
+    for name, (_, _, kills) in TABLES.items():
+        writes = report["tables"][name]
+        assert [w["op"] for w in writes] == [op for op, _ in batches()]
+        failed = [w for w in writes if not w["ok"]]
+        assert not failed, f"{name}: {failed}"
+        # each planned kill happened during the write it was meant for
+        assert [w["kills"] for w in writes] == [[k] if k else [] for k in kills]
+        path = str(tmp_path / name)
+        table = hudi.open_table(path)
+        assert _rows(table.read(columns=COLUMNS)) == want, name
+        assert _rows(hudi_rs_read(path)) == want, name
+        assert [tuple(r) for r in report["spark_read"][name]] == want, name
+        assert metadata_listing_problem(path) is None
+        committed = {f"{p}/{n}" for p, files in committed_files(path).items() for n in files}
+        assert _data_files(path) == committed, f"{name}: files outside a commit"
+        assert not list(Path(path, ".hoodie", ".temp").glob("*/**/*.marker.*"))
+        assert all(i.state.name == "COMPLETED" for i in table.timeline.instants)
