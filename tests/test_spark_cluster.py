@@ -3,9 +3,9 @@
 The other Spark tests run in local mode, where the executors are threads of the driver's JVM
 and none can be lost. Here ``tests/support/spark_cluster_child.py`` runs a
 ``local-cluster[2,1,1024]`` Spark (a standalone master, two workers, an executor JVM each) in a
-child process and kills an executor JVM during upserts: once after the records were tagged and
-kept on the executors (they are computed again), once while the write tasks run (their
-attempts die with files half written; the retries write the buckets again). Every write must
+child process and kills an executor JVM during writes: after an upsert's records were tagged and
+kept on the executors (they are computed again), and while the write tasks of a bulk insert and
+of an upsert run (their attempts die with files half written; the retries write again). Every write must
 be acknowledged and the tables must hold exactly the rows written, for our reader, hudi-rs and
 the cluster's own read (``spark.read.format("hudi_format")``),
 with no file outside a commit, no marker left and the metadata table's listing equal to storage.
@@ -32,9 +32,9 @@ CHILD = Path(__file__).parent / "support" / "spark_cluster_child.py"
 COLUMNS = ["id", "p", "ts", "v"]
 
 
-def _expected() -> list[tuple]:
+def _expected(first: str) -> list[tuple]:
     rows: dict = {}
-    for op, batch in batches():
+    for op, batch in batches(first):
         for r in batch.to_pylist():
             if op == "delete":
                 rows.pop(r["id"], None)
@@ -64,10 +64,10 @@ def test_executors_lost_mid_write_lose_nothing(spark_java_home, tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["master"].startswith("local-cluster")
-    want = _expected()
-    for name, (_, _, kills) in TABLES.items():
+    for name, (_, _, first, kills) in TABLES.items():
+        want = _expected(first)
         writes = report["tables"][name]
-        assert [w["op"] for w in writes] == [op for op, _ in batches()]
+        assert [w["op"] for w in writes] == [op for op, _ in batches(first)]
         failed = [w for w in writes if not w["ok"]]
         assert not failed, f"{name}: {failed}"
         # each planned kill happened during the write it was meant for

@@ -290,7 +290,7 @@ def test_tagged_rows_are_cached_not_checkpointed_on_a_cluster(spark, tmp_path, m
     """Off local mode the tagged rows are a cache Spark can recompute when an executor is lost
     (a local checkpoint would fail the write): the same table either way."""
     from spark_adapter import writer
-    monkeypatch.setattr(writer, "_local_master", lambda df: False)
+    monkeypatch.setattr(writer, "local_master", lambda master: False)
     DataFrame = type(spark.range(1))       # the session's class (pyspark.sql.classic's)
     checkpoints = []
     orig = DataFrame.localCheckpoint

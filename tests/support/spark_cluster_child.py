@@ -5,9 +5,9 @@ Run by ``tests/test_spark_cluster.py`` in its own process (one SparkContext per 
 workers, so nothing the adapter does may lean on local mode (one JVM sharing the driver's
 blocks). For each table it writes, through ``df.write.format("hudi_format")``, the batches
 :func:`batches` gives (insert, upsert of updates and new keys, delete), and kills executors
-(``SIGKILL``, as a lost node) during the upsert, at one of two moments:
+(``SIGKILL``, as a lost node) during some of them, at one of two moments:
 
-- ``between``: after the upsert has tagged its records (kept on the executors) and before its
+- ``between``: after an upsert has tagged its records (kept on the executors) and before its
   write stage reads them: the tagged rows on the lost executor must be computed again;
 - ``during``: while the write stage's tasks run: their attempts die with partial files, the
   retries on the surviving (or relaunched) executor write the bucket again.
@@ -33,26 +33,27 @@ import time
 import pyarrow as pa
 
 ROWS = 3_000
-# name -> (table type, extra options, the kill during each write of :func:`batches`): the record
-# index looked up by executor tasks, the tagged rows kept there (Spark's join path); the simple
-# index run where each partition's rows meet (the tag-rows path); a recovery costs 5-15 s
+# name -> (table type, extra options, first operation, the kill during each write of
+# :func:`batches`): the record index looked up by executor tasks, the tagged rows kept there
+# (Spark's join path); a bulk insert (each task writes its own rows) and the simple index run
+# where each partition's rows meet (the tag-rows path). A recovery costs 5-15 s.
 TABLES = {
     "cow_record_index": ("COPY_ON_WRITE", {"hoodie.index.type": "RECORD_INDEX",
                                            "hoodie.metadata.record.index.enable": "true"},
-                         (None, "between", None)),
-    "mor_simple": ("MERGE_ON_READ", {"hoodie.index.type": "SIMPLE"}, (None, "during", None)),
+                         "insert", (None, "between", None)),
+    "mor_simple": ("MERGE_ON_READ", {"hoodie.index.type": "SIMPLE"}, "bulk_insert", ("during", "during", None)),
 }
 
 
-def batches() -> list[tuple[str, pa.Table]]:
-    """(operation, rows) written in order to every table: an insert, an upsert (half updates,
-    half new keys), a delete of some stored keys."""
+def batches(first: str = "insert") -> list[tuple[str, pa.Table]]:
+    """(operation, rows) written in order: an insert (or ``first``, a bulk_insert), an upsert
+    (half updates, half new keys), a delete of some stored keys."""
     def rows(ids, ts):
         ids = list(ids)
         return pa.table({"id": [f"k{i:05d}" for i in ids], "ts": pa.array([ts] * len(ids), pa.int64()),
                          "p": [f"p{i % 3}" for i in ids], "v": pa.array([i * 10 + ts for i in ids], pa.int64())})
     upsert = pa.concat_tables([rows(range(0, ROWS, 3), 2), rows(range(ROWS, ROWS + ROWS // 3), 2)])
-    return [("insert", rows(range(ROWS), 1)), ("upsert", upsert), ("delete", rows(range(1, ROWS, 7), 3))]
+    return [(first, rows(range(ROWS), 1)), ("upsert", upsert), ("delete", rows(range(1, ROWS, 7), 3))]
 
 
 def options(table_type: str, extra: dict, operation: str) -> dict:
@@ -115,6 +116,7 @@ def main(workdir: str) -> int:
     from pyspark.sql import SparkSession
 
     import spark_adapter
+    from hudi_format import engine
     from spark_adapter import writer
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("hudi_format cluster test")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -124,27 +126,36 @@ def main(workdir: str) -> int:
     spark.sparkContext.setLogLevel("OFF")
     spark_adapter.register(spark)
     killer = Killer(spark)
+    mode: dict = {"kill": None, "watcher": None}
+
+    def before_write_stage() -> None:
+        if mode["kill"] == "between":
+            killer.kill_one("between")
+        elif mode["kill"] == "during":
+            mode["watcher"] = killer.during_tasks()
+
     run_tasks = writer.DistributedWrite._run_tasks
-    mode = {"kill": None}
 
     def killing_run_tasks(self, *args, **kwargs):
         # the tagged records are on the executors now; the write stage is about to read them
-        if mode["kill"] == "between":
-            killer.kill_one("between")
-        watcher = killer.during_tasks() if mode["kill"] == "during" else None
-        try:
-            return run_tasks(self, *args, **kwargs)
-        finally:
-            if watcher is not None:
-                watcher.join()
+        before_write_stage()
+        return run_tasks(self, *args, **kwargs)
     writer.DistributedWrite._run_tasks = killing_run_tasks
+    open_new_files = engine.open_new_files
+
+    def killing_open_new_files(*args, **kwargs):
+        # a bulk insert: sampled, the instant open; its write job comes next
+        target = open_new_files(*args, **kwargs)
+        before_write_stage()
+        return target
+    engine.open_new_files = killing_open_new_files
 
     report: dict = {"master": spark.sparkContext.master, "tables": {},
                     "startup_seconds": round(time.monotonic() - began, 1)}
-    for name, (table_type, extra, kills) in TABLES.items():
+    for name, (table_type, extra, first, kills) in TABLES.items():
         path = os.path.join(workdir, name)
         done = []
-        for (op, rows), kill in zip(batches(), kills):
+        for (op, rows), kill in zip(batches(first), kills):
             mode["kill"] = kill
             before = len(killer.kills)
             start = time.monotonic()
@@ -156,6 +167,10 @@ def main(workdir: str) -> int:
             except Exception as exc:  # noqa: BLE001 - reported to the parent
                 done.append({"op": op, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}",
                              "kills": killer.kills[before:]})
+            if mode["watcher"] is not None:
+                mode["watcher"].join()
+                mode["watcher"] = None
+                done[-1]["kills"] = killer.kills[before:]
         read = spark.read.format("hudi_format").load(path).select("id", "p", "ts", "v").toArrow()
         report["tables"][name] = done
         report.setdefault("spark_read", {})[name] = sorted(map(list, zip(*(read.column(c).to_pylist()
