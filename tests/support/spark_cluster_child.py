@@ -9,8 +9,10 @@ blocks). For each table it writes, through ``df.write.format("hudi_format")``, t
 
 - ``between``: after an upsert has tagged its records (kept on the executors) and before its
   write stage reads them: the tagged rows on the lost executor must be computed again;
-- ``during``: while the write stage's tasks run: their attempts die with partial files, the
-  retries on the surviving (or relaunched) executor write the bucket again.
+- ``in_task``: by a write task itself (``cluster_site/sitecustomize.py``, on the executors'
+  Python path), right after it wrote its first file group and before Spark has its result:
+  the retry on the surviving (or relaunched) executor writes the bucket again, and the files
+  of the dead attempt must stay out of the commit.
 
 It prints one JSON line: per table, the writes acknowledged (or the error) and the kills made,
 and the rows ``spark.read.format("hudi_format")`` reads back (scanned by the executors).
@@ -27,21 +29,21 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 
 import pyarrow as pa
 
 ROWS = 3_000
+SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_site")   # executors' fault
 # name -> (table type, extra options, first operation, the kill during each write of
-# :func:`batches`): the record index looked up by executor tasks, the tagged rows kept there
+# :func:`batches`, as many of them as it names): the record index looked up by executor tasks, the tagged rows kept there
 # (Spark's join path); a bulk insert (each task writes its own rows) and the simple index run
 # where each partition's rows meet (the tag-rows path). A recovery costs 5-15 s.
 TABLES = {
     "cow_record_index": ("COPY_ON_WRITE", {"hoodie.index.type": "RECORD_INDEX",
                                            "hoodie.metadata.record.index.enable": "true"},
-                         "insert", (None, "between", None)),
-    "mor_simple": ("MERGE_ON_READ", {"hoodie.index.type": "SIMPLE"}, "bulk_insert", ("during", "during", None)),
+                         "insert", (None, "between")),
+    "mor_simple": ("MERGE_ON_READ", {"hoodie.index.type": "SIMPLE"}, "bulk_insert", ("in_task", "in_task", None)),
 }
 
 
@@ -89,26 +91,6 @@ class Killer:
             os.kill(pids[0], signal.SIGKILL)
             self.kills.append(when)
 
-    def during_tasks(self, timeout: float = 60.0) -> threading.Thread:
-        """A thread that kills an executor once a task of a job started from now runs."""
-        tracker = self.sc.statusTracker()
-        before = set(tracker.getJobIdsForGroup(None) or ())
-
-        def watch() -> None:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                for job in set(tracker.getActiveJobsIds()) - before:
-                    info = tracker.getJobInfo(job)
-                    stages = [tracker.getStageInfo(s) for s in (info.stageIds if info else ())]
-                    if any(s is not None and s.numActiveTasks > 0 for s in stages):
-                        time.sleep(0.2)          # the tasks are under way
-                        self.kill_one("during")
-                        return
-                time.sleep(0.02)
-        t = threading.Thread(target=watch, daemon=True)
-        t.start()
-        return t
-
 
 def main(workdir: str) -> int:
     began = time.monotonic()
@@ -116,9 +98,12 @@ def main(workdir: str) -> int:
     from pyspark.sql import SparkSession
 
     import spark_adapter
-    from hudi_format import engine
     from spark_adapter import writer
+    kills_dir = os.path.join(workdir, "kills")
+    os.makedirs(kills_dir)
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("hudi_format cluster test")
+             .config("spark.executorEnv.PYTHONPATH", SITE)
+             .config("spark.executorEnv.HUDI_FORMAT_CLUSTER_KILLS", kills_dir)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "4")
              .config("spark.sql.session.timeZone", "UTC").config("spark.task.maxFailures", "8")
@@ -126,29 +111,16 @@ def main(workdir: str) -> int:
     spark.sparkContext.setLogLevel("OFF")
     spark_adapter.register(spark)
     killer = Killer(spark)
-    mode: dict = {"kill": None, "watcher": None}
-
-    def before_write_stage() -> None:
-        if mode["kill"] == "between":
-            killer.kill_one("between")
-        elif mode["kill"] == "during":
-            mode["watcher"] = killer.during_tasks()
+    mode: dict = {"kill": None}
 
     run_tasks = writer.DistributedWrite._run_tasks
 
     def killing_run_tasks(self, *args, **kwargs):
         # the tagged records are on the executors now; the write stage is about to read them
-        before_write_stage()
+        if mode["kill"] == "between":
+            killer.kill_one("between")
         return run_tasks(self, *args, **kwargs)
     writer.DistributedWrite._run_tasks = killing_run_tasks
-    open_new_files = engine.open_new_files
-
-    def killing_open_new_files(*args, **kwargs):
-        # a bulk insert: sampled, the instant open; its write job comes next
-        target = open_new_files(*args, **kwargs)
-        before_write_stage()
-        return target
-    engine.open_new_files = killing_open_new_files
 
     report: dict = {"master": spark.sparkContext.master, "tables": {},
                     "startup_seconds": round(time.monotonic() - began, 1)}
@@ -157,6 +129,8 @@ def main(workdir: str) -> int:
         done = []
         for (op, rows), kill in zip(batches(first), kills):
             mode["kill"] = kill
+            if kill == "in_task":      # the first write task to claim it kills its executor
+                open(os.path.join(kills_dir, "armed"), "w").close()
             before = len(killer.kills)
             start = time.monotonic()
             try:
@@ -167,10 +141,10 @@ def main(workdir: str) -> int:
             except Exception as exc:  # noqa: BLE001 - reported to the parent
                 done.append({"op": op, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}",
                              "kills": killer.kills[before:]})
-            if mode["watcher"] is not None:
-                mode["watcher"].join()
-                mode["watcher"] = None
-                done[-1]["kills"] = killer.kills[before:]
+            killed = glob.glob(os.path.join(kills_dir, "killed-*"))
+            done[-1]["kills"] += ["in_task"] * len(killed)     # by the task that claimed the arming
+            for f in glob.glob(os.path.join(kills_dir, "*")):
+                os.remove(f)
         read = spark.read.format("hudi_format").load(path).select("id", "p", "ts", "v").toArrow()
         report["tables"][name] = done
         report.setdefault("spark_read", {})[name] = sorted(map(list, zip(*(read.column(c).to_pylist()
