@@ -11,6 +11,9 @@ so ``soak_concurrency.check`` judges every acknowledged write of both engines wi
 and hudi-rs: 0 lost, stale, failed-but-visible or duplicated keys, the metadata table's listing
 equal to storage.
 
+The Spark session is ``local[2]``; ``HUDI_FORMAT_SOAK_SPARK_MASTER=local-cluster[2,1,1024]``
+runs it on a standalone cluster of separate executor JVMs instead.
+
 A long run (the defects it found have deterministic tests in ``test_spark_tagging.py`` and
 ``test_engine_api.py``; the record index moving keys is the combination that found them):
 ``python -m tests.support.soak_spark --seconds 300 --table-type MERGE_ON_READ --version 8
@@ -100,7 +103,9 @@ def main(argv=None) -> int:
 
     import spark_adapter
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("hudi_format soak")
+    # HUDI_FORMAT_SOAK_SPARK_MASTER=local-cluster[2,1,1024]: executor JVMs of their own
+    spark = (SparkSession.builder.master(os.environ.get("HUDI_FORMAT_SOAK_SPARK_MASTER", "local[2]"))
+             .appName("hudi_format soak")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
              .getOrCreate())
