@@ -36,9 +36,10 @@ import pyarrow as pa
 ROWS = 3_000
 SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_site")   # executors' fault
 # name -> (table type, extra options, first operation, the kill during each write of
-# :func:`batches`, as many of them as it names): the record index looked up by executor tasks, the tagged rows kept there
-# (Spark's join path); a bulk insert (each task writes its own rows) and the simple index run
-# where each partition's rows meet (the tag-rows path). A recovery costs 5-15 s.
+# :func:`batches`, as many writes as it names). The record index looked up by executor tasks,
+# the tagged rows kept there (Spark's join path); a bulk insert (each task writes its own rows)
+# and the simple index run where each partition's rows meet (the tag-rows path). An executor
+# lost costs a write 5-15 s.
 TABLES = {
     "cow_record_index": ("COPY_ON_WRITE", {"hoodie.index.type": "RECORD_INDEX",
                                            "hoodie.metadata.record.index.enable": "true"},
