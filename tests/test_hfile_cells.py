@@ -253,3 +253,52 @@ def test_cell_spans_equal_the_sequential_parser_on_random_blocks(seed):
     found, got = find_cells(blocks, mvcc, False, ["a", "b"][:len(blocks)], pa.array(wanted, pa.binary()))
     expect = [(k, v) for k, v in cells if k in set(wanted)]
     assert list(zip(found.to_pylist(), got.to_pylist())) == expect
+
+
+def _gz_fixture(r_name: str = "hudi_1_0_hbase_2_4_9_16KB_GZ_20000.hfile") -> tuple[bytes, HFileReader]:
+    raw = (HFILES / r_name).read_bytes()
+    return raw, HFileReader.from_bytes(raw, r_name)
+
+
+def test_blocks_read_together_are_inflated_in_one_call(monkeypatch):
+    """A lookup touching many GZ blocks of one read inflates them in one call (one release of
+    the GIL, not one per block); the payloads equal those inflated block by block."""
+    from hudi_format.hfile import blocks, reader
+    calls = []
+    real = blocks.gunzip_blocks
+    monkeypatch.setattr(reader, "gunzip_blocks", lambda raws, sizes: calls.append(len(raws)) or real(raws, sizes))
+    _, r = _gz_fixture()
+    wanted = [(offset, size) for _, offset, size in r.data_blocks()]
+    assert len(wanted) >= 16
+    together = r._payloads(wanted)
+    assert calls == [len(wanted)]
+    one_by_one = [decode_block(r._read(o, n), 0, "GZ", "t", verify=False)[1] for o, n in wanted]
+    assert [bytes(p) for p in together] == [bytes(p) for p in one_by_one]
+    keys = [k for k, _ in r.scan()][::7]
+    found, values = r.lookup_arrays(pa.array(keys, pa.binary()))
+    assert dict(zip(found.to_pylist(), values.to_pylist())) == {k: r.get(k) for k in keys}
+
+
+def test_a_damaged_block_among_those_inflated_together_is_named(monkeypatch):
+    """A GZ block whose data no longer inflates (its checksums made to match) fails the one
+    call (zlib checks each stream's CRC); the blocks are then decoded one by one, and the
+    error names the damaged one."""
+    from hudi_format.hfile import blocks, reader
+    from hudi_format.hfile.blocks import BYTES_PER_CHECKSUM, HEADER_SIZE, _checksums, parse_header
+    answers = []
+    real = blocks.gunzip_blocks
+    monkeypatch.setattr(reader, "gunzip_blocks", lambda raws, sizes: answers.append(real(raws, sizes)) or answers[-1])
+    raw, r = _gz_fixture()
+    keys = pa.array([k for k, _ in r.scan()][::7], pa.binary())
+    offset, _ = [(o, n) for _, o, n in r.data_blocks()][len(list(r.data_blocks())) // 2]
+    h = parse_header(raw, offset, "t")
+    data_end = offset + h.on_disk_data_size_with_header
+    damaged = bytearray(raw)
+    mid = offset + HEADER_SIZE + (h.on_disk_data_size_with_header - HEADER_SIZE) // 2
+    damaged[mid:mid + 8] = bytes(b ^ 0x5A for b in damaged[mid:mid + 8])
+    damaged[data_end:offset + h.on_disk_size] = _checksums(
+        bytes(damaged[offset:data_end]), h.checksum_type, h.bytes_per_checksum or BYTES_PER_CHECKSUM)
+    broken = HFileReader.from_bytes(bytes(damaged), "broken.hfile")
+    with pytest.raises(CorruptFileError, match=f"broken.hfile.* block at offset {offset}"):
+        broken.lookup_arrays(keys)
+    assert answers == [None]
