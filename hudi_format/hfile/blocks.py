@@ -179,24 +179,6 @@ def _gunzip(data, size: int, buffer_ok: bool = False):
     return out
 
 
-def gunzip_blocks(raws: list, sizes: list[int]) -> pa.Buffer | None:
-    """The payloads of several gzip-compressed blocks (``raws``, their on-disk data), inflated
-    back to back in one call: one release of the GIL for all of them, where a call per block
-    on two threads convoys on it (a record index lookup touching 8,887 blocks ran no faster
-    on two threads than on one). ``None`` unless every stream's trailer says it holds exactly
-    its block's ``sizes`` entry (zlib checks that length and the CRC at each stream's end, so
-    the output then splits at those sizes) and all of them inflate; the caller then decodes
-    block by block, which names a damaged one."""
-    for raw, size in zip(raws, sizes):
-        if size <= 0 or len(raw) < 18 or int.from_bytes(raw[-4:], "little") != size & 0xFFFFFFFF:
-            return None
-    try:
-        out = pa.input_stream(pa.py_buffer(b"".join(raws)), compression="gzip").read_buffer()
-    except (OSError, pa.ArrowException):
-        return None
-    return out if out.size == sum(sizes) else None
-
-
 def compress(payload: bytes, codec: str) -> bytes:
     if codec == "NONE":
         return payload
@@ -233,11 +215,16 @@ def parse_header(buf, pos: int, where: str) -> BlockHeader:
     return h
 
 
-def block_data(buf, pos: int, where: str, *, expect: tuple[bytes, ...] = (),
-               file_offset: int | None = None, verify: bool = True) -> tuple[BlockHeader, memoryview]:
-    """Header and on-disk (compressed) data of the block at ``buf[pos:]``, checked: the magic
-    against ``expect``, the sizes against the buffer, the checksums (CRC32/CRC32C, when
-    ``verify``). ``file_offset`` (default ``pos``) only serves error messages."""
+def decode_block(buf, pos: int, codec: str, where: str, *, expect: tuple[bytes, ...] = (),
+                 file_offset: int | None = None, verify: bool = True,
+                 buffer_ok: bool = False) -> tuple[BlockHeader, bytes]:
+    """Header and uncompressed payload of the block at ``buf[pos:]``.
+
+    ``file_offset`` (default ``pos``) only serves error messages. Checks the magic against
+    ``expect``, the sizes against the buffer, the checksums (CRC32/CRC32C, when ``verify``)
+    and the decompressed length. ``buffer_ok``: the payload may come as a ``pyarrow.Buffer``
+    (same bytes, not copied; for callers that only slice it and pass it to Arrow).
+    """
     at = pos if file_offset is None else file_offset
     h = parse_header(buf, pos, where)
     if expect and h.magic not in expect:
@@ -261,18 +248,7 @@ def block_data(buf, pos: int, where: str, *, expect: tuple[bytes, ...] = (),
     elif h.checksum_type not in (CHECKSUM_NULL, CHECKSUM_CRC32, CHECKSUM_CRC32C):
         raise UnsupportedFeatureError(f"{where}: unknown checksum type {h.checksum_type} "
                                       f"in the block at offset {at}")
-    return h, memoryview(buf)[pos + HEADER_SIZE:data_end]
-
-
-def decode_block(buf, pos: int, codec: str, where: str, *, expect: tuple[bytes, ...] = (),
-                 file_offset: int | None = None, verify: bool = True,
-                 buffer_ok: bool = False) -> tuple[BlockHeader, bytes]:
-    """Header and uncompressed payload of the block at ``buf[pos:]``: :func:`block_data`'s
-    checks, then the decompressed length. ``buffer_ok``: the payload may come as a
-    ``pyarrow.Buffer`` (same bytes, not copied; for callers that only slice it and pass it
-    to Arrow)."""
-    at = pos if file_offset is None else file_offset
-    h, raw = block_data(buf, pos, where, expect=expect, file_offset=file_offset, verify=verify)
+    raw = memoryview(buf)[pos + HEADER_SIZE:data_end]
     if codec == "NONE":
         payload = bytes(raw)
     elif codec == "GZ":

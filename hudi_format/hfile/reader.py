@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
-from .blocks import BlockType, block_data, decode_block, gunzip_blocks, key_row
+from .blocks import BlockType, decode_block, key_row
 from .cells import (NOT_HUDI_LAYOUT, SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cell, find_cells,
                     hudi_layout)
 from .index import IndexBlock, parse_non_root_index, parse_root_index
@@ -39,7 +39,6 @@ _INDEX_MAGICS = (BlockType.LEAF_INDEX, BlockType.INTERMEDIATE_INDEX)
 # blocks (~420 cells) the two cost the same at 2 keys a block, and searching (bytes.find, which
 # holds the GIL) took 0.066 s where locating took 0.048 s at 6.6 keys a block
 _SEARCH_KEYS_PER_BLOCK = 2
-_INFLATE_TOGETHER = 8   # GZ data blocks of one read inflated in one call from this many on
 
 
 def _key(key) -> bytes:
@@ -421,33 +420,8 @@ class HFileReader:
             start, end = wanted[0][0], wanted[-1][0] + wanted[-1][1]
             if 2 * sum(size for _, size in wanted) >= end - start:
                 buf = self._read(start, end - start)
-                together = (self._inflated_together(buf, start, wanted)
-                            if self.compression == "GZ" and len(wanted) >= _INFLATE_TOGETHER else None)
-                if together is not None:
-                    return together
                 return [self._block_payload(offset, size, buf, start, True) for offset, size in wanted]
         return [self._block_payload(offset, size, buffer_ok=True) for offset, size in wanted]
-
-    def _inflated_together(self, buf, start: int, wanted: list[tuple[int, int]]) -> list | None:
-        """The payloads (Arrow buffers) of the GZ data blocks ``wanted``, cut from ``buf``
-        (bytes from file offset ``start``) and inflated in one call (:func:`.blocks.gunzip_blocks`);
-        ``None``: decode them one by one (which reports whatever is wrong with one)."""
-        raws, sizes = [], []
-        for offset, _ in wanted:
-            h, raw = block_data(buf, offset - start, self._where, expect=(BlockType.DATA, BlockType.ENCODED_DATA),
-                                file_offset=offset, verify=self._verify)
-            if h.magic != BlockType.DATA:
-                return None
-            raws.append(raw)
-            sizes.append(h.uncompressed_size)
-        out = gunzip_blocks(raws, sizes)
-        if out is None:
-            return None
-        payloads, at = [], 0
-        for size in sizes:
-            payloads.append(out.slice(at, size))
-            at += size
-        return payloads
 
     def _data_blocks_holding(self, keys: list[bytes]) -> list[tuple[int, int, bytes]]:
         """``(offset, size, first row)`` of the data blocks that may hold one of the sorted
