@@ -9,6 +9,8 @@ of an upsert run (their attempts die with files half written; the retries write 
 be acknowledged and the tables must hold exactly the rows written, for our reader, hudi-rs and
 the cluster's own read (``spark.read.format("hudi_format")``),
 with no file outside a commit, no marker left and the metadata table's listing equal to storage.
+The first table is then streamed through the streaming source into a new table by the sink,
+whose first write task kills its executor: the copy must equal the first table.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pytest
 
 import hudi_format as hudi
 
-from spark_cluster_child import TABLES, batches
+from spark_cluster_child import STREAM_COPY, TABLES, batches
 from writemodel import hudi_rs_read, metadata_listing_problem
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -56,6 +58,20 @@ def _data_files(path: str) -> set[str]:
     return out
 
 
+def _check_table(path: str, want: list[tuple]) -> None:
+    """Rows (our reader, hudi-rs), files (exactly those the commits name), markers, metadata
+    listing and instants of a table the cluster wrote."""
+    table = hudi.open_table(path)
+    assert _rows(table.read(columns=COLUMNS)) == want, path
+    assert _rows(hudi_rs_read(path)) == want, path
+    assert metadata_listing_problem(path) is None
+    named = {st.path for i in table.timeline.write_instants()
+             for stats in table.timeline.metadata(i).partition_to_write_stats.values() for st in stats}
+    assert _data_files(path) == named, f"{path}: files no commit names"
+    assert not list(Path(path, ".hoodie", ".temp").glob("*/**/*.marker.*"))
+    assert all(i.state.name == "COMPLETED" for i in table.timeline.instants)
+
+
 def test_executors_lost_mid_write_lose_nothing(spark_java_home, tmp_path):
     env = {**os.environ, "JAVA_HOME": spark_java_home, "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -72,14 +88,10 @@ def test_executors_lost_mid_write_lose_nothing(spark_java_home, tmp_path):
         assert not failed, f"{name}: {failed}"
         # each planned kill happened during the write it was meant for
         assert [w["kills"] for w in writes] == [[k] if k else [] for k in kills]
-        path = str(tmp_path / name)
-        table = hudi.open_table(path)
-        assert _rows(table.read(columns=COLUMNS)) == want, name
-        assert _rows(hudi_rs_read(path)) == want, name
         assert [tuple(r) for r in report["spark_read"][name]] == want, name
-        assert metadata_listing_problem(path) is None
-        named = {st.path for i in table.timeline.write_instants()
-                 for stats in table.timeline.metadata(i).partition_to_write_stats.values() for st in stats}
-        assert _data_files(path) == named, f"{name}: files no commit names"
-        assert not list(Path(path, ".hoodie", ".temp").glob("*/**/*.marker.*"))
-        assert all(i.state.name == "COMPLETED" for i in table.timeline.instants)
+        _check_table(str(tmp_path / name), want)
+    # the first table streamed into a new one, an executor lost in the sink's first write
+    assert report["stream"]["ok"], report["stream"]
+    assert report["stream"]["kills"] == ["in_task"]
+    _, _, first, kills = next(iter(TABLES.values()))
+    _check_table(str(tmp_path / STREAM_COPY), _expected(first, len(kills)))

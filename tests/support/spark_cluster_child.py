@@ -14,8 +14,12 @@ blocks). For each table it writes, through ``df.write.format("hudi_format")``, t
   the retry on the surviving (or relaunched) executor writes the bucket again, and the files
   of the dead attempt must stay out of the commit.
 
+Then the first table is streamed (``spark.readStream.format("hudi_format")``) into a new table
+by the streaming sink, whose first write task kills its executor.
+
 It prints one JSON line: per table, the writes acknowledged (or the error) and the kills made,
-and the rows ``spark.read.format("hudi_format")`` reads back (scanned by the executors).
+the rows ``spark.read.format("hudi_format")`` reads back (scanned by the executors), and how
+the stream went.
 The parent checks the tables (our reader, hudi-rs, the metadata table's listing, no file
 outside a commit).
 
@@ -34,6 +38,7 @@ import time
 import pyarrow as pa
 
 ROWS = 3_000
+STREAM_COPY = "stream_copy"    # the first table, copied through the streaming source and sink
 SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_site")   # executors' fault
 # name -> (table type, extra options, first operation, the kill during each write of
 # :func:`batches`, as many writes as it names). The record index looked up by executor tasks,
@@ -150,6 +155,23 @@ def main(workdir: str) -> int:
         report["tables"][name] = done
         report.setdefault("spark_read", {})[name] = sorted(map(list, zip(*(read.column(c).to_pylist()
                                                                            for c in read.column_names))))
+    # Structured Streaming: the first table streamed commit by commit (the source's reads run
+    # on the executors) into a new MOR table by the sink, whose first write task kills its
+    # executor; the query must still deliver every record once
+    open(os.path.join(kills_dir, "armed"), "w").close()
+    src, dst = os.path.join(workdir, next(iter(TABLES))), os.path.join(workdir, STREAM_COPY)
+    start = time.monotonic()
+    query = (spark.readStream.format("hudi_format").load(src).writeStream.format("hudi_format")
+             .options(**options("MERGE_ON_READ", {}, "upsert")).option("checkpointLocation", os.path.join(workdir, "cp"))
+             .start(dst))
+    try:
+        query.processAllAvailable()
+        report["stream"] = {"ok": True, "seconds": round(time.monotonic() - start, 1)}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        report["stream"] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    finally:
+        query.stop()
+    report["stream"]["kills"] = ["in_task"] * len(glob.glob(os.path.join(kills_dir, "killed-*")))
     spark.stop()
     print(json.dumps(report))
     return 0
