@@ -115,9 +115,10 @@ def _java_home() -> str | None:
 
 @pytest.fixture(scope="session")
 def spark_java_home() -> str:
-    """The Java home a Spark in a child process runs with (as :func:`spark` requires one)."""
+    """The Java home Spark runs with, here (:func:`spark`) or in a child process; skips
+    without pyspark, fails without Java."""
     pytest.importorskip("pyspark")
-    pytest.importorskip("pandas")
+    pytest.importorskip("pandas")      # PySpark's mapInArrow insists on it
     java_home = _java_home()
     if java_home is None:
         pytest.fail("the Spark tests need Java 17: install it or set JAVA_HOME "
@@ -126,20 +127,14 @@ def spark_java_home() -> str:
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(spark_java_home):
     """One local[2] SparkSession for every Spark test of the run, with ``hudi_format`` registered.
 
     A JVM and its Python workers take seconds to start; one session shared by all Spark test
     modules pays that once. Tuned for many small jobs on 2 cores: 2 shuffle partitions, no UI,
     UTC session time zone (what the tests' expected timestamps assume)."""
     import os
-    pytest.importorskip("pyspark")
-    pytest.importorskip("pandas")      # PySpark's mapInArrow insists on it
-    java_home = _java_home()
-    if java_home is None:
-        pytest.fail("the Spark tests need Java 17: install it or set JAVA_HOME "
-                    "(or leave them out with -m 'not spark')")
-    os.environ.setdefault("JAVA_HOME", java_home)
+    os.environ.setdefault("JAVA_HOME", spark_java_home)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -4,11 +4,12 @@ The other Spark tests run in local mode, where the executors are threads of the 
 and none can be lost. Here ``tests/support/spark_cluster_child.py`` runs a
 ``local-cluster[2,1,1024]`` Spark (a standalone master, two workers, an executor JVM each) in a
 child process and kills an executor JVM during writes: after an upsert's records were tagged and
-kept on the executors (they are computed again), and while the write tasks of a bulk insert and
-of an upsert run (their attempts die with files half written; the retries write again). Every write must
-be acknowledged and the tables must hold exactly the rows written, for our reader, hudi-rs and
-the cluster's own read (``spark.read.format("hudi_format")``),
-with no file outside a commit, no marker left and the metadata table's listing equal to storage.
+kept on the executors (they are computed again), and from inside a write task of a bulk insert
+and of an upsert once it wrote a file group (the attempt dies with its files unreported; the
+retry writes them again). Every write must be acknowledged and the tables must hold exactly the
+rows written, for our reader, hudi-rs and the cluster's own read
+(``spark.read.format("hudi_format")``), with no file outside a commit, no marker left and the
+metadata table's listing equal to storage.
 The first table is then streamed through the streaming source into a new table by the sink,
 whose first write task kills its executor: the copy must equal the first table.
 """
