@@ -37,9 +37,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "moto_s3" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.s3)
-        if item.get_closest_marker("spark") is not None:
-            # one JVM for all Spark tests: under pytest-xdist (``-n 2 --dist loadgroup``) they
-            # share one worker and its session-scoped SparkSession
+        if item.get_closest_marker("spark") is not None and "spark" in item.fixturenames:
+            # one JVM for all tests on the session's SparkSession: under pytest-xdist (``-n 2
+            # --dist loadgroup``) they share one worker. Spark tests without it (the cluster
+            # test's JVMs are a child process's) run on either worker, off that longest chain.
             item.add_marker(pytest.mark.xdist_group("spark"))
 
 

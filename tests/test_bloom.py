@@ -17,6 +17,7 @@ import struct
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -26,6 +27,7 @@ from conftest import FIXTURE_TABLES
 from hudi_format.bloom import (DYNAMIC_V0, SIMPLE, BloomFilter, DynamicBloomFilter,
                                SimpleBloomFilter, bit_size, hash_positions, hash_positions_all,
                                murmur_hash, new_bloom_filter, num_hashes)
+from hudi_format.bloom.murmur import as_binary, iter_positions
 from hudi_format.config import parse_properties
 from hudi_format.errors import CorruptFileError, InvalidOptionError, UnsupportedFeatureError
 
@@ -151,6 +153,16 @@ def test_vectorised_hashing_matches_scalar():
     assert [c.to_pylist() for c in cols] == [c.slice(0, 30).to_pylist() for c in hash_positions_all(arr, 4, 999)]
     big = hash_positions_all(arr.slice(5, 50).cast(pa.large_string()), 4, 999)
     assert [c.to_pylist() for c in big] == [c.slice(5, 50).to_pylist() for c in hash_positions_all(arr, 4, 999)]
+    # keys of mixed lengths in blocks smaller than a length's run (a run spans several blocks),
+    # sliced and large: each block's keys are the ones its index selects
+    want = [hash_positions(k.encode(), 5, 999) for k in keys]
+    for part, first in ((arr, 0), (arr.slice(3, 700), 3), (arr.slice(3, 700).cast(pa.large_string()), 3)):
+        got: dict[int, list[int]] = {}
+        for which, pos in iter_positions(as_binary(part), 5, 999, block=7):
+            ids = np.arange(len(part))[which]
+            assert 0 < len(ids) <= 7
+            got.update((int(i), pos[:, j].tolist()) for j, i in enumerate(ids))
+        assert [got[i] for i in range(len(part))] == want[first:first + len(part)]
     # keys of one byte length hash straight from the data buffer (sliced: at its offset)
     same = pa.array([f"k{i:06d}é" for i in range(3000)])
     for part in (same, same.slice(7, 2000), same.slice(7, 2000).cast(pa.large_string())):

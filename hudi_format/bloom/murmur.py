@@ -127,14 +127,18 @@ def _blocks(keys: pa.Array, block: int) -> Iterator[tuple[slice | np.ndarray, np
         for s in range(0, n, block):
             yield slice(s, min(n, s + block)), matrix[s:s + block]
         return
+    # keys of one length made adjacent by Arrow's ``take`` (one pass over the bytes): each
+    # length's run of the taken data buffer is then its matrix, a view -- gathering every
+    # byte through a ``(keys, length)`` index matrix instead cost 3/4 as much as the hashing
     order = np.argsort(lengths.astype(np.uint16) if lmax < 1 << 16 else lengths, kind="stable")
     sorted_len = lengths[order]
+    s_offsets, s_data = _offsets_and_data(keys.take(pa.array(order)))
     cuts = [0, *(np.flatnonzero(sorted_len[1:] != sorted_len[:-1]) + 1).tolist(), n]
     for g0, g1 in zip(cuts, cuts[1:]):
-        span = np.arange(int(sorted_len[g0]), dtype=offsets.dtype)
+        length, start = int(sorted_len[g0]), int(s_offsets[g0])
+        matrix = s_data[start:start + (g1 - g0) * length].reshape(g1 - g0, length)
         for s in range(g0, g1, block):
-            idx = order[s:min(g1, s + block)]
-            yield idx, data[offsets[idx][:, None] + span]
+            yield order[s:min(g1, s + block)], matrix[s - g0:s - g0 + block]
 
 
 def _hash_block(matrix: np.ndarray, nb_hash: int, vector_size: int, out: np.ndarray,
@@ -144,13 +148,12 @@ def _hash_block(matrix: np.ndarray, nb_hash: int, vector_size: int, out: np.ndar
     n, length = matrix.shape
     n4, left = length >> 2, length & 3
     words = []
-    if n4:
-        packed = np.ascontiguousarray(matrix[:, :4 * n4]).view("<u4")
-        for j in range(n4):               # k *= m; k ^= k >>> 24; k *= m
-            k = packed[:, j] * _M32
-            k ^= k >> np.uint32(24)
-            k *= _M32
-            words.append(k)
+    for j in range(n4):                   # k *= m; k ^= k >>> 24; k *= m
+        # word j of every row as a strided little-endian view: no copy of the matrix
+        k = matrix[:, 4 * j:4 * j + 4].view("<u4")[:, 0] * _M32
+        k ^= k >> np.uint32(24)
+        k *= _M32
+        words.append(k)
     tail = None
     for p in range(left):                 # data[len - left + p], sign-extended, shifted into place
         b = matrix[:, length - left + p].view(np.int8).astype(np.int32).view(np.uint32)
