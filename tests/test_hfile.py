@@ -503,3 +503,55 @@ def test_truncated_and_corrupt_files_name_the_file(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="version 2"):
         HFileReader(st, "v2.hfile")
     assert lo > 0
+
+
+# -- the two inflaters (``isal``, the ``fast`` extra, and Arrow/zlib) ---------------------------
+@pytest.fixture(params=["isal", "plain"])
+def inflater(request, monkeypatch):
+    """GZ blocks inflated by ISA-L (skipped where it is not installed) or by Arrow/zlib alone."""
+    from hudi_format.hfile import blocks
+    calls = []
+    if request.param == "isal":
+        pytest.importorskip("isal")
+        real = blocks._isal
+        assert real is not None
+
+        class Counted:          # ISA-L, counting the blocks it inflates
+            error = real.error
+
+            @staticmethod
+            def decompress(data, wbits):
+                calls.append(len(data))
+                return real.decompress(data, wbits)
+        monkeypatch.setattr(blocks, "_isal", Counted)
+    else:
+        monkeypatch.setattr(blocks, "_isal", None)
+    return request.param, calls
+
+
+@pytest.mark.parametrize("name", [n for n in FIXTURES if "_GZ_" in n])
+def test_gz_fixtures_read_the_same_with_either_inflater(name, inflater):
+    count, key_of, _, _ = FIXTURES[name]
+    items = list(open_fixture(name).items())
+    assert len(items) == count and items[0][0] == key_of(0) and items[-1][0] == key_of(count - 1)
+    assert all(k == key_of(i) for i, (k, _) in enumerate(items))
+    which, isal_calls = inflater
+    assert (len(isal_calls) > 0) == (which == "isal")
+
+
+def test_damaged_gzip_streams_are_refused_alike_by_either_inflater(inflater):
+    """Damage inside a GZ block's gzip stream, with HBase's checksums not verified (or not
+    written): each is a CorruptFileError naming the block, whichever inflater ran first."""
+    from hudi_format.hfile.blocks import (CHECKSUM_NULL, HEADER_SIZE, BlockType, decode_block, encode_block,
+                                          parse_header)
+    payload = b"".join(struct.pack(">ii", 12, 4) + b"key-%08d" % i + b"v%03d" % (i % 1000) for i in range(4000))
+    block = encode_block(BlockType.DATA, payload, "GZ", CHECKSUM_NULL)
+    assert decode_block(block, 0, "GZ", "x.hfile")[1] == payload
+    end = parse_header(block, 0, "x.hfile").on_disk_data_size_with_header    # the gzip stream's end
+    assert int.from_bytes(block[end - 4:end], "little") == len(payload)       # its ISIZE
+
+    def flip(at: int) -> bytes:
+        return block[:at] + bytes([block[at] ^ 0x21]) + block[at + 1:]
+    for at in (HEADER_SIZE + 40, end - 7, end - 3):     # deflate data, gzip CRC, gzip ISIZE
+        with pytest.raises(CorruptFileError, match=r"x\.hfile: cannot decompress the DATABLK\* block at offset 0"):
+            decode_block(flip(at), 0, "GZ", "x.hfile")

@@ -36,6 +36,11 @@ import pyarrow as pa
 
 from ..errors import CorruptFileError, UnsupportedFeatureError
 
+try:   # optional (the ``fast`` extra): ISA-L's inflater, about 1.8x Arrow's (zlib's) on HFile blocks
+    from isal import isal_zlib as _isal
+except ImportError:   # pragma: no cover - the plain path below serves alone
+    _isal = None
+
 __all__ = [
     "HEADER_SIZE", "BlockType", "BlockHeader", "encode_block", "decode_block", "crc32c",
     "encode_vint", "decode_vint", "make_key", "key_row", "first_on_row_key",
@@ -165,8 +170,19 @@ def _gunzip(data, size: int, buffer_ok: bool = False):
     holds exactly that many -- zlib checks ISIZE and the CRC at the end of the stream, so
     its output then has that length. Anything else (and any error) goes through ``zlib``,
     which reports damage and short payloads as before. ``buffer_ok``: an Arrow buffer may be
-    returned (no copy into ``bytes``: that copy, into fresh pages, costs half the inflating)."""
+    returned (no copy into ``bytes``: that copy, into fresh pages, costs half the inflating).
+
+    With ``isal`` installed its inflater goes first (same bytes: inflating is deterministic;
+    it checks the CRC and ISIZE as zlib does), on the same condition; any error or another
+    length falls through to the paths below, which report the damage as without it."""
     if size > 0 and len(data) >= 18 and int.from_bytes(data[-4:], "little") == size & 0xFFFFFFFF:
+        if _isal is not None:
+            try:
+                out = _isal.decompress(data, 31)
+            except _isal.error:
+                out = b""
+            if len(out) == size:
+                return out
         try:
             out = pa.Codec("gzip").decompress(data, decompressed_size=size)
             return out if buffer_ok else out.to_pybytes()
