@@ -105,7 +105,8 @@ def versions() -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return (f"python {platform.python_version()} ({sys.implementation.name}), pyarrow {v('pyarrow')}, "
-            f"deltalake {v('deltalake')}, hudi (hudi-rs) {v('hudi')}; {cores} cores usable "
+            f"deltalake {v('deltalake')}, hudi (hudi-rs) {v('hudi')}, isal (our GZ HFile inflater, "
+            f"optional) {v('isal')}; {cores} cores usable "
             f"(cpu_count {os.cpu_count()}), load average {load}")
 
 
