@@ -113,7 +113,11 @@ def main(workdir: str) -> int:
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "4")
              .config("spark.sql.session.timeZone", "UTC").config("spark.task.maxFailures", "8")
-             .config("spark.executor.memory", "768m").getOrCreate())
+             .config("spark.executor.memory", "768m")
+             # as the tests' session (conftest.py): short-lived JVMs warm up faster on C1 only
+             .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC -XX:TieredStopAtLevel=1")
+             .config("spark.executor.extraJavaOptions", "-XX:+UseParallelGC -XX:TieredStopAtLevel=1")
+             .getOrCreate())
     spark.sparkContext.setLogLevel("OFF")
     spark_adapter.register(spark)
     killer = Killer(spark)
