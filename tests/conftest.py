@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))   # test he
 from hudi_format.storage import SYNC_ENV  # noqa: E402
 from conformance.fixtures import (EXPECTED, FIXTURES, TABLES, UNITS, expected,  # noqa: E402,F401
                                   extract_table, table_names)
+from spark_jvm import TEST_JVM_OPTIONS  # noqa: E402
 
 FIXTURE_TABLES = table_names()
 
@@ -148,7 +149,7 @@ def spark(spark_java_home):
                .config("spark.default.parallelism", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "2g")
-               .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC -XX:TieredStopAtLevel=1")
+               .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     spark_adapter.register(session)

@@ -105,6 +105,7 @@ def main(workdir: str) -> int:
 
     import spark_adapter
     from spark_adapter import writer
+    from spark_jvm import TEST_JVM_OPTIONS
     kills_dir = os.path.join(workdir, "kills")
     os.makedirs(kills_dir)
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("hudi_format cluster test")
@@ -114,9 +115,8 @@ def main(workdir: str) -> int:
              .config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "4")
              .config("spark.sql.session.timeZone", "UTC").config("spark.task.maxFailures", "8")
              .config("spark.executor.memory", "768m")
-             # as the tests' session (conftest.py): short-lived JVMs warm up faster on C1 only
-             .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC -XX:TieredStopAtLevel=1")
-             .config("spark.executor.extraJavaOptions", "-XX:+UseParallelGC -XX:TieredStopAtLevel=1")
+             .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
+             .config("spark.executor.extraJavaOptions", TEST_JVM_OPTIONS)
              .getOrCreate())
     spark.sparkContext.setLogLevel("OFF")
     spark_adapter.register(spark)

@@ -23,13 +23,13 @@ if __name__ == "__main__":
     from pyspark.sql import SparkSession
 
     import spark_adapter
+    from spark_jvm import TEST_JVM_OPTIONS
 
     spark = (SparkSession.builder.master("local[2]").appName("streamchild")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
              .config("spark.default.parallelism", "2")
-             # as the tests' session (conftest.py): a short-lived JVM warms up faster on C1 only
-             .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC -XX:TieredStopAtLevel=1")
+             .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_adapter.register(spark)
