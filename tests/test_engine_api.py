@@ -305,3 +305,95 @@ def test_a_record_index_newer_than_the_plan_is_a_conflict_not_missing_keys(tmp_p
         want.update({r["id"]: r["fare"] for r in incoming.to_pylist()})
     assert got == want
     assert sorted(r["id"] for r in hudi_rs(path).select(["id"]).to_pylist()) == sorted(want)
+
+
+CLUSTER_ALL = {"hoodie.clustering.plan.strategy.small.file.limit": str(100 << 20)}
+
+
+def _clustered_and_cleaned(path: str, opts: dict) -> None:
+    """Another process: clustering replaces every file group, a commit follows, the cleaner
+    removes the replaced groups."""
+    hudi.open_table(path).cluster(options=dict(opts, **CLUSTER_ALL))
+    hudi.write(path, rows([6], ts=1, fare=1.0), operation="upsert", options=opts)
+    assert hudi.open_table(path).clean(options=opts) is not None
+
+
+def _expected(operation: str, incoming: pa.Table) -> dict:
+    want = {r["id"]: r["fare"] for r in rows(range(7), ts=1, fare=1.0).to_pylist()}
+    if operation == "delete":
+        del want["k0000"], want["k0001"]
+    else:
+        want.update({r["id"]: r["fare"] for r in incoming.to_pylist()})
+    return want
+
+
+def _rows_of(path: str) -> list:
+    return sorted((r["id"], r["fare"]) for r in hudi.open_table(path).read(columns=["id", "fare"]).to_pylist())
+
+
+def _check_rows(path: str, want: dict) -> None:
+    got = [(r["id"], r["fare"]) for r in hudi.open_table(path).read(columns=["id", "fare"]).to_pylist()]
+    assert sorted(got) == sorted(want.items())     # no key twice, none missing
+    assert sorted(r["id"] for r in hudi_rs(path).select(["id"]).to_pylist()) == sorted(want)
+
+
+@pytest.mark.parametrize("index", ["SIMPLE", "GLOBAL_SIMPLE", "BLOOM"])
+@pytest.mark.parametrize("operation", ["delete", "upsert"])
+def test_a_listing_taken_after_a_concurrent_clean_is_a_conflict_not_missing_keys(tmp_path, index, operation):
+    """The write loaded the table; before it listed the files (Spark's driver plans the lookups
+    after a job counted the input), clustering replaced the file groups holding the keys and the
+    cleaner removed them: the listing holds neither the old groups (deleted) nor the new ones
+    (committed after the write's timeline). Taken as it was, the keys were absent: a delete did
+    nothing and an upsert wrote second copies (found by ``soak_spark``). The commit checks the
+    listing against the cleans begun since the table was loaded (on the timeline its conflict
+    check loads) and raises ``ConcurrentWriteError``, leaving the table as it was; the write run
+    again deletes or updates the keys."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.clean.automatic": "false",
+            "hoodie.index.type": index, "hoodie.bloom.index.use.metadata": "false"}
+    hudi.write(path, rows(range(4), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
+               partition_by="city", options=opts)
+    hudi.write(path, rows(range(4, 6), ts=1, fare=1.0), operation="upsert", options=opts)
+    incoming = rows(range(2), ts=2, fare=2.0)
+    if operation == "delete":
+        incoming = incoming.select(["id", "city"])
+    job = engine.begin_write(path, operation, schema=incoming.schema, options=opts)
+    _clustered_and_cleaned(path, opts)
+    before = _rows_of(path)
+    results = []
+    for b in engine.plan_write(job, incoming):     # lists the partitions now: torn
+        write_rows, delete_rows = job.rows_of(b)
+        results.append(engine.write_bucket(b, incoming.take(write_rows), deletes=incoming.take(delete_rows)))
+    with pytest.raises(hudi.ConcurrentWriteError, match="removed by clean .* retry"):
+        engine.commit(job, results)
+    assert _rows_of(path) == before and not hudi.open_table(path).timeline.pending
+    hudi.write(path, incoming, operation=operation, options=opts)   # run again: the table as it is
+    _check_rows(path, _expected(operation, incoming))
+
+
+@pytest.mark.parametrize("operation", ["delete", "upsert"])
+def test_a_write_whose_listing_a_concurrent_clean_tore_runs_again(tmp_path, monkeypatch, operation):
+    """The same race inside ``hudi.write``: the clean lands between loading the table and
+    listing it; the write loses the conflict and, with a retry allowed, runs again on the
+    table as it is then."""
+    import hudi_format.writer.client as client
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.clean.automatic": "false"}
+    hudi.write(path, rows(range(4), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
+               partition_by="city", options=opts)
+    hudi.write(path, rows(range(4, 6), ts=1, fare=1.0), operation="upsert", options=opts)
+    incoming = rows(range(2), ts=2, fare=2.0)
+    if operation == "delete":
+        incoming = incoming.select(["id", "city"])
+    plan, raced = client.plan_write, []
+
+    def racing(job, data):
+        if not raced:
+            raced.append(job)
+            _clustered_and_cleaned(path, opts)
+        return plan(job, data)
+    monkeypatch.setattr(client, "plan_write", racing)
+    hudi.write(path, incoming, operation=operation,
+               options=dict(opts, **{"hoodie.write.num.retries.on.conflict.failures": "1"}))
+    assert raced
+    _check_rows(path, _expected(operation, incoming))

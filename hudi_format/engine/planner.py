@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from functools import cached_property
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,10 +22,10 @@ from ..options import option
 from ..options.read import INCR_FALLBACK
 from ..errors import CorruptFileError, FileMissingError, HudiError, InvalidOptionError, SchemaError
 from ..storage import Storage
-from ..timeline import WRITE_ACTIONS, Instant, Timeline
+from ..timeline import Instant, Timeline
 from ..view import FileSlice, FileSystemView
 from ..read.bounds import normalize_instant
-from ..read.cleaned import DELETING_ACTIONS, cleaned_slice, deleted_by, undone_by
+from ..read.concurrent_deletions import ConcurrentDeletions
 from ..read.filters import Filter, PartitionPruner, check_columns, parse_filters
 from ..read.merge import MergeSpec
 from ..read.scan import COMMIT_TIME, ScanPlan, ScanTask
@@ -33,15 +33,6 @@ from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 
 log = logging.getLogger(__name__)
-
-class _Later(NamedTuple):
-    """A clean, rollback or restore begun since the planner's timeline was loaded: the file
-    names it deleted (or is deleting) per partition, and the instants it undid."""
-
-    instant: Instant
-    deleted: dict[str, list[str]]
-    undone: list[str]
-
 
 _META_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in META_FIELDS])
 
@@ -57,8 +48,8 @@ class ScanPlanner:
         self.options = dict(options or {})
         self._metadata: Any = None
         self.view = FileSystemView(storage, config, lister=self._metadata_listing)
-        # (first commit left active, the archive then): reused while archival has not run since
-        self._archive: tuple[str | None, Any] | None = None
+        # what other processes' cleans, rollbacks and restores removed since the timeline was loaded
+        self._deletions = ConcurrentDeletions(storage, config, timeline)
 
     # -- metadata table ----------------------------------------------------------------------
     @property
@@ -230,121 +221,13 @@ class ScanPlanner:
         self.check_not_cleaned(state, listed, accepts)
         return self._prune_by_stats(listed, filters)
 
-    def _later_deletions(self) -> list[_Later]:
-        """Cleans, rollbacks and restores completed or begun since the timeline was loaded
-        (another process's), each with the file names it deleted, or plans to delete while in
-        flight (it deletes before it completes), per partition, and the instants it undid:
-        one listing of the timeline folder, and the archive when instants left the active
-        timeline since (a held table's later cleans may be there)."""
-        known = {i.timestamp for i in self.timeline.completed if i.action in DELETING_ACTIONS}
-        try:
-            fresh = Timeline.load(self.storage, self.config)
-        except HudiError as exc:   # the check is best effort; the query itself does not need it
-            log.warning("cannot check %s for cleans since it was opened: %s", self.storage.url, exc)
-            return []
-        found: list[tuple[Instant, Any]] = [(i, fresh) for i in fresh.instants if i.action in DELETING_ACTIONS]
-        first = self._first_active_commit(fresh)
-        if self._archive is not None and self._archive[0] == first:
-            fresh.adopt_archive(self._archive[1])
-        if self._archived_since(fresh, first):
-            # archival ran since, past the snapshot: its later cleans may be in the archive
-            try:
-                archive = fresh.archived()
-                self._archive = (first, archive)
-                oldest = self.timeline.instants[0].timestamp
-                found += [(i, archive) for i in archive.completed
-                          if i.action in DELETING_ACTIONS and i.timestamp >= oldest]
-            except HudiError as exc:
-                log.warning("cannot read the archived timeline of %s: %s", self.storage.url, exc)
-        out, done = [], set()
-        for i, source in found:
-            if i.timestamp in known or i.timestamp in done:
-                continue
-            try:
-                later = _Later(i, deleted_by(i, source), undone_by(i, source))
-                if not i.is_completed and i.action != "clean":
-                    # a rollback (restore) hides its target before it deletes anything: one whose
-                    # targets are all still completed has undone nothing yet (killed, say), and
-                    # readers take them as committed, as Hudi's do
-                    hidden = [t for t in later.undone if not fresh.is_completed(t)]
-                    later = _Later(i, later.deleted if hidden else {}, hidden)
-                out.append(later)
-            except HudiError as exc:
-                log.warning("cannot read %s %s of %s: %s", i.action, i.timestamp, self.storage.url, exc)
-                continue
-            done.add(i.timestamp)
-        return out
-
-    @staticmethod
-    def _first_active_commit(fresh: Timeline) -> str | None:
-        savepoints = {i.timestamp for i in fresh.completed if i.action == "savepoint"}
-        return min((i.timestamp for i in fresh.completed
-                    if i.action in WRITE_ACTIONS and i.timestamp not in savepoints), default=None)
-
-    def _archived_since(self, fresh: Timeline, first: str | None) -> bool:
-        """Whether archival may have moved a clean (rollback) begun after the snapshot out of
-        the active timeline: archival takes commits oldest first, and cleans and rollbacks
-        older than the newest commit it takes, so everything archived is older than the first
-        commit left active (savepointed ones aside). The archive (a whole log to decode on v6)
-        is then read only when that commit is newer than the snapshot's last instant and its
-        cleans still pending then."""
-        loaded = self.timeline.instants
-        active = {i.timestamp for i in fresh.instants}
-        if not loaded or all(i.timestamp in active for i in loaded if i.is_completed):
-            return False
-        since = min([loaded[-1].timestamp] + [i.timestamp for i in loaded
-                                              if i.action in DELETING_ACTIONS and not i.is_completed])
-        return first is None or first > since
-
-    def _check_not_undone(self, state: ReadState, later: list[_Later]) -> None:
-        """A rollback or restore begun since the table was loaded that undoes a commit of the
-        query's view fails it: the commit's files are gone, or (version 6 MOR) a command block
-        now hides its log blocks, and the view would silently be the state before it."""
-        for x in later:
-            hit = [t for t in x.undone if t and state.visible(t)]
-            if hit:
-                seen = self.timeline.latest_completed_write()
-                raise FileMissingError(
-                    f"{self.storage.url}: commit {hit[0]}, part of the view of this table as opened (its "
-                    f"timeline ends at {seen.timestamp if seen else 'no commit'}), was undone by "
-                    f"{x.instant.action} {x.instant.timestamp}, not yet complete when the table was "
-                    f"opened; refresh() the table and read again")
-
     def check_not_cleaned(self, state: ReadState, listed: list[FileSlice], accepts: Any = None) -> None:
         """A query whose file slices the cleaner removed fails, naming one, instead of reading
         the older slices that are left (:mod:`..read.cleaned`): time travel to an old instant,
         and the snapshot of a table opened before another process's clean (checked after the
-        listing, which then no longer holds what that clean deleted). ``listed``: the query's
-        slices before column-stats pruning, of the partitions ``accepts`` takes."""
-        later = self._later_deletions()
-        if state.as_of is None and not later:
-            return
-        self._check_not_undone(state, later)
-        gone = cleaned_slice(state, listed, accepts, [(x.instant, x.deleted) for x in later])
-        if gone is None:
-            return
-        path = self.storage.uri(gone.path)
-        if any(gone.clean.timestamp == x.instant.timestamp for x in later):
-            seen = self.timeline.latest_completed_write()
-            what = f"time travel to {state.as_of}" if state.as_of is not None else "the snapshot"
-            keep = (", or keep more commits (hoodie.cleaner.commits.retained) for readers that hold "
-                    "a table this long") if gone.clean.action == "clean" else ""
-            raise FileMissingError(
-                f"{self.storage.url}: {path}, part of {what} of this table as opened (its timeline "
-                f"ends at {seen.timestamp if seen else 'no commit'}), was removed by "
-                f"{gone.clean.action} {gone.clean.timestamp}, not yet complete when the table was "
-                f"opened; refresh() the table and read again{keep}")
-        cleans = [i for i in self.timeline.completed if i.action == "clean"]
-        keep = ""
-        if cleans:
-            try:
-                ectr = self.timeline.raw_metadata(cleans[-1]).get("earliestCommitToRetain")
-            except HudiError:
-                ectr = None
-            keep = f"; the latest clean keeps every slice from {ectr} on" if ectr else ""
-        raise FileMissingError(f"time travel to {state.as_of} of {self.storage.url}: the cleaner removed "
-                               f"file slices that were current then (e.g. {path}), so "
-                               f"the table as of that instant cannot be read whole{keep}")
+        listing, which then no longer holds what that clean deleted; :mod:`..read.concurrent_deletions`).
+        ``listed``: the query's slices before column-stats pruning, of the partitions ``accepts`` takes."""
+        self._deletions.check(state, listed, accepts)
 
     def _plan_incremental(self, cols: list[str], parsed: list[Filter], start_ts: str, end_ts: str | None,
                           out_schema: pa.Schema) -> ScanPlan:

@@ -105,12 +105,15 @@ def _deleted_files(state: ReadState, later: Sequence[tuple[Instant, Mapping[str,
 
 def cleaned_slice(state: ReadState, slices: list[FileSlice],
                   accepts: Callable[[str], bool] | None = None,
-                  later: Sequence[tuple[Instant, Mapping[str, list[str]]]] = ()) -> Cleaned | None:
+                  later: Sequence[tuple[Instant, Mapping[str, list[str]]]] = (),
+                  unlisted_only: bool = False) -> Cleaned | None:
     """A file the cleaner deleted that the view as of ``state`` (``slices``: its slices of the
     partitions ``accepts`` takes, all by default) would need, or ``None`` when the view is
     whole. A partition is judged by its cleaned files, not by the listing: a partition deleted
     whole (``delete_partition``, then cleaned) is in no listing any more. ``later``: cleans
-    completed since the timeline was loaded (see :func:`_deleted_files`)."""
+    completed since the timeline was loaded (see :func:`_deleted_files`). ``unlisted_only``:
+    only a slice the listing lacks counts (a writer's listing that still held the deleted
+    slice saw its records, and reading it fails on its own)."""
     needed: dict[tuple[str, str], tuple[str, Cleaned]] = {}
     undone: set[str] | None = None    # a cleaned file of a commit later restored away was never needed
     for partition, file_id, instant, path, clean in _deleted_files(state, later):
@@ -138,7 +141,7 @@ def cleaned_slice(state: ReadState, slices: list[FileSlice],
                 replaced = set(state.replaced_file_groups) | _replaced_in_archive(state)
             if key in replaced:
                 continue
-        if base is None or base <= instant:
+        if base is None or base < instant or (base == instant and not unlisted_only):
             return gone
     return None
 

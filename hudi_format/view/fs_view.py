@@ -79,6 +79,13 @@ class FileSystemView:
     def partitions(self) -> list[str]:
         return sorted(self.listing)
 
+    def listed_partitions(self) -> list[str] | None:
+        """The partitions listed so far, without listing more: ``None`` once the whole table
+        was (then any partition, one deleted whole too, is known by its absence)."""
+        if self._listing is not None:
+            return None
+        return sorted(self._partial)
+
     def files_in(self, partition: str) -> list[FileInfo]:
         """The files of one partition: from the whole-table listing once taken, else one
         listing of that partition's folder alone (a write touching a few partitions of a big

@@ -30,6 +30,7 @@ from ..base_file import footer_bloom, parquet_format
 from ..config import META_FIELDS, TableConfig
 from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
+from ..read.concurrent_deletions import ConcurrentDeletions
 from ..read.merge import IS_DELETED, MergeSpec, live_rows, merge_pieces, row_numbers
 from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
@@ -529,16 +530,40 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
                 v6_logs[(st.partition_path or "", st.file_id or "")].append(posixpath.basename(st.path))
     try:
         # the conflict check under the table lock makes exactly one of two overlapping writers commit
-        job.done = txn.commit(metadata, lambda now: check_write_conflicts(now, txn.instant_time, seen, mine,
-                                                                           new_groups, v6_logs,
-                                                                           job.config.version >= 8),
-                              started=seen.seen if job.state is not None else None)
+        def conflicts(now: Timeline) -> None:
+            check_write_conflicts(now, txn.instant_time, seen, mine, new_groups, v6_logs, job.config.version >= 8)
+            check_listing_whole(job, now)
+        job.done = txn.commit(metadata, conflicts, started=seen.seen if job.state is not None else None)
     except BaseException:
         abort_write(job)
         raise
     job.config = txn.config
     job.committed = after_commit(job.storage, txn, job.snapshot)
     return job.done
+
+
+def check_listing_whole(job: WriteJob, now: Timeline) -> None:
+    """``ConcurrentWriteError`` when the files the write listed lack what its snapshot holds
+    (:mod:`..read.concurrent_deletions`): the timeline was loaded, then another process's
+    clean removed file groups a clustering replaced meanwhile, then the write listed their
+    partition -- which held neither the old groups nor the new, so their keys looked absent (a
+    delete did nothing, an upsert wrote second copies). Decided on ``now``, the timeline the
+    commit loaded under its lock: no listing of its own."""
+    state = job.state
+    if state is None:
+        return
+    listed = job.view.listed_partitions()
+    if listed == []:
+        return
+    wanted = None if listed is None else set(listed)
+
+    def slices() -> list[FileSlice]:
+        return state.file_slices(job.view) if wanted is None else state.file_slices(job.view, partitions=wanted)
+    why = ConcurrentDeletions(job.storage, job.config, state.timeline).torn(
+        state, slices, None if wanted is None else wanted.__contains__, now)
+    if why is not None:
+        raise ConcurrentWriteError(f"{job.storage.url}: {why}, so this write's listing missed records; "
+                                   "retry the write")
 
 
 def after_commit(storage: Storage, txn: Transaction, before: TableSnapshot | None) -> TableSnapshot:
