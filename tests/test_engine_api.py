@@ -371,8 +371,9 @@ def test_a_listing_taken_after_a_concurrent_clean_is_a_conflict_not_missing_keys
     _check_rows(path, _expected(operation, incoming))
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("operation", ["delete", "upsert"])
-def test_a_write_whose_listing_a_concurrent_clean_tore_runs_again(tmp_path, monkeypatch, operation):
+def test_a_write_whose_listing_a_concurrent_clean_tore_runs_again(tmp_path, monkeypatch, operation, table_type):
     """The same race inside ``hudi.write``: the clean lands between loading the table and
     listing it; the write loses the conflict and, with a retry allowed, runs again on the
     table as it is then."""
@@ -380,7 +381,7 @@ def test_a_write_whose_listing_a_concurrent_clean_tore_runs_again(tmp_path, monk
     path = str(tmp_path / "t")
     opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.clean.automatic": "false"}
     hudi.write(path, rows(range(4), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
-               partition_by="city", options=opts)
+               partition_by="city", table_type=table_type, options=opts)
     hudi.write(path, rows(range(4, 6), ts=1, fare=1.0), operation="upsert", options=opts)
     incoming = rows(range(2), ts=2, fare=2.0)
     if operation == "delete":
