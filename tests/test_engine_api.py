@@ -263,6 +263,16 @@ def test_a_lookup_whose_files_a_concurrent_service_removed_is_a_conflict(tmp_pat
     engine.abort(job)
 
 
+def _two_commits(path: str, opts: dict, operation: str, table_type: str = "COPY_ON_WRITE", first: int = 4) -> pa.Table:
+    """A table of two commits (keys ``0..first-1``, then two more; partitions by parity) and
+    the incoming upsert, or delete, of keys 0 and 1."""
+    hudi.write(path, rows(range(first), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
+               partition_by="city", table_type=table_type, options=opts)
+    hudi.write(path, rows(range(first, first + 2), ts=1, fare=1.0), operation="upsert", options=opts)
+    incoming = rows(range(2), ts=2, fare=2.0)
+    return incoming.select(["id", "city"]) if operation == "delete" else incoming
+
+
 RI = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"}
 
 
@@ -277,12 +287,7 @@ def test_a_record_index_newer_than_the_plan_is_a_conflict_not_missing_keys(tmp_p
     deletes or updates them."""
     path = str(tmp_path / "t")
     opts = dict(RI, **{"hoodie.clean.automatic": "false"})
-    hudi.write(path, rows(range(6), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
-               partition_by="city", table_type=table_type, options=opts)
-    hudi.write(path, rows(range(6, 8), ts=1, fare=1.0), operation="upsert", options=opts)
-    incoming = rows(range(2), ts=2, fare=2.0)
-    if operation == "delete":
-        incoming = incoming.select(["id", "city"])
+    incoming = _two_commits(path, opts, operation, table_type, first=6)
 
     def clustered() -> None:
         hudi.open_table(path).cluster(options=dict(opts, **{"hoodie.clustering.plan.strategy.small.file.limit": str(100 << 20)}))
@@ -351,12 +356,7 @@ def test_a_listing_taken_after_a_concurrent_clean_is_a_conflict_not_missing_keys
     path = str(tmp_path / "t")
     opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.clean.automatic": "false",
             "hoodie.index.type": index, "hoodie.bloom.index.use.metadata": "false"}
-    hudi.write(path, rows(range(4), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
-               partition_by="city", options=opts)
-    hudi.write(path, rows(range(4, 6), ts=1, fare=1.0), operation="upsert", options=opts)
-    incoming = rows(range(2), ts=2, fare=2.0)
-    if operation == "delete":
-        incoming = incoming.select(["id", "city"])
+    incoming = _two_commits(path, opts, operation)
     job = engine.begin_write(path, operation, schema=incoming.schema, options=opts)
     _clustered_and_cleaned(path, opts)
     before = _rows_of(path)
@@ -380,12 +380,7 @@ def test_a_write_whose_listing_a_concurrent_clean_tore_runs_again(tmp_path, monk
     import hudi_format.writer.client as client
     path = str(tmp_path / "t")
     opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.clean.automatic": "false"}
-    hudi.write(path, rows(range(4), ts=1, fare=1.0), operation="upsert", record_key="id", ordering_field="ts",
-               partition_by="city", table_type=table_type, options=opts)
-    hudi.write(path, rows(range(4, 6), ts=1, fare=1.0), operation="upsert", options=opts)
-    incoming = rows(range(2), ts=2, fare=2.0)
-    if operation == "delete":
-        incoming = incoming.select(["id", "city"])
+    incoming = _two_commits(path, opts, operation, table_type)
     plan, raced = client.plan_write, []
 
     def racing(job, data):
