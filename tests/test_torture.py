@@ -52,6 +52,19 @@ def test_random_sequence_with_partition_moves(seed, tmp_path):
     assert figures["checks"] == STEPS
 
 
+# writes racing a clustering and a clean that land after they loaded the table: seeds 740001 (MOR
+# v8) and 740003 (MOR v6) caught a listing taken after such a clean (neither the replaced file
+# groups nor the new ones in it) turning upserts into second copies
+RACE_SEEDS = [740001, 740003]
+
+
+@pytest.mark.parametrize("seed", RACE_SEEDS)
+def test_random_sequence_with_races(seed, tmp_path):
+    cfg = sequence_config(seed, races=True)
+    figures = run_sequence(cfg, steps=STEPS, workdir=str(tmp_path))
+    assert figures["checks"] == STEPS
+
+
 # -- reduced repros of what the torture test found ----------------------------------------------------------
 def test_metadata_listing_after_metadata_compaction_and_archival(tmp_path):
     """17 upserts of the same keys (COW v8, inline clean off): the metadata table compacts every 10

@@ -24,6 +24,7 @@ the evolution.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -39,14 +40,17 @@ import pyarrow as pa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hudi_format as hudi  # noqa: E402
-from hudi_format.errors import InvalidOptionError  # noqa: E402
-from hudi_format.writer import merge_handle  # noqa: E402
+from hudi_format.errors import ConcurrentWriteError, InvalidOptionError  # noqa: E402
+from hudi_format.writer import client, merge_handle  # noqa: E402
 from conformance.model import IS_DELETED  # noqa: E402
 # the sequences' configuration and the row comparison live beside this module (names kept here)
 from torture_compare import COMPARED, EXTRA, _diff, data_rows, model_rows  # noqa: E402,F401
-from torture_config import (LAYOUTS, PARTS, WEIGHTS, WRITE_OPS, key_id, part_of,  # noqa: E402,F401
+from torture_config import (LAYOUTS, PARTS, RACED_OPS, WEIGHTS, WRITE_OPS, key_id, part_of,  # noqa: E402,F401
                             replay_command, sequence_config)
 from writemodel import Model, hudi_rs_read, make_rows, metadata_listing_problem  # noqa: E402
+
+
+RACE_CLEAN = {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"}
 
 
 class TortureFailure(AssertionError):
@@ -102,6 +106,10 @@ class Sequence:
         if self.cfg.get("evolve") and op in ("insert", "bulk_insert", "upsert", "insert_overwrite",
                                              "insert_overwrite_table") and rng.random() < 0.35:
             step["wide"] = True    # this write carries the column ``extra`` and a long ``n``
+        # (a generator of its own: the sequences of seeds without races stay as they were)
+        if self.cfg.get("races") and op in RACED_OPS and \
+                random.Random(f"race-{self.cfg['seed']}-{len(self.steps_done)}").random() < 0.3:
+            step["raced"] = True   # a clustering and a clean land after the write loads the table
         return step
 
     def _generate(self, rng: random.Random, op: str, existing: list[int]) -> dict:
@@ -181,18 +189,51 @@ class Sequence:
         ids = {key_id(k) for k in flagged}
         return table.append_column(IS_DELETED, pa.array([i in ids for i in table.column("id").to_pylist()]))
 
-    def _write(self, op: str, data, partitions=None) -> None:
+    def _write(self, op: str, data, partitions=None, raced: bool = False) -> str | None:
+        """The write, applied to the model; ``raced``: another process clusters and cleans the
+        table between the write's loading it and its planning (a retry allowed); a write that
+        still loses the conflict changes nothing (returns why)."""
         opts = dict(self.opts)
         if op == "delete_partition":
             opts["hoodie.datasource.write.partitions.to.delete"] = ",".join(partitions)
         before = (dict(self.model.rows), dict(self.model.writer))
-        inst = hudi.write(self.path, data, operation=op, record_key="id", ordering_field="ts",
-                          partition_by="p", table_type=self.table_type, table_version=self.version,
-                          options=opts)
+        try:
+            with self._raced(raced, opts):
+                inst = hudi.write(self.path, data, operation=op, record_key="id", ordering_field="ts",
+                                  partition_by="p", table_type=self.table_type, table_version=self.version,
+                                  options=opts)
+        except ConcurrentWriteError as exc:
+            if not raced:
+                raise
+            return f"lost the race: {str(exc)[:120]}"
         self.before[inst.timestamp] = before
         self.model.apply(op, data, inst.timestamp, partitions)
         bound = inst.completion_time if self.version >= 8 else inst.timestamp
         self.history.append((inst.timestamp, bound, (dict(self.model.rows), dict(self.model.writer))))
+        return None
+
+    @contextlib.contextmanager
+    def _raced(self, raced: bool, opts: dict):
+        """While a raced write runs: its first planning is preceded by a clustering and a clean
+        of the table (after it loaded its timeline, before it lists files) that keeps one
+        version of each file group, so the groups the clustering replaced go at once."""
+        if not raced:
+            yield
+            return
+        opts["hoodie.write.num.retries.on.conflict.failures"] = "2"
+        plan, done = client.plan_write, []
+
+        def racing(job, data):
+            if not done:
+                done.append(True)
+                hudi.open_table(self.path).cluster(options=self.opts)
+                hudi.open_table(self.path).clean(options=dict(self.opts, **RACE_CLEAN))
+            return plan(job, data)
+        client.plan_write = racing
+        try:
+            yield
+        finally:
+            client.plan_write = plan
 
     def apply(self, step: dict) -> str:
         """Run one step; returns a note on what it did (for the log)."""
@@ -202,11 +243,12 @@ class Sequence:
         if op in ("insert", "bulk_insert", "upsert", "insert_overwrite", "insert_overwrite_table"):
             data = self._rows(step["keys"], step.get("stale", []), step.get("flagged", []), step.get("wide", False),
                               step.get("moved", []))
-            self._write(op, data)
-            return f"{len(step['keys'])} keys"
+            lost = self._write(op, data, raced=step.get("raced", False))
+            return lost or f"{len(step['keys'])} keys"
         if op == "delete":
-            self._write(op, make_rows(step["keys"], ts=self.ts).select(["id", "p"]))
-            return f"{len(step['keys'])} keys"
+            lost = self._write(op, make_rows(step["keys"], ts=self.ts).select(["id", "p"]),
+                               raced=step.get("raced", False))
+            return lost or f"{len(step['keys'])} keys"
         if op == "delete_partition":
             self._write(op, None, step["partitions"])
             return str(step["partitions"])
@@ -405,7 +447,8 @@ class Sequence:
         for inst in tl.completed:
             if inst.action == "clean":
                 meta = tl.raw_metadata(inst)
-                ecr = max(ecr, meta.get("earliestCommitToRetain") or "")
+                # a clean keeping file versions (a race's) retains the state of its last commit only
+                ecr = max(ecr, meta.get("earliestCommitToRetain") or meta.get("lastCompletedCommitTimestamp") or "")
         alive = [h for h in self.history[:-1] if h[0] in active and (h[0] >= ecr or h[0] in savepointed)]
         return rng.sample(alive, min(2, len(alive)))
 
@@ -508,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", choices=["default", "aggressive"], default=None)
     ap.add_argument("--replay", help="a JSON file with the steps to run (from a failure or --shrink)")
     ap.add_argument("--moves", action="store_true", help="replay: a global index, keys moving partitions")
+    ap.add_argument("--races", action="store_true", help="replay: services racing some writes")
     ap.add_argument("--shrink", action="store_true", help="reduce a failing sequence")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -516,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     log = print if args.verbose else None
 
     if args.seed is not None or args.replay:
-        cfg = sequence_config(args.seed or 0, ttype, args.version, args.profile, args.moves)
+        cfg = sequence_config(args.seed or 0, ttype, args.version, args.profile, args.moves, args.races)
         given = json.load(open(args.replay)) if args.replay else None
         print(f"config: {json.dumps(cfg)}")
         try:
@@ -536,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = steps = 0
     failures: list[str] = []
     while time.time() < deadline:
-        cfg = sequence_config(seed, ttype, args.version, args.profile, seed % 3 == 0)
+        cfg = sequence_config(seed, ttype, args.version, args.profile, seed % 3 == 0, seed % 2 == 1)
         try:
             figures = run_sequence(cfg, args.steps, args.workdir, log=log)
             steps += figures["steps"]

@@ -10,6 +10,8 @@ PARTS = ("a", "b", "c")
 WRITE_OPS = ("insert", "upsert", "delete", "bulk_insert", "insert_overwrite", "insert_overwrite_table",
              "delete_partition")
 # op -> weight; services only where they apply (compaction and log compaction: MERGE_ON_READ)
+# writes a race may precede (a clustering and a clean after the write loaded the table)
+RACED_OPS = ("insert", "upsert", "delete", "insert_overwrite")
 WEIGHTS = {"insert": 3, "upsert": 8, "delete": 3, "bulk_insert": 1, "insert_overwrite": 1,
            "insert_overwrite_table": 0.4, "delete_partition": 0.6, "compaction": 2, "log_compaction": 1,
            "clustering": 1.5, "clean": 1.5, "archive": 1.5, "rollback": 1.2, "savepoint": 0.7,
@@ -25,11 +27,13 @@ def key_id(key: int) -> str:
 
 
 def sequence_config(seed: int, table_type: str | None = None, version: int | None = None,
-                    profile: str | None = None, moves: bool = False) -> dict[str, Any]:
+                    profile: str | None = None, moves: bool = False, races: bool = False) -> dict[str, Any]:
     """Layout and write/service options of the sequence ``seed`` (unless given). ``moves``: a
     global index (GLOBAL_SIMPLE, GLOBAL_BLOOM or, with the record index, RECORD_INDEX), and
     upserts that give some stored keys another partition (off by default, so the replays of
-    earlier findings keep their configuration; the soak turns it on for a third of its seeds)."""
+    earlier findings keep their configuration; the soak turns it on for a third of its seeds).
+    ``races``: some upserts, deletes and inserts race a clustering and a clean that land after
+    they loaded the table (the soak: every other seed)."""
     rng = random.Random(f"config-{seed}")
     layout = LAYOUTS[seed % len(LAYOUTS)]
     table_type = table_type or layout[0]
@@ -99,9 +103,10 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
             opts["hoodie.record.index.update.partition.path"] = "true"
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch,
-            "evolve": evolve, "moves": moves}
+            "evolve": evolve, "moves": moves, "races": races}
 
 
 def replay_command(cfg: dict, steps: int) -> str:
     return (f"python -m tests.support.torture --seed {cfg['seed']} --steps {steps} --table-type {cfg['table_type']} "
-            f"--version {cfg['version']} --profile {cfg['profile']}" + (" --moves" if cfg.get("moves") else ""))
+            f"--version {cfg['version']} --profile {cfg['profile']}" + (" --moves" if cfg.get("moves") else "")
+            + (" --races" if cfg.get("races") else ""))
