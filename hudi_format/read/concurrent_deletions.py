@@ -93,10 +93,10 @@ class ConcurrentDeletions:
         later = self.later(fresh)
         if not later:
             return None
-        for x in later:
-            hit = [t for t in x.undone if t and state.visible(t)]
-            if hit:
-                return f"commit {hit[0]} of its snapshot was undone by {x.instant.action} {x.instant.timestamp}"
+        undone = _undone_commit(state, later)
+        if undone is not None:
+            commit, x = undone
+            return f"commit {commit} of its snapshot was undone by {x.instant.action} {x.instant.timestamp}"
         gone = cleaned_slice(state, listed(), accepts, [(x.instant, x.deleted) for x in later], unlisted_only=True)
         if gone is None:
             return None
@@ -175,12 +175,21 @@ class ConcurrentDeletions:
         """A rollback or restore begun since the table was loaded that undoes a commit of the
         view fails it: the commit's files are gone, or (version 6 MOR) a command block now
         hides its log blocks, and the view would silently be the state before it."""
-        for x in later:
-            hit = [t for t in x.undone if t and state.visible(t)]
-            if hit:
-                seen = self.timeline.latest_completed_write()
-                raise FileMissingError(
-                    f"{self.storage.url}: commit {hit[0]}, part of the view of this table as opened (its "
-                    f"timeline ends at {seen.timestamp if seen else 'no commit'}), was undone by "
-                    f"{x.instant.action} {x.instant.timestamp}, not yet complete when the table was "
-                    f"opened; refresh() the table and read again")
+        undone = _undone_commit(state, later)
+        if undone is not None:
+            commit, x = undone
+            seen = self.timeline.latest_completed_write()
+            raise FileMissingError(
+                f"{self.storage.url}: commit {commit}, part of the view of this table as opened (its "
+                f"timeline ends at {seen.timestamp if seen else 'no commit'}), was undone by "
+                f"{x.instant.action} {x.instant.timestamp}, not yet complete when the table was "
+                f"opened; refresh() the table and read again")
+
+
+def _undone_commit(state: ReadState, later: list[Later]) -> tuple[str, Later] | None:
+    """A commit visible in ``state`` that one of ``later`` undid (or is undoing), with it."""
+    for x in later:
+        for t in x.undone:
+            if t and state.visible(t):
+                return t, x
+    return None

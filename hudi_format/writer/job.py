@@ -556,11 +556,9 @@ def check_listing_whole(job: WriteJob, now: Timeline) -> None:
     if listed == []:
         return
     wanted = None if listed is None else set(listed)
-
-    def slices() -> list[FileSlice]:
-        return state.file_slices(job.view) if wanted is None else state.file_slices(job.view, partitions=wanted)
     why = ConcurrentDeletions(job.storage, job.config, state.timeline).torn(
-        state, slices, None if wanted is None else wanted.__contains__, now)
+        state, lambda: job.planner.latest_slices(state, job.view, wanted),
+        None if wanted is None else wanted.__contains__, now)
     if why is not None:
         raise ConcurrentWriteError(f"{job.storage.url}: {why}, so this write's listing missed records; "
                                    "retry the write")

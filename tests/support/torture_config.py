@@ -9,9 +9,9 @@ LAYOUTS = [("COPY_ON_WRITE", 8), ("MERGE_ON_READ", 8), ("COPY_ON_WRITE", 6), ("M
 PARTS = ("a", "b", "c")
 WRITE_OPS = ("insert", "upsert", "delete", "bulk_insert", "insert_overwrite", "insert_overwrite_table",
              "delete_partition")
-# op -> weight; services only where they apply (compaction and log compaction: MERGE_ON_READ)
 # writes a race may precede (a clustering and a clean after the write loaded the table)
 RACED_OPS = ("insert", "upsert", "delete", "insert_overwrite")
+# op -> weight; services only where they apply (compaction and log compaction: MERGE_ON_READ)
 WEIGHTS = {"insert": 3, "upsert": 8, "delete": 3, "bulk_insert": 1, "insert_overwrite": 1,
            "insert_overwrite_table": 0.4, "delete_partition": 0.6, "compaction": 2, "log_compaction": 1,
            "clustering": 1.5, "clean": 1.5, "archive": 1.5, "rollback": 1.2, "savepoint": 0.7,
