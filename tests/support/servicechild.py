@@ -7,9 +7,11 @@ A *writer* inserts, upserts and deletes keys of its own range (``w<proc>_<n>``) 
 deadline and appends each outcome to its ledger, one JSON line flushed and fsynced *after*
 ``write()`` returned or raised: ``{"op", "keys", "value", "ok", "error", "column"}``. Keys a
 failed write touched are retired (never written again), so the ledger alone fixes every key's
-final state. A quarter of its inserts and upserts also carry a column of its own, ``c<proc>``
-(the value as text; ``"column": true``), so the writers evolve the schema concurrently, each
-differently; its other writes leave that column null.
+final state. Before each write it stores the write's intent (``<ledger>.intent``): a writer
+killed and started again (:mod:`soak_kills`) records that write as in doubt (``"ok": null``)
+and goes on with its keys where its last life left them. A quarter of its inserts and upserts
+also carry a column of its own, ``c<proc>`` (the value as text; ``"column": true``), so the
+writers evolve the schema concurrently, each differently; its other writes leave that column null.
 Under a global index that updates partition paths (``moves_keys``), a third of its upserts
 give the keys another partition (``"op": "move"``, ``"parts"``: each key's partition).
 The *service* process loops compact (MOR) / clean / cluster / archive with aggressive options.
@@ -121,11 +123,57 @@ class Keys:
             self.live = [k for k in self.live if k not in keys]
 
 
+def settle(ledger_path: str) -> list[dict]:
+    """The ledger's entries, after recording the write a kill left in doubt: the intent a
+    writer stores before each write, when no outcome follows it (``"ok": None``: the write may
+    or may not have committed; :mod:`soak_kills` resolves it against the table)."""
+    entries = []
+    if os.path.exists(ledger_path):
+        with open(ledger_path) as f:
+            for line in f:
+                try:
+                    entries.append(json.loads(line))
+                except ValueError:   # a line the kill cut short: its write is the intent's
+                    break
+    intent_path = ledger_path + ".intent"
+    if os.path.exists(intent_path):
+        with open(intent_path) as f:
+            text = f.read()
+        intent = json.loads(text) if text.strip() else None
+        if intent is not None and (not entries or entries[-1]["value"] < intent["value"]):
+            intent.update(ok=None, error="killed")
+            entries.append(intent)
+        with open(ledger_path, "w") as ledger:   # rewritten whole: no torn line is left in it
+            for e in entries:
+                ledger.write(json.dumps(e) + "\n")
+            ledger.flush()
+            os.fsync(ledger.fileno())
+        os.remove(intent_path)
+    return entries
+
+
+def resumed(proc: int, entries: list[dict]) -> tuple[Keys, int]:
+    """A writer's keys and last sequence number, as its earlier lives' ledger left them."""
+    mine, seq = Keys(proc), 0
+    for e in entries:
+        mine.done(e["op"], e["keys"], e.get("parts") or [home(k) for k in e["keys"]], e["ok"] is True)
+        seq = max(seq, e["value"] - proc * 1_000_000)
+        mine.next_key = max([mine.next_key] + [int(k.rsplit("_", 1)[1]) + 1 for k in e["keys"]])
+    return mine, seq
+
+
+def _store_intent(path: str, entry: dict) -> None:
+    with open(path, "w") as f:
+        f.write(json.dumps(entry))
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_options) -> None:
-    rng = random.Random(proc)
+    entries = settle(ledger_path)   # a writer started again after a kill goes on where it was
+    rng = random.Random(f"{proc}-{len(entries)}")
     deadline = time.monotonic() + seconds
-    mine = Keys(proc)
-    seq = 0
+    mine, seq = resumed(proc, entries)
     with open(ledger_path, "a") as ledger:
         while time.monotonic() < deadline:
             seq += 1
@@ -139,6 +187,7 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
                 data = data.select(["id", "p"])
             entry = {"op": op, "keys": keys, "value": value, "ok": True, "error": None, "column": column,
                      "parts": parts}
+            _store_intent(ledger_path + ".intent", entry)
             try:
                 hudi.write(url, data, operation="upsert" if op == "move" else op, record_key="id", ordering_field="ts",
                            partition_by="p", options=AGGRESSIVE, storage_options=storage_options)
