@@ -235,7 +235,8 @@ class BaseFileWriter:
     ``keyed=False`` writes no bloom filter and no min/max keys, as Hudi does for tables without
     meta fields (``hoodie.populate.meta.fields=false``). With ``keyed=True`` every :meth:`write`
     must pass the batch's record keys. ``bloom`` is a dict of Hudi's bloom options (see
-    :func:`bloom_filter_from_options`) or a ready, usually empty, :class:`BloomFilter`.
+    :func:`bloom_filter_from_options`), a ready, usually empty, :class:`BloomFilter`, or a
+    :class:`KeptIndex` written as it is (its keys are the old file's: none are hashed).
 
     Batches are buffered up to ``block_size`` bytes (Arrow size) so that row groups come out as
     large as Hudi's; the file is written straight to its final name, as Hudi does (markers and
@@ -243,7 +244,7 @@ class BaseFileWriter:
     """
 
     def __init__(self, storage: Storage, rel_path: str, avro_schema: dict | str, *,
-                 keyed: bool = True, bloom: Mapping[str, Any] | BloomFilter | None = None,
+                 keyed: bool = True, bloom: Mapping[str, Any] | BloomFilter | KeptIndex | None = None,
                  compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
                  block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
                  dictionary: bool = True, extra_metadata: Mapping[str, str] | None = None,
@@ -254,7 +255,8 @@ class BaseFileWriter:
         parsed = parse_avro_schema(avro_schema)
         self._avro_text = avro_schema if isinstance(avro_schema, str) else json.dumps(parsed, separators=(",", ":"))
         self.schema = avro_to_arrow_schema(parsed)
-        if keyed:
+        self._kept = bloom if keyed and isinstance(bloom, KeptIndex) else None
+        if keyed and self._kept is None:
             self.bloom = bloom if isinstance(bloom, BloomFilter) else bloom_filter_from_options(bloom)
         else:
             self.bloom = None
@@ -266,8 +268,8 @@ class BaseFileWriter:
         self._batch_schema: pa.Schema | None = None   # self.schema, or with dictionary-encoded columns
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
-        self._min: str | None = None
-        self._max: str | None = None
+        self._min = self._kept.min_key if self._kept is not None else None
+        self._max = self._kept.max_key if self._kept is not None else None
         self.num_rows = 0
         self._file = None
         self._writer: pq.ParquetWriter | None = None
@@ -385,7 +387,9 @@ class BaseFileWriter:
         meta = dict(self._extra)
         meta[AVRO_SCHEMA_KEY] = self._avro_text
         meta[WRITER_MODEL_KEY] = "avro"
-        if self.bloom is not None:
+        if self._kept is not None:
+            meta.update(self._kept.footer())
+        elif self.bloom is not None:
             meta[BLOOM_FILTER_KEY] = self.bloom.serialize()
             if self.bloom.type_code.startswith("DYNAMIC"):
                 meta[BLOOM_TYPE_CODE_KEY] = self.bloom.type_code
@@ -441,7 +445,7 @@ def _jless(a: str, b: str) -> bool:
 
 
 def write_base_file(storage: Storage, rel_path: str, table, avro_schema: dict | str,
-                    record_keys=None, bloom: Mapping[str, Any] | BloomFilter | None = None, *,
+                    record_keys=None, bloom: Mapping[str, Any] | BloomFilter | KeptIndex | None = None, *,
                     compression: str = DEFAULT_COMPRESSION, compression_level: int | None = None,
                     block_size: int = DEFAULT_BLOCK_SIZE, page_size: int = DEFAULT_PAGE_SIZE,
                     dictionary: bool = True,
@@ -496,7 +500,8 @@ def read_parquet_bytes(data: bytes, columns: list[str] | None = None) -> pa.Tabl
 class BaseFileFooter:
     """A base file's footer: Hudi's index metadata plus the Parquet schema and row count."""
 
-    bloom_filter: BloomFilter | None
+    bloom_text: str | None             # the bloom filter as stored (Base64), decoded on use
+    bloom_type_code: str | None        # hoodie_bloom_filter_type_code (absent: SIMPLE)
     min_key: str | None
     max_key: str | None
     avro_schema: dict | None           # parquet.avro.schema (None for Spark row-writer files)
@@ -505,6 +510,34 @@ class BaseFileFooter:
     metadata: dict[str, str]           # every footer key-value pair, decoded
     file_size: int
     parquet_metadata: pq.FileMetaData = attrs.field(eq=False, repr=False)
+    where: str = attrs.field(default="", eq=False, repr=False)
+
+    @functools.cached_property
+    def bloom_filter(self) -> BloomFilter | None:
+        """The decoded filter (on first use: a merge that keeps it whole copies its text)."""
+        if not self.bloom_text:
+            return None
+        try:
+            return BloomFilter.deserialize(self.bloom_text, self.bloom_type_code or SIMPLE)
+        except HudiError as exc:
+            raise CorruptFileError(f"{self.where}: {exc}") from exc
+
+
+@attrs.frozen
+class KeptIndex:
+    """A base file's bloom filter (as stored) and min/max keys, for the file replacing it to
+    write again as they are: a merge keeping every key and adding none (``bloom.holds_as_is``)."""
+
+    bloom_text: str
+    type_code: str | None   # the footer's hoodie_bloom_filter_type_code, when it had one
+    min_key: str
+    max_key: str
+
+    def footer(self) -> dict[str, str]:
+        meta = {BLOOM_FILTER_KEY: self.bloom_text, MIN_RECORD_KEY: self.min_key, MAX_RECORD_KEY: self.max_key}
+        if self.type_code is not None:
+            meta[BLOOM_TYPE_CODE_KEY] = self.type_code
+        return meta
 
 
 def read_footer(storage: Storage, rel_path: str, size: int | None = None) -> BaseFileFooter:
@@ -538,17 +571,11 @@ def read_footer(storage: Storage, rel_path: str, size: int | None = None) -> Bas
           for k, v in (md.metadata or {}).items()}
     arrow_schema = arrow_schema.remove_metadata()
     text = kv.get(BLOOM_FILTER_KEY) or kv.get(OLD_BLOOM_FILTER_KEY)
-    bloom = None
-    if text:
-        try:
-            bloom = BloomFilter.deserialize(text, kv.get(BLOOM_TYPE_CODE_KEY) or SIMPLE)
-        except HudiError as exc:
-            raise CorruptFileError(f"{where}: {exc}") from exc
     avro = None
     if AVRO_SCHEMA_KEY in kv:
         try:
             avro = json.loads(kv[AVRO_SCHEMA_KEY])
         except ValueError as exc:
             raise CorruptFileError(f"{where}: invalid {AVRO_SCHEMA_KEY}: {exc}") from exc
-    return BaseFileFooter(bloom, kv.get(MIN_RECORD_KEY), kv.get(MAX_RECORD_KEY), avro,
-                          md.num_rows, arrow_schema, kv, size, md)
+    return BaseFileFooter(text or None, kv.get(BLOOM_TYPE_CODE_KEY), kv.get(MIN_RECORD_KEY), kv.get(MAX_RECORD_KEY),
+                          avro, md.num_rows, arrow_schema, kv, size, md, where)

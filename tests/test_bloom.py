@@ -324,3 +324,28 @@ def test_batched_adds_match_one_by_one(monkeypatch, count):
     narrow = new_bloom_filter(40, 0.05, DYNAMIC_V0, 200)
     narrow.add_all(keys)
     assert narrow.serialize() == ref.serialize()
+
+
+@pytest.mark.parametrize("filter_type", ["DYNAMIC_V0", "SIMPLE"])
+def test_holds_as_is_only_for_the_exact_state_of_its_keys(filter_type):
+    """A stored filter is written again as it is only when the configured filter, after the
+    same number of keys, would serialize to the very same bytes; any doubt rebuilds it."""
+    from hudi_format.bloom import holds_as_is, new_bloom_filter
+
+    def fresh(entries=300):
+        return new_bloom_filter(entries, 1e-9, filter_type, 1000)
+
+    keys = [f"k{i}" for i in range(700)]
+    stored = fresh()
+    stored.add_all(keys)
+    text = stored.serialize()
+    assert holds_as_is(text, fresh(), len(keys))
+    rebuilt = fresh()
+    rebuilt.add_all(keys)
+    assert rebuilt.serialize() == text
+    assert not holds_as_is(text, fresh(400), len(keys))             # other options
+    assert not holds_as_is(text[:-8], fresh(), len(keys))           # truncated
+    assert not holds_as_is(text + "AAAA", fresh(), len(keys))       # trailing bytes
+    assert not holds_as_is("!" + text[1:], fresh(), len(keys))      # not Base64
+    if filter_type == "DYNAMIC_V0":                                 # another key count: other rows
+        assert not holds_as_is(text, fresh(), len(keys) - 300)

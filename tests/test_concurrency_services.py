@@ -58,3 +58,21 @@ def test_writers_moving_keys_between_partitions_lose_nothing(tmp_path, monkeypat
     _check(report)
     by_op = report["writes"]["by_op"]
     assert by_op.get("move/ok", 0) + by_op.get("move/failed", 0) > 0, "no write moved a key"
+
+
+def test_writers_and_services_killed_at_random_lose_nothing(tmp_path, monkeypatch):
+    """The writers and the service process are SIGKILLed at random (every 2.5 s on average) and
+    started again: no acknowledged write is lost, a killed write shows whole or not at all, and
+    after the kills a write and each service succeed and leave nothing pending but requested
+    plans (``soak_kills.py``; long runs: ``python -m tests.support.soak_kills --seconds N``)."""
+    import servicechild
+    from soak_kills import KILL_OPTIONS, clean_after_kills, soak_with_kills
+    monkeypatch.setenv("SOAK_OPTIONS", json.dumps(KILL_OPTIONS))
+    for k, v in KILL_OPTIONS.items():
+        monkeypatch.setitem(servicechild.AGGRESSIVE, k, v)
+    report = soak_with_kills(str(tmp_path / "t"), tmp_path, SECONDS, "MERGE_ON_READ", 8, every=2.5, seed=1)
+    text = json.dumps(report, indent=1)
+    print(text)
+    assert sum(report["kills"].values()) > 0, "nothing was killed\n" + text
+    assert report["writes"]["acknowledged"] > 0, text
+    assert clean_after_kills(report), text

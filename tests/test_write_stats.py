@@ -8,6 +8,7 @@ record that loses to the stored one (event-time ordering) is neither.
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 import hudi_format as hudi
 from hudi_format.config import TableConfig
@@ -80,6 +81,40 @@ def test_cow_merge_bloom_filter_is_hudis(tmp_path):
     rebuilt = new_bloom_filter(300, 1e-9, "DYNAMIC_V0", 1000)
     rebuilt.add_all(keys)
     assert len(keys) == 1003 and footer.bloom_filter.serialize() == rebuilt.serialize()
+
+
+@pytest.mark.parametrize("rows,filter_type", [(1000, "DYNAMIC_V0"), (1000, "SIMPLE"), (140_000, "DYNAMIC_V0")])
+def test_cow_merge_adding_no_key_writes_the_old_footer_again(tmp_path, monkeypatch, rows, filter_type):
+    """A merge that only updates keeps every key and adds none: the old footer's bloom filter
+    and min/max keys are written again as they are (not decoded and encoded), and are what
+    Hudi's merge handle builds from the file's keys. Over 131,072 rows the merge is streamed.
+    Once the bloom options change, the next merge builds the filter of the new options."""
+    import hudi_format.base_file as base_file
+    from hudi_format.bloom import new_bloom_filter
+    kept = []
+    monkeypatch.setattr(base_file.KeptIndex, "footer", lambda self, f=base_file.KeptIndex.footer: kept.append(1) or f(self))
+    bloom = {"hoodie.index.bloom.num_entries": "300", "hoodie.bloom.index.filter.dynamic.max.entries": "1000",
+             "hoodie.bloom.index.filter.type": filter_type,
+             "hoodie.copyonwrite.record.size.estimate": "64"}   # one file group
+    path = str(tmp_path / "t")
+    ids = pa.compute.binary_join_element_wise("k", pa.compute.cast(pa.array(range(rows)), pa.string()), "")
+    hudi.write(path, _rows(ids.to_pylist(), 1), operation="insert", options=bloom, **OPTS)
+    old, old_keys = _file_bloom(path)
+    hudi.write(path, _rows([f"k{i}" for i in range(0, rows, 97)], 2), operation="upsert", options=bloom)
+    footer, keys = _file_bloom(path)
+    assert kept and keys == old_keys
+    assert footer.bloom_text == old.bloom_text and footer.bloom_type_code == old.bloom_type_code
+    assert (footer.min_key, footer.max_key) == (old.min_key, old.max_key) == (min(keys), max(keys))
+    expected = new_bloom_filter(300, 1e-9, filter_type, 1000)
+    expected.add_all(keys)
+    assert footer.bloom_text == expected.serialize()
+    kept.clear()
+    other = dict(bloom, **{"hoodie.index.bloom.num_entries": "400"})
+    hudi.write(path, _rows(["k3"], 3), operation="upsert", options=other)
+    footer, keys = _file_bloom(path)
+    expected = new_bloom_filter(400, 1e-9, filter_type, 1000)
+    expected.add_all(keys)
+    assert not kept and footer.bloom_text == expected.serialize()
 
 
 def test_cow_merge_keeps_repeated_keys_it_does_not_update(tmp_path):

@@ -44,7 +44,7 @@ from .murmur import hash_positions, hash_positions_all, iter_positions, murmur_h
 __all__ = ["BloomFilter", "SimpleBloomFilter", "DynamicBloomFilter", "new_bloom_filter",
            "murmur_hash", "hash_positions", "hash_positions_all", "bit_size", "num_hashes",
            "SIMPLE", "DYNAMIC_V0", "DEFAULT_NUM_ENTRIES", "DEFAULT_FPP", "DEFAULT_MAX_ENTRIES",
-           "DEFAULT_TYPE_CODE", "resume"]
+           "DEFAULT_TYPE_CODE", "resume", "holds_as_is"]
 
 SIMPLE = "SIMPLE"
 DYNAMIC_V0 = "DYNAMIC_V0"
@@ -289,6 +289,39 @@ def resume(stored: BloomFilter, fresh: BloomFilter, added: int) -> BloomFilter |
     for mine, theirs in zip(fresh._rows, stored._rows):
         mine.bits[:] = theirs.bits
     return fresh
+
+
+def holds_as_is(text: str, fresh: BloomFilter, added: int) -> bool:
+    """Whether ``text``, a file's Base64 filter said to hold its ``added`` keys, is byte for
+    byte what ``fresh`` (an empty filter, as configured) serializes after those keys: what
+    :func:`resume` would make of it, decided from its headers alone. A merge that keeps every
+    key of a file and adds none then writes the text again as it is: decoding and encoding
+    ~0.9 MB of Base64 per 120k-key file cost more than the rest of its footer."""
+    try:
+        head = base64.b64decode(text[:64], validate=True)   # 48 bytes: every header there is
+    except (binascii.Error, ValueError):
+        return False
+    if len(head) < _HEADER.size + _DYN_HEADER.size + _HEADER.size:
+        return False
+    row = fresh._rows[0]
+    want = _HEADER.pack(_VERSION, row.nb_hash, row.hash_type, row.vector_size)
+    row_bytes = _HEADER.size + (row.vector_size + 7) // 8
+    if head[:_HEADER.size] != want:
+        return False
+    if isinstance(fresh, DynamicBloomFilter):
+        nr, current, nrows = _DYN_HEADER.unpack_from(head, _HEADER.size)
+        if added:
+            fresh._assign(added)      # the bookkeeping of ``added`` keys, no hashing
+        first = _HEADER.size + _DYN_HEADER.size
+        if (nr, current, nrows) != (fresh.nr, _i32(fresh.current_nb_record), len(fresh._rows)) \
+                or head[first:first + _HEADER.size] != want:
+            return False
+        size = first + nrows * row_bytes
+    elif isinstance(fresh, SimpleBloomFilter):
+        size = row_bytes
+    else:
+        return False
+    return len(text) == 4 * ((size + 2) // 3)   # no more and no fewer bytes than those rows
 
 
 def _key_bytes(key) -> bytes:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.write_stat import WriteStat
-from ..base_file import (BaseFileWriteResult, constant_column, parquet_format,
+from ..base_file import (BaseFileWriteResult, KeptIndex, constant_column, parquet_format,
                          unique_key_columns, write_base_file)
 from ..bloom import BloomFilter
 from ..errors import ConcurrentWriteError
@@ -109,7 +109,7 @@ def _base_name(ctx: WriteContext, file_id: str, token: str) -> str:
 
 
 def _write_base(ctx: WriteContext, partition: str, name: str, table: pa.Table,
-                io_type: str = "CREATE", bloom: dict | BloomFilter | None = None,
+                io_type: str = "CREATE", bloom: dict | BloomFilter | KeptIndex | None = None,
                 bloom_keys: pa.Array | None = None) -> BaseFileWriteResult:
     path = posixpath.join(partition, name) if partition else name
     create_marker(ctx.storage, ctx.instant, path, io_type)

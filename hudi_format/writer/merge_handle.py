@@ -24,8 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import BaseFileWriter, bloom_filter_from_options, read_footer, unique_key_columns, with_file_name
-from ..bloom import BloomFilter, resume
+from ..base_file import (BaseFileWriter, KeptIndex, bloom_filter_from_options, read_footer, unique_key_columns,
+                         with_file_name)
+from ..bloom import SIMPLE, BloomFilter, holds_as_is, resume
 from ..errors import CorruptFileError
 from ..read.align import align_table
 from ..read.merge import IS_DELETED, live_rows, merge_pieces, record_keys, touched_plan
@@ -90,16 +91,22 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
 
 
 def _continued_bloom(ctx: WriteContext, fs: FileSlice, n_old: int, n_merged: int, n_inserted: int,
-                     n_deleted: int) -> BloomFilter | None:
+                     n_deleted: int) -> BloomFilter | KeptIndex | None:
     """The old base file's bloom filter, to go on with when every one of its ``n_old`` rows
     stays (no row deleted, the merged rows are the old ones plus the inserted): it holds their
     keys, as Hudi's merge handle would add them again (in file order, updates in place); only
-    the inserted keys are hashed. ``None``: build a new filter."""
+    the inserted keys are hashed. With none inserted, the filter and the min/max keys are the
+    old footer's, copied as they are (:class:`KeptIndex`). ``None``: build a new filter."""
     if not ctx.keyed or not fs.base_file or n_deleted or n_merged != n_old + n_inserted:
         return None
     stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size)
-    if stored.bloom_filter is None or stored.num_rows != n_old:
+    if stored.bloom_text is None or stored.num_rows != n_old:
         return None
+    fresh = bloom_filter_from_options(ctx.bloom)
+    if not n_inserted and stored.min_key is not None and stored.max_key is not None \
+            and (stored.bloom_type_code or SIMPLE) == fresh.type_code \
+            and holds_as_is(stored.bloom_text, fresh, stored.num_rows):
+        return KeptIndex(stored.bloom_text, stored.bloom_type_code, stored.min_key, stored.max_key)
     return resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
 
 

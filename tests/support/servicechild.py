@@ -143,11 +143,12 @@ def settle(ledger_path: str) -> list[dict]:
         if intent is not None and (not entries or entries[-1]["value"] < intent["value"]):
             intent.update(ok=None, error="killed")
             entries.append(intent)
-        with open(ledger_path, "w") as ledger:   # rewritten whole: no torn line is left in it
+        with open(ledger_path + ".new", "w") as ledger:   # rewritten whole: no torn line is left
             for e in entries:
                 ledger.write(json.dumps(e) + "\n")
             ledger.flush()
             os.fsync(ledger.fileno())
+        os.replace(ledger_path + ".new", ledger_path)   # a kill here leaves the old or the new whole
         os.remove(intent_path)
     return entries
 
@@ -218,8 +219,14 @@ def service(url: str, seconds: float, out: str, storage_options) -> None:
                     errors.append(f"{name}: {type(exc).__name__}: {exc}"[:500])
                     if os.environ.get("SERVICECHILD_TRACE"):
                         traceback.print_exc()
-    with open(out, "w") as f:
+        _report(out, counts, errors)   # after every round: a killed service's rounds still count
+    _report(out, counts, errors)
+
+
+def _report(out: str, counts: dict, errors: list[str]) -> None:
+    with open(out + ".new", "w") as f:
         json.dump({"counts": counts, "errors": errors}, f)
+    os.replace(out + ".new", out)
 
 
 if __name__ == "__main__":
