@@ -564,6 +564,15 @@ def read_footer(storage: Storage, rel_path: str, size: int | None = None) -> Bas
     footer = tail[len(tail) - meta_len - 8:]
     try:
         md = pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptFileError(f"{where}: unreadable Parquet footer: {exc}") from exc
+    return footer_of(md, size, where)
+
+
+def footer_of(md: pq.FileMetaData, size: int, where: str) -> BaseFileFooter:
+    """The :class:`BaseFileFooter` of parsed Parquet metadata (an open reader's: no second
+    read of the footer). ``where`` names the file in errors."""
+    try:
         arrow_schema = md.schema.to_arrow_schema()
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # a garbled column name
         raise CorruptFileError(f"{where}: unreadable Parquet footer: {exc}") from exc

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import (BaseFileWriter, KeptIndex, bloom_filter_from_options, read_footer, unique_key_columns,
-                         with_file_name)
+from ..base_file import (BaseFileFooter, BaseFileWriter, KeptIndex, bloom_filter_from_options, footer_of,
+                         unique_key_columns, with_file_name)
 from ..bloom import SIMPLE, BloomFilter, holds_as_is, resume
 from ..errors import CorruptFileError
 from ..read.align import align_table
@@ -50,14 +50,16 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     # indices only, stay dictionary-encoded: no string decoded per row, none hashed again
     encoded = _encoded_schema(ctx, _constant_meta(ctx), None)
     old = encoded.empty_table()
+    footer = None
     if fs.base_file:
         where = ctx.storage.uri(fs.base_file)
         with open_base_file(ctx.storage, fs.base_file, fs.base_file_size) as reader:
             as_dict = _dictionary_columns(ctx, reader)
             encoded = _encoded_schema(ctx, as_dict, reader.pf.schema_arrow)
+            footer = footer_of(reader.pf.metadata, fs.base_file_size or 0, where)
             if reader.pf.metadata.num_rows > _STREAM_ABOVE_ROWS:
-                streamed = _merge_streamed(ctx, fs, reader, as_dict, encoded, upserts, upsert_keys, new_keys,
-                                           deletes, name, task)
+                streamed = _merge_streamed(ctx, fs, reader, footer, as_dict, encoded, upserts, upsert_keys,
+                                           new_keys, deletes, name, task)
                 if streamed is not None:
                     return streamed
             with _reading(where):
@@ -81,7 +83,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         merged = with_file_name(merged, name)
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
-    seeded = _continued_bloom(ctx, fs, old.num_rows, merged.num_rows, inserts, deleted)
+    seeded = _continued_bloom(ctx, fs, footer, old.num_rows, merged.num_rows, inserts, deleted)
     if seeded is not None:
         bloom, bloom_keys = seeded, inserted
     res = _write_base(ctx, fs.partition_path, name, merged, "MERGE", bloom, bloom_keys)
@@ -90,16 +92,16 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
 
 
-def _continued_bloom(ctx: WriteContext, fs: FileSlice, n_old: int, n_merged: int, n_inserted: int,
-                     n_deleted: int) -> BloomFilter | KeptIndex | None:
+def _continued_bloom(ctx: WriteContext, fs: FileSlice, stored: BaseFileFooter | None, n_old: int, n_merged: int,
+                     n_inserted: int, n_deleted: int) -> BloomFilter | KeptIndex | None:
     """The old base file's bloom filter, to go on with when every one of its ``n_old`` rows
-    stays (no row deleted, the merged rows are the old ones plus the inserted): it holds their
+    stays (no row deleted, the merged rows are the old ones plus the inserted; ``stored``: its
+    footer, as the merge's reader parsed it): it holds their
     keys, as Hudi's merge handle would add them again (in file order, updates in place); only
     the inserted keys are hashed. With none inserted, the filter and the min/max keys are the
     old footer's, copied as they are (:class:`KeptIndex`). ``None``: build a new filter."""
-    if not ctx.keyed or not fs.base_file or n_deleted or n_merged != n_old + n_inserted:
+    if not ctx.keyed or stored is None or n_deleted or n_merged != n_old + n_inserted:
         return None
-    stored = read_footer(ctx.storage, fs.base_file, fs.base_file_size)
     if stored.bloom_text is None or stored.num_rows != n_old:
         return None
     fresh = bloom_filter_from_options(ctx.bloom)
@@ -189,7 +191,8 @@ def _pieces(old: pa.Table, fresh: pa.Table, deletes: pa.Table | None) -> tuple[l
     return [old, fresh, None], [(2, deletes)], pc.cast(deletes.column("record_key"), pa.string())
 
 
-def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as_dict: list[str],
+def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, footer: BaseFileFooter,
+                    as_dict: list[str],
                     encoded: pa.Schema, upserts: pa.Table, upsert_keys: pa.Array, new_keys: pa.Array,
                     deletes: pa.Table | None, name: str, task: int) -> WriteStat | None:
     """The merge of the base file of ``fs`` (open in ``reader``; over :data:`_STREAM_ABOVE_ROWS`
@@ -210,7 +213,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as
     in_place = _in_place_plan(ctx, probe, fresh, new_keys) if deletes is None or not deletes.num_rows else None
     if in_place is not None:
         upd_old, upd_new, ins_new = in_place
-        bloom = _continued_bloom(ctx, fs, n_old, n_old + len(ins_new), len(ins_new), 0)
+        bloom = _continued_bloom(ctx, fs, footer, n_old, n_old + len(ins_new), len(ins_new), 0)
         inserted = new_keys.take(pa.array(ins_new))
         batches = _in_place_batches(reader, names, as_dict, encoded, where, fresh, upd_old, upd_new)
         tail = fresh.take(pa.array(ins_new))
@@ -229,7 +232,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, as
             from_fresh = pa.array(np.arange(len(merged_keys)) >= len(merged_keys) - len(won_keys))
         counts = _merge_counts(ctx, probe, merged_keys, from_fresh, new_keys, delete_keys)
         inserted = counts[1]
-        bloom = _continued_bloom(ctx, fs, n_old, len(merged_keys), len(inserted), counts[2])
+        bloom = _continued_bloom(ctx, fs, footer, n_old, len(merged_keys), len(inserted), counts[2])
         keep_np = None if keep is None else np.asarray(keep.to_numpy(zero_copy_only=False), bool)
         batches = _kept_batches(reader, names, as_dict, encoded, where, keep_np)
         tail = fresh.take(log_rows)

@@ -71,6 +71,7 @@ def run_with_kills(url: str, workdir: Path, seconds: float, writers: int, every:
     procs = {name: start(name) for name in [f"writer{p}" for p in range(writers)] + ["service"]}
     rng = random.Random(seed)
     kills: Counter = Counter()
+    crashed: list[str] = []
     while True:
         pause = rng.expovariate(1.0 / every)
         if time.monotonic() + pause > deadline - 1.0:
@@ -80,9 +81,13 @@ def run_with_kills(url: str, workdir: Path, seconds: float, writers: int, every:
         if procs[name].poll() is None:
             procs[name].kill()
             kills[name.rstrip("0123456789")] += 1
+        elif procs[name].returncode:   # it ended on its own, and not well
+            crashed.append(_crash(workdir, name, lives[name], procs[name].returncode))
         procs[name].wait()
         procs[name] = start(name)
-    exits = [proc.wait(timeout=seconds + 600) for proc in procs.values()]
+    for name, proc in procs.items():
+        if proc.wait(timeout=seconds + 600):
+            crashed.append(_crash(workdir, name, lives[name], proc.returncode))
     ledgers = [settle(str(workdir / f"ledger{p}.jsonl")) for p in range(writers)]
     counts: dict[str, Counter] = {}
     for life in range(1, lives["service"] + 1):
@@ -90,8 +95,13 @@ def run_with_kills(url: str, workdir: Path, seconds: float, writers: int, every:
         if out.exists():
             for service, c in json.loads(out.read_text())["counts"].items():
                 counts.setdefault(service, Counter()).update(c)
-    return {"ledgers": ledgers, "service": {k: dict(v) for k, v in counts.items()}, "exits": exits,
+    return {"ledgers": ledgers, "service": {k: dict(v) for k, v in counts.items()}, "crashed": crashed,
             "kills": dict(kills)}
+
+
+def _crash(workdir: Path, name: str, life: int, code: int) -> str:
+    err = (workdir / f"{name}.{life}.err").read_text(errors="replace")
+    return f"{name} (life {life}) exited {code}: {err[-600:]}"
 
 
 def recover(url: str, storage_options=None) -> dict:
@@ -163,15 +173,18 @@ def soak_with_kills(url: str, workdir: Path, seconds: float, table_type: str, ve
     recovery = recover(url, storage_options)
     ledgers, doubt = resolve(result["ledgers"] + [[recovery["entry"]]], url, storage_options)
     report = {"table_type": table_type, "version": version, "seconds": round(time.monotonic() - started, 1),
-              "kills": result["kills"], "writes": summary(ledgers), "in_doubt": doubt,
+              "kills": result["kills"], "crashed": result["crashed"], "writes": summary(ledgers),
+              "writers_acknowledged": sum(e["ok"] is True for ledger in result["ledgers"] for e in ledger),
+              "in_doubt": doubt,
               "service": result["service"], "recovery": {k: v for k, v in recovery.items() if k != "entry"}}
     report.update(check(url, ledgers, storage_options))
     return report
 
 
 def clean_after_kills(report: dict) -> bool:
-    """The soak's verdict, and no torn write, and a recovery that left the table unstuck."""
-    return clean(report) and not report["in_doubt"]["torn"] and not report["recovery"]["errors"] \
+    """The soak's verdict, and no torn write, and a recovery that left the table unstuck (and
+    the processes did write: none ended on an error, the writers' writes were acknowledged)."""
+    return clean(report) and not report["crashed"] and report["writers_acknowledged"] > 0 and not report["in_doubt"]["torn"] and not report["recovery"]["errors"] \
         and not report["recovery"]["left_pending"]
 
 
