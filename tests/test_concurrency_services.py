@@ -61,7 +61,7 @@ def test_writers_moving_keys_between_partitions_lose_nothing(tmp_path, monkeypat
 
 
 def test_writers_and_services_killed_at_random_lose_nothing(tmp_path, monkeypatch):
-    """The writers and the service process are SIGKILLed at random (every 2.5 s on average) and
+    """The writers and the service process are SIGKILLed at random (every 2 s on average) and
     started again: no acknowledged write is lost, a killed write shows whole or not at all, and
     after the kills a write and each service succeed and leave nothing pending but requested
     plans (``soak_kills.py``; long runs: ``python -m tests.support.soak_kills --seconds N``)."""
@@ -70,7 +70,7 @@ def test_writers_and_services_killed_at_random_lose_nothing(tmp_path, monkeypatc
     monkeypatch.setenv("SOAK_OPTIONS", json.dumps(KILL_OPTIONS))
     for k, v in KILL_OPTIONS.items():
         monkeypatch.setitem(servicechild.AGGRESSIVE, k, v)
-    report = soak_with_kills(str(tmp_path / "t"), tmp_path, SECONDS, "MERGE_ON_READ", 8, every=2.5, seed=1)
+    report = soak_with_kills(str(tmp_path / "t"), tmp_path, min(SECONDS, 9), "MERGE_ON_READ", 8, every=2.0, seed=1)
     text = json.dumps(report, indent=1)
     print(text)
     assert sum(report["kills"].values()) > 0, "nothing was killed\n" + text
