@@ -22,7 +22,7 @@ import pyarrow as pa
 from .errors import SchemaError, UnsupportedFeatureError
 
 __all__ = ["avro_to_arrow_schema", "arrow_to_avro_schema", "parse_avro_schema", "strip_json_comments",
-           "fullname", "null_split", "top_record"]
+           "fullname", "null_split", "top_record", "table_record_name"]
 
 _PRIMITIVES = {
     "null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
@@ -291,6 +291,19 @@ def _record_schema(fields: Iterable[pa.Field], name: str, ns: str) -> dict:
     full = f"{ns}.{name}" if ns else name
     return {"type": "record", "name": name, "namespace": ns,
             "fields": [_avro_field(f, full) for f in fields]}
+
+
+def table_record_name(table_name: str) -> tuple[str, str]:
+    """``(record name, namespace)`` of a table's Avro schema, as Hudi names them
+    (``AvroSchemaUtils.getAvroRecordQualifiedName``): ``<name>_record`` in ``hoodie.<name>``,
+    the name masked as ``HoodieAvroUtils.sanitizeName`` does where Avro's names cannot hold it
+    (a first character outside ``[A-Za-z_]``, then every one outside ``[A-Za-z0-9_]``, becomes
+    ``__``): a folder named ``my-table`` must not give a record name readers reject."""
+    name = table_name
+    if name and re.match(r"[^A-Za-z_]", name[0]):
+        name = re.sub(r"[^A-Za-z_]", "__", name, count=1)
+    name = re.sub(r"[^A-Za-z0-9_]", "__", name)
+    return f"{name}_record", f"hoodie.{name}"
 
 
 def arrow_to_avro_schema(schema: pa.Schema, record_name: str, namespace: str) -> dict:

@@ -418,3 +418,27 @@ def test_arrow_to_avro_type_mapping():
         arrow_to_avro_schema(pa.schema([("m", pa.map_(pa.int32(), pa.int32()))]), "r", "n")
     with pytest.raises(SchemaError):
         arrow_to_avro_schema(pa.schema([("d", pa.duration("s"))]), "r", "n")
+
+
+@pytest.mark.parametrize("name,record,namespace", [("trips", "trips_record", "hoodie.trips"),
+                                                   ("my-table", "my__table_record", "hoodie.my__table"),
+                                                   ("2024.events", "__024__events_record", "hoodie.__024__events")])
+def test_a_table_named_outside_avro_names_gets_hudis_sanitized_record_name(tmp_path, name, record, namespace):
+    """The table name (by default the folder's) names the schema's Avro record as Hudi names it:
+    ``<name>_record`` in ``hoodie.<name>``, with what Avro's names cannot hold masked as Hudi's
+    ``HoodieAvroUtils.sanitizeName`` masks it. hudi-rs rejects an invalid record name outright."""
+    import json as _json
+
+    import hudi_format as hudi
+    from hudi_format.storage import Storage
+    from hudi_format.timeline import Timeline
+    from hudi_format.config import TableConfig
+    from tests.support.writemodel import hudi_rs_read
+    path = str(tmp_path / name)
+    rows = pa.table({"id": ["a", "b"], "ts": [1, 1], "p": ["x", "y"]})
+    hudi.write(path, rows, operation="insert", record_key="id", ordering_field="ts", partition_by="p")
+    storage = Storage(path)
+    tl = Timeline.load(storage, TableConfig.load(storage))
+    schema = _json.loads(tl.metadata(tl.write_instants()[-1]).extra_metadata["schema"])
+    assert (schema["name"], schema["namespace"]) == (record, namespace)
+    assert sorted(hudi_rs_read(path).column("id").to_pylist()) == ["a", "b"]

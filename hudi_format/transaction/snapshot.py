@@ -24,7 +24,7 @@ from ..config import META_FIELDS, TableConfig
 from ..errors import HudiError
 from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
-from ..schema import arrow_to_avro_schema
+from ..schema import arrow_to_avro_schema, table_record_name
 from ..storage import Storage
 from ..timeline import Instant, Timeline
 from ..timeline.instant import CLUSTERING, COMPACTION, LOG_COMPACTION, REPLACE_COMMIT
@@ -127,8 +127,8 @@ class TableSnapshot:
         full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + fields) \
             if self.config.populate_meta_fields else data_schema
         name = self.config.name
-        return (full, arrow_to_avro_schema(full, f"{name}_record", f"hoodie.{name}"),
-                arrow_to_avro_schema(data_schema, f"{name}_record", f"hoodie.{name}"))
+        return (full, arrow_to_avro_schema(full, *table_record_name(name)),
+                arrow_to_avro_schema(data_schema, *table_record_name(name)))
 
     def completion_time(self, instant_time: str) -> str | None:
         return self.state.completion_time(instant_time)

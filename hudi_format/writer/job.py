@@ -34,7 +34,7 @@ from ..read.concurrent_deletions import ConcurrentDeletions
 from ..read.merge import IS_DELETED, MergeSpec, live_rows, merge_pieces, row_numbers
 from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
-from ..schema import arrow_to_avro_schema, avro_to_arrow_schema
+from ..schema import arrow_to_avro_schema, avro_to_arrow_schema, table_record_name
 from ..storage import Storage
 from ..table_init import ensure_table, write_partition_metadata
 from ..timeline import Instant, Timeline, commit_metadata
@@ -270,8 +270,8 @@ def prepare_write(storage: Storage, config: TableConfig, operation: str, options
     meta = [pa.field(n, pa.string()) for n in META_FIELDS] if config.populate_meta_fields else []
     full_schema = pa.schema(meta + fields)
     name = config.name
-    avro = arrow_to_avro_schema(full_schema, f"{name}_record", f"hoodie.{name}")
-    data_avro = arrow_to_avro_schema(schema, f"{name}_record", f"hoodie.{name}")
+    avro = arrow_to_avro_schema(full_schema, *table_record_name(name))
+    data_avro = arrow_to_avro_schema(schema, *table_record_name(name))
     spec = WriteSpec(storage.url, config, opts, op, schema, full_schema, avro)
     return WriteJob(storage, config, opts, op, create, state, spec, data_avro, snapshot)
 

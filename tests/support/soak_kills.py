@@ -20,11 +20,13 @@ filesystem lock has no owner to ask), so writers fail on the lock meanwhile: tho
 writes like any other. Writers' heartbeats are short here (``--option`` overrides), so a killed
 write is rolled back within seconds.
 
-``python -m tests.support.soak_kills --seconds 300 --kill-every 4 [--table-type MERGE_ON_READ]``
+``python -m tests.support.soak_kills --seconds 300 --kill-every 4 [--table-type MERGE_ON_READ] [--s3]``
+(``--s3``: on moto's S3 server, as the tests' S3; its writes are slower, so kill less often).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -193,13 +196,40 @@ def main(argv=None) -> int:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--kill-every", type=float, default=4.0, help="mean seconds between kills")
     extra.add_argument("--seed", type=int, default=0)
+    extra.add_argument("--s3", action="store_true", help="on moto's S3 server (the tests' S3), not locally")
     known, rest = extra.parse_known_args(argv)
     for k, v in KILL_OPTIONS.items():   # before parse_args: --option overrides them
         rest = ["--option", f"{k}={v}"] + rest
     args = parse_args(rest, __doc__.split("\n\n")[0], 3)
-    return soak_each(args, lambda url, work, table_type, version: soak_with_kills(
-        url, work, args.seconds, table_type, version, args.writers, known.kill_every, known.seed),
-        "hudi-kills-", clean_after_kills)
+    with _s3_server() if known.s3 else contextlib.nullcontext() as s3:
+        def one(url: str, work: Path, table_type: str, version: int) -> dict:
+            if s3 is not None:   # one table per layout in the server's bucket
+                url = f"s3://kills/{table_type}-v{version}"
+            return soak_with_kills(url, work, args.seconds, table_type, version, args.writers, known.kill_every,
+                                   known.seed, s3)
+        return soak_each(args, one, "hudi-kills-", clean_after_kills)
+
+
+@contextlib.contextmanager
+def _s3_server() -> Iterator[dict]:
+    """moto's S3 server on loopback with a bucket ``kills``: its storage options."""
+    import logging
+    import socket
+
+    import s3fs
+    from moto.server import ThreadedMotoServer
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)   # not a line per request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+    try:
+        s3fs.S3FileSystem(**options).mkdir("kills")
+        yield options
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
