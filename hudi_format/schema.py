@@ -280,7 +280,13 @@ def _arrow_to_avro_type(t: pa.DataType, name: str, ns: str) -> Any:
     raise SchemaError(f"column {name!r}: Arrow type {t} has no Avro equivalent in Hudi")
 
 
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _avro_field(f: pa.Field, ns: str) -> dict:
+    if not _AVRO_NAME.fullmatch(f.name):   # Hudi's Avro schemas reject it too; hudi-rs cannot read it
+        raise SchemaError(f"column {f.name!r} cannot be written: Hudi's (Avro) schemas allow field "
+                          "names of letters, digits and _ only, not starting with a digit; rename it")
     t = _arrow_to_avro_type(f.type, f.name, ns)
     if f.nullable and t != "null":
         return {"name": f.name, "type": ["null", t], "default": None}

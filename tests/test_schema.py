@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import fastavro
@@ -442,3 +443,20 @@ def test_a_table_named_outside_avro_names_gets_hudis_sanitized_record_name(tmp_p
     schema = _json.loads(tl.metadata(tl.write_instants()[-1]).extra_metadata["schema"])
     assert (schema["name"], schema["namespace"]) == (record, namespace)
     assert sorted(hudi_rs_read(path).column("id").to_pylist()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("column", ["trip-id", "1st", "a b", "price.usd"])
+def test_a_column_avro_cannot_name_is_refused_and_nothing_is_written(tmp_path, column):
+    """Hudi writes its schema as Avro, whose names are ``[A-Za-z_][A-Za-z0-9_]*``: a column
+    named otherwise is refused with a SchemaError naming it (Hudi's Avro rejects it too, and
+    hudi-rs cannot read a table that holds it), before anything is written."""
+    import hudi_format as hudi
+    from hudi_format.errors import SchemaError
+    path = tmp_path / "t"
+    rows = pa.table({"id": ["a"], "ts": [1], column: ["x"]})
+    with pytest.raises(SchemaError, match=re.escape(repr(column))):
+        hudi.write(str(path), rows, operation="insert", record_key="id", ordering_field="ts")
+    assert not (path / ".hoodie" / "timeline").exists() or not any((path / ".hoodie" / "timeline").iterdir())
+    nested = pa.table({"id": ["a"], "ts": [1], "s": pa.array([{column: 1}])})
+    with pytest.raises(SchemaError, match=re.escape(repr(column))):
+        hudi.write(str(path), nested, operation="insert", record_key="id", ordering_field="ts")
