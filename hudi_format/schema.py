@@ -306,8 +306,8 @@ def table_record_name(table_name: str) -> tuple[str, str]:
     (a first character outside ``[A-Za-z_]``, then every one outside ``[A-Za-z0-9_]``, becomes
     ``__``): a folder named ``my-table`` must not give a record name readers reject."""
     name = table_name
-    if name and re.match(r"[^A-Za-z_]", name[0]):
-        name = re.sub(r"[^A-Za-z_]", "__", name, count=1)
+    if name and not re.match(r"[A-Za-z_]", name):
+        name = "__" + name[1:]
     name = re.sub(r"[^A-Za-z0-9_]", "__", name)
     return f"{name}_record", f"hoodie.{name}"
 

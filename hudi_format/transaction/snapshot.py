@@ -126,9 +126,8 @@ class TableSnapshot:
         data_schema = pa.schema(fields)
         full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + fields) \
             if self.config.populate_meta_fields else data_schema
-        name = self.config.name
-        return (full, arrow_to_avro_schema(full, *table_record_name(name)),
-                arrow_to_avro_schema(data_schema, *table_record_name(name)))
+        record = table_record_name(self.config.name)
+        return full, arrow_to_avro_schema(full, *record), arrow_to_avro_schema(data_schema, *record)
 
     def completion_time(self, instant_time: str) -> str | None:
         return self.state.completion_time(instant_time)

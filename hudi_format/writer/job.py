@@ -269,9 +269,9 @@ def prepare_write(storage: Storage, config: TableConfig, operation: str, options
     fields = [f for f in schema if f.name not in META_FIELDS]
     meta = [pa.field(n, pa.string()) for n in META_FIELDS] if config.populate_meta_fields else []
     full_schema = pa.schema(meta + fields)
-    name = config.name
-    avro = arrow_to_avro_schema(full_schema, *table_record_name(name))
-    data_avro = arrow_to_avro_schema(schema, *table_record_name(name))
+    record = table_record_name(config.name)
+    avro = arrow_to_avro_schema(full_schema, *record)
+    data_avro = arrow_to_avro_schema(schema, *record)
     spec = WriteSpec(storage.url, config, opts, op, schema, full_schema, avro)
     return WriteJob(storage, config, opts, op, create, state, spec, data_avro, snapshot)
 

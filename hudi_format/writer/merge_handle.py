@@ -83,7 +83,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         merged = with_file_name(merged, name)
     inserts = len(inserted)
     bloom, bloom_keys = ctx.bloom, None
-    seeded = _continued_bloom(ctx, fs, footer, old.num_rows, merged.num_rows, inserts, deleted)
+    seeded = _continued_bloom(ctx, footer, old.num_rows, merged.num_rows, inserts, deleted)
     if seeded is not None:
         bloom, bloom_keys = seeded, inserted
     res = _write_base(ctx, fs.partition_path, name, merged, "MERGE", bloom, bloom_keys)
@@ -92,7 +92,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
 
 
-def _continued_bloom(ctx: WriteContext, fs: FileSlice, stored: BaseFileFooter | None, n_old: int, n_merged: int,
+def _continued_bloom(ctx: WriteContext, stored: BaseFileFooter | None, n_old: int, n_merged: int,
                      n_inserted: int, n_deleted: int) -> BloomFilter | KeptIndex | None:
     """The old base file's bloom filter, to go on with when every one of its ``n_old`` rows
     stays (no row deleted, the merged rows are the old ones plus the inserted; ``stored``: its
@@ -104,7 +104,7 @@ def _continued_bloom(ctx: WriteContext, fs: FileSlice, stored: BaseFileFooter | 
         return None
     if stored.bloom_text is None or stored.num_rows != n_old:
         return None
-    fresh = bloom_filter_from_options(ctx.bloom)
+    fresh = bloom_filter_from_options(ctx.bloom)   # holds_as_is, like resume, leaves it used up
     if not n_inserted and stored.min_key is not None and stored.max_key is not None \
             and (stored.bloom_type_code or SIMPLE) == fresh.type_code \
             and holds_as_is(stored.bloom_text, fresh, stored.num_rows):
@@ -213,7 +213,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, fo
     in_place = _in_place_plan(ctx, probe, fresh, new_keys) if deletes is None or not deletes.num_rows else None
     if in_place is not None:
         upd_old, upd_new, ins_new = in_place
-        bloom = _continued_bloom(ctx, fs, footer, n_old, n_old + len(ins_new), len(ins_new), 0)
+        bloom = _continued_bloom(ctx, footer, n_old, n_old + len(ins_new), len(ins_new), 0)
         inserted = new_keys.take(pa.array(ins_new))
         batches = _in_place_batches(reader, names, as_dict, encoded, where, fresh, upd_old, upd_new)
         tail = fresh.take(pa.array(ins_new))
@@ -232,7 +232,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, fo
             from_fresh = pa.array(np.arange(len(merged_keys)) >= len(merged_keys) - len(won_keys))
         counts = _merge_counts(ctx, probe, merged_keys, from_fresh, new_keys, delete_keys)
         inserted = counts[1]
-        bloom = _continued_bloom(ctx, fs, footer, n_old, len(merged_keys), len(inserted), counts[2])
+        bloom = _continued_bloom(ctx, footer, n_old, len(merged_keys), len(inserted), counts[2])
         keep_np = None if keep is None else np.asarray(keep.to_numpy(zero_copy_only=False), bool)
         batches = _kept_batches(reader, names, as_dict, encoded, where, keep_np)
         tail = fresh.take(log_rows)

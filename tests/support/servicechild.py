@@ -198,20 +198,26 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
             _append(ledger, entry)
 
 
+def service_names(table) -> list[str]:
+    """The services the service process runs on ``table``, in its order."""
+    return (["compact"] if table.table_type == "MERGE_ON_READ" else []) + ["cluster", "clean", "archive"]
+
+
+def run_service(table, name: str, options: dict):
+    """One run of service ``name`` on ``table``: what it did (falsy: nothing to do)."""
+    return table.cluster(options=options) if name == "cluster" else getattr(table, name)(options)
+
+
 def service(url: str, seconds: float, out: str, storage_options) -> None:
     deadline = time.monotonic() + seconds
     counts: dict[str, dict[str, int]] = {}
     errors: list[str] = []
     while time.monotonic() < deadline:
         table = hudi.open_table(url, storage_options=storage_options)
-        names = (["compact"] if table.table_type == "MERGE_ON_READ" else []) + ["cluster", "clean", "archive"]
-        for name in names:
+        for name in service_names(table):
             c = counts.setdefault(name, {"ok": 0, "noop": 0, "failed": 0})
             try:
-                if name == "cluster":
-                    done = table.cluster(options=SERVICE_OPTIONS)
-                else:
-                    done = getattr(table, name)(SERVICE_OPTIONS)
+                done = run_service(table, name, SERVICE_OPTIONS)
                 c["ok" if done else "noop"] += 1
             except Exception as exc:  # noqa: BLE001
                 c["failed"] += 1

@@ -42,7 +42,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import hudi_format as hudi  # noqa: E402
-from servicechild import AGGRESSIVE, SERVICE_OPTIONS, home, rows, settle  # noqa: E402
+from servicechild import AGGRESSIVE, SERVICE_OPTIONS, home, rows, run_service, service_names, settle  # noqa: E402
 from soak_concurrency import CHILD, check, clean, create, parse_args, read_ours, soak_each, summary  # noqa: E402
 
 #: Heartbeats of a second (two misses): a killed write counts as failed 3 s after its last beat.
@@ -123,16 +123,10 @@ def recover(url: str, storage_options=None) -> dict:
     except Exception as exc:  # noqa: BLE001 - reported: the table is stuck
         entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
         errors.append(f"write: {entry['error']}")
-    table = hudi.open_table(url, storage_options=storage_options)
-    services = (["compact"] if table.table_type == "MERGE_ON_READ" else []) + ["cluster", "clean", "archive"]
-    for name in services:
+    services = dict(SERVICE_OPTIONS, **{"hoodie.write.lock.num_retries": "150"})
+    for name in service_names(hudi.open_table(url, storage_options=storage_options)):
         try:
-            table = hudi.open_table(url, storage_options=storage_options)
-            opts = dict(SERVICE_OPTIONS, **{"hoodie.write.lock.num_retries": "150"})
-            if name == "cluster":
-                table.cluster(options=opts)
-            else:
-                getattr(table, name)(opts)
+            run_service(hudi.open_table(url, storage_options=storage_options), name, services)
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{name}: {type(exc).__name__}: {exc}"[:500])
     timeline = hudi.open_table(url, storage_options=storage_options).timeline
