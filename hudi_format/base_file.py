@@ -564,7 +564,7 @@ def read_footer(storage: Storage, rel_path: str, size: int | None = None) -> Bas
     footer = tail[len(tail) - meta_len - 8:]
     try:
         md = pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a column name not UTF-8
         raise CorruptFileError(f"{where}: unreadable Parquet footer: {exc}") from exc
     return footer_of(md, size, where)
 

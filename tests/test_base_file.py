@@ -334,7 +334,11 @@ def test_corrupt_files(tmp_path):
     (tmp_path / "tiny.parquet").write_bytes(b"PAR1")
     (tmp_path / "len.parquet").write_bytes(data[:-8] + (10**8).to_bytes(4, "little") + b"PAR1")
     (tmp_path / "junk.parquet").write_bytes(data[:4] + b"\0" * (len(data) - 12) + data[-8:])
-    for name in ("cut", "tiny", "len", "junk"):
+    # a column name in the footer whose first byte is no longer UTF-8 (found by the fuzz test)
+    footer_at = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    name_at = data.index(b"_hoodie_record_key", footer_at)
+    (tmp_path / "name.parquet").write_bytes(data[:name_at] + b"\x80" + data[name_at + 1:])
+    for name in ("cut", "tiny", "len", "junk", "name"):
         with pytest.raises(CorruptFileError, match=name):
             read_footer(storage, f"{name}.parquet")
 
