@@ -4,7 +4,7 @@ options; afterwards our reader and hudi-rs must show every acknowledged write wi
 acknowledged value: 0 lost, 0 stale, 0 failed-but-visible, 0 duplicate keys; and the metadata
 table's ``files`` listing equals storage (it lists no deleted file, misses no committed one).
 
-Bounded here (``HUDI_SERVICE_SOAK_SECONDS``, default 12 s a run, 10 s on S3); long runs:
+Bounded here (``HUDI_SERVICE_SOAK_SECONDS``, default 9 s a run, 8 s on S3); long runs:
 ``python -m tests.support.soak_concurrency --seconds N``. See ``soak_concurrency.py`` for the ledger model.
 """
 
@@ -19,8 +19,8 @@ from soak_concurrency import clean, soak
 
 pytestmark = pytest.mark.slow
 
-SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "12"))
-S3_SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "10"))
+SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "9"))
+S3_SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "8"))
 
 def _check(report: dict) -> None:
     text = json.dumps(report, indent=1)
@@ -54,7 +54,7 @@ def test_writers_moving_keys_between_partitions_lose_nothing(tmp_path, monkeypat
     monkeypatch.setenv("SOAK_OPTIONS", json.dumps(opts))
     for k, v in opts.items():
         monkeypatch.setitem(servicechild.AGGRESSIVE, k, v)
-    report = soak(str(tmp_path / "t"), tmp_path, min(SECONDS, 10), "MERGE_ON_READ", 8)
+    report = soak(str(tmp_path / "t"), tmp_path, SECONDS, "MERGE_ON_READ", 8)
     _check(report)
     by_op = report["writes"]["by_op"]
     assert by_op.get("move/ok", 0) + by_op.get("move/failed", 0) > 0, "no write moved a key"
