@@ -316,6 +316,13 @@ def test_errors_and_exit_codes(mor_table, tmp_path):
     pq.write_table(trips(range(2)), src)
     assert "hoodie.bogus" in cli("write", mor_table, src, "--option", "hoodie.bogus=1", code=2).stderr
     assert "does not exist" in cli("write", mor_table, tmp_path / "nope.parquet", code=2).stderr
+    data = src.read_bytes()       # an input whose column name is not UTF-8, one cut short
+    name_at = data.index(b"fare", len(data) - 8 - int.from_bytes(data[-8:-4], "little"))
+    (tmp_path / "garbled.parquet").write_bytes(data[:name_at] + b"\x80" + data[name_at + 1:])
+    (tmp_path / "cut.parquet").write_bytes(data[:-20])
+    for bad in ("garbled", "cut"):
+        assert f"cannot read {tmp_path / bad}.parquet" in cli("write", mor_table, tmp_path / f"{bad}.parquet",
+                                                               code=2).stderr
     assert "--format" in cli("write", mor_table, tmp_path / "data.txt", code=2).stderr
     assert "creating a table needs record_key" in cli("write", tmp_path / "new", src, code=2).stderr
     assert "usage:" in cli("show", code=2).stderr

@@ -150,7 +150,7 @@ def read_input(path: str, fmt: str) -> pa.Table:
             return pcsv.read_csv(path)
         import pyarrow.json as pjson
         return pjson.read_json(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a name that is not UTF-8
         raise UsageError(f"cannot read {path} as {fmt}: {exc}") from exc
 
 
