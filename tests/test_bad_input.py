@@ -184,6 +184,31 @@ def test_duplicate_column_names_are_refused(keyed):
     assert _files(keyed) == before
 
 
+def _garbled_name(tmp_path, data: pa.Table, name: bytes) -> pa.Table:
+    """``data`` through a Parquet file whose footer names ``name`` with a first byte that is
+    not UTF-8: pyarrow reads it, keeping the name as bytes it fails on at every use."""
+    import pyarrow.parquet as pq
+    src = tmp_path / "in.parquet"
+    pq.write_table(data, src)
+    raw = src.read_bytes()
+    at = raw.index(name, len(raw) - 8 - int.from_bytes(raw[-8:-4], "little"))
+    src.write_bytes(raw[:at] + b"\x80" + raw[at + 1:])
+    return pq.read_table(src)
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_column_name_that_is_not_utf8_is_refused(keyed, tmp_path, nested, streamed):
+    before = _files(keyed)
+    rows = {"id": ["c"], "ts": [3], "p": ["x"], "n": [1], "extra": [{"inner": 1}] if nested else [1]}
+    data = _garbled_name(tmp_path, pa.table(rows), b"inner" if nested else b"extra")
+    if streamed:
+        data = pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
+    with pytest.raises(hudi.SchemaError, match="not valid UTF-8"):
+        hudi.write(keyed, data)
+    assert _files(keyed) == before
+
+
 # -- defect 9: arguments that differ from the existing table -------------------------------------
 @pytest.mark.parametrize("kwargs,name", [
     ({"partition_by": "n"}, "partition_by"),

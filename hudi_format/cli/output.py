@@ -141,17 +141,22 @@ def file_format(path: str, given: str | None) -> str:
 def read_input(path: str, fmt: str) -> pa.Table:
     if not Path(path).exists():
         raise UsageError(f"input file {path} does not exist")
+    from ..errors import SchemaError
+    from ..writer.input import check_names
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
-            return pq.read_table(path)
-        if fmt == "csv":
+            table = pq.read_table(path)
+        elif fmt == "csv":
             import pyarrow.csv as pcsv
-            return pcsv.read_csv(path)
-        import pyarrow.json as pjson
-        return pjson.read_json(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:   # ValueError: a name that is not UTF-8
+            table = pcsv.read_csv(path)
+        else:
+            import pyarrow.json as pjson
+            table = pjson.read_json(path)
+        check_names(table.schema)     # a damaged file's column name that is not UTF-8
+    except (pa.ArrowException, OSError, ValueError, SchemaError) as exc:
         raise UsageError(f"cannot read {path} as {fmt}: {exc}") from exc
+    return table
 
 
 class Exporter:

@@ -113,10 +113,28 @@ def to_arrow(data: Any) -> pa.Table:
 
 
 def check_names(schema: pa.Schema) -> None:
-    """``SchemaError`` for duplicate column names: which column would be written?"""
+    """``SchemaError`` for duplicate column names (which column would be written?) and for
+    names that are not UTF-8 (Arrow keeps them as bytes, as a damaged Parquet file gives them;
+    pyarrow then fails on every use of the name)."""
+    _utf8_names(list(schema), "the data")
     dups = sorted(n for n, c in Counter(schema.names).items() if c > 1)
     if dups:
         raise SchemaError(f"the data has duplicate column name(s) {dups}; each column must be named once")
+
+
+def _utf8_names(fields: list[pa.Field], where: str) -> None:
+    for i, field in enumerate(fields):
+        try:
+            name = field.name
+        except UnicodeDecodeError:
+            raise SchemaError(f"column {i + 1} of {where} has a name that is not valid UTF-8") from None
+        t = field.type
+        if pa.types.is_struct(t):
+            _utf8_names([t.field(j) for j in range(t.num_fields)], f"column {name!r}")
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            _utf8_names([t.value_field], f"column {name!r}")
+        elif pa.types.is_map(t):
+            _utf8_names([t.key_field, t.item_field], f"column {name!r}")
 
 
 def required_fields(config: TableConfig, operation: str) -> list[tuple[str, str]]:
