@@ -43,10 +43,6 @@ def pytest_collection_modifyitems(config, items):
             # --dist loadgroup``) they share one worker. Spark tests without it (the cluster
             # test's JVMs are a child process's) run on either worker, off that longest chain.
             item.add_marker(pytest.mark.xdist_group("spark"))
-    # the long tests first: pytest-xdist hands out tests in this order (its groups, largest
-    # first, before them), so none of tens of seconds starts while the other worker has
-    # nothing left to take (~90 s of a 2-worker run idled so at the end)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")

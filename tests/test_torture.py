@@ -32,9 +32,12 @@ SEEDS = [0, 1, 2, 3, 12, 5, 6, 7, 340004, 340036]
                                                if s in KNOWN else [])
                                   for s in SEEDS])
 def test_random_sequence(seed, tmp_path):
+    # the layout seeds run 12 steps here (the soak, ``python -m tests.support.torture``, 25 a
+    # sequence); the seeds that caught a defect run the 16 steps that reached it
+    steps = STEPS if seed >= 340000 else 12
     cfg = sequence_config(seed)
-    figures = run_sequence(cfg, steps=STEPS, workdir=str(tmp_path))
-    assert figures["checks"] == STEPS
+    figures = run_sequence(cfg, steps=steps, workdir=str(tmp_path))
+    assert figures["checks"] == steps
 
 
 # with a global index, upserts giving stored keys another partition: seed 2 (COW v6, record
