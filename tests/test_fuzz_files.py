@@ -64,6 +64,32 @@ def _use_table(path: str) -> None:
             pass
 
 
+# the files each kind of damage hits (relative paths in the table)
+PICK = {
+    "base": lambda r: r.endswith(".parquet") and not r.startswith(".hoodie"),
+    "log": lambda r: ".log." in r and not r.startswith(".hoodie"),
+    "mdt": lambda r: r.startswith(".hoodie/metadata/") and (".hfile" in r or ".log." in r),
+    "timeline": lambda r: r.startswith(".hoodie/timeline/") and r.count("/") == 2 and "." in r.rsplit("/", 1)[-1]
+    and not r.endswith(".lock"),
+    "properties": lambda r: r == ".hoodie/hoodie.properties",
+}
+
+
+def _damaged_copy(pristine: str, tmp_path, kind: str, which: int, edits, cut) -> str:
+    """A copy of the table with one file of ``kind`` damaged."""
+    path = str(tmp_path / f"copy{which}")
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(pristine, path)
+    victims = _files(path, PICK[kind])
+    assert victims, kind
+    victim = os.path.join(path, victims[which % len(victims)])
+    with open(victim, "rb") as f:
+        data = f.read()
+    with open(victim, "wb") as f:
+        f.write(_damage(data, edits, cut))
+    return path
+
+
 EDITS = st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=6)
 CUT = st.one_of(st.none(), st.integers(0, 1 << 20))
 
@@ -72,25 +98,27 @@ CUT = st.one_of(st.none(), st.integers(0, 1 << 20))
 @FUZZ
 @given(which=st.integers(0, 1000), edits=EDITS, cut=CUT)
 def test_damaged_table_files_only_raise_hudi_errors(pristine, tmp_path, kind, which, edits, cut):
-    pick = {
-        "base": lambda r: r.endswith(".parquet") and not r.startswith(".hoodie"),
-        "log": lambda r: ".log." in r and not r.startswith(".hoodie"),
-        "mdt": lambda r: r.startswith(".hoodie/metadata/") and (".hfile" in r or ".log." in r),
-        "timeline": lambda r: r.startswith(".hoodie/timeline/") and r.count("/") == 2 and "." in r.rsplit("/", 1)[-1]
-        and not r.endswith(".lock"),
-        "properties": lambda r: r == ".hoodie/hoodie.properties",
-    }[kind]
-    path = str(tmp_path / f"copy{which}")
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(pristine, path)
-    victims = _files(path, pick)
-    assert victims, kind
-    victim = os.path.join(path, victims[which % len(victims)])
-    with open(victim, "rb") as f:
-        data = f.read()
-    with open(victim, "wb") as f:
-        f.write(_damage(data, edits, cut))
+    path = _damaged_copy(pristine, tmp_path, kind, which, edits, cut)
     _use_table(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("kind", ["base", "log", "mdt", "timeline", "properties"])
+@settings(FUZZ, max_examples=max(1, FUZZ.max_examples // 2))     # a write costs what several reads do
+@given(which=st.integers(0, 1000), edits=EDITS, cut=CUT)
+def test_writes_and_services_on_damaged_table_files_only_raise_hudi_errors(pristine, tmp_path, kind, which,
+                                                                           edits, cut):
+    """What a writer does next with a damaged table (an upsert that tags and merges through
+    the damaged file, a compaction and a clean) may only fail with a HudiError too."""
+    path = _damaged_copy(pristine, tmp_path, kind, which, edits, cut)
+    steps = (lambda: hudi.write(path, pa.table({"id": ["a", "b", "e"], "ts": [7, 8, 9], "p": ["x", "x", "y"]})),
+             lambda: hudi.open_table(path).compact(),
+             lambda: hudi.open_table(path).clean())
+    for step in steps:
+        try:
+            step()
+        except HudiError:
+            pass
     shutil.rmtree(path, ignore_errors=True)
 
 
