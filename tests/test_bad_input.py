@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import hudi_format as hudi
+from damage import garble_footer_name
 from hudi_format.keygen import KeyGenerationError
 from hudi_format.storage import Storage, UnsafePathError
 
@@ -190,9 +191,7 @@ def _garbled_name(tmp_path, data: pa.Table, name: bytes) -> pa.Table:
     import pyarrow.parquet as pq
     src = tmp_path / "in.parquet"
     pq.write_table(data, src)
-    raw = src.read_bytes()
-    at = raw.index(name, len(raw) - 8 - int.from_bytes(raw[-8:-4], "little"))
-    src.write_bytes(raw[:at] + b"\x80" + raw[at + 1:])
+    src.write_bytes(garble_footer_name(src.read_bytes(), name))
     return pq.read_table(src)
 
 

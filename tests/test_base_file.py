@@ -21,6 +21,7 @@ import pytest
 from hudi import HudiFileGroupReader
 
 from conftest import FIXTURE_TABLES
+from damage import garble_footer_name
 from hudi_format.base_file import (BaseFileWriter, BaseFileWriteResult, parquet_options_from_hoodie,
                                    read_footer, write_base_file)
 from hudi_format.bloom import DynamicBloomFilter, SimpleBloomFilter, new_bloom_filter
@@ -335,9 +336,7 @@ def test_corrupt_files(tmp_path):
     (tmp_path / "len.parquet").write_bytes(data[:-8] + (10**8).to_bytes(4, "little") + b"PAR1")
     (tmp_path / "junk.parquet").write_bytes(data[:4] + b"\0" * (len(data) - 12) + data[-8:])
     # a column name in the footer whose first byte is no longer UTF-8 (found by the fuzz test)
-    footer_at = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
-    name_at = data.index(b"_hoodie_record_key", footer_at)
-    (tmp_path / "name.parquet").write_bytes(data[:name_at] + b"\x80" + data[name_at + 1:])
+    (tmp_path / "name.parquet").write_bytes(garble_footer_name(data, b"_hoodie_record_key"))
     for name in ("cut", "tiny", "len", "junk", "name"):
         with pytest.raises(CorruptFileError, match=name):
             read_footer(storage, f"{name}.parquet")

@@ -25,6 +25,7 @@ import pytest
 import hudi_format as hudi
 from canonical import canonical_rows, sort_expected
 from conformance.fixtures import expected, extract_table, table_names
+from damage import garble_footer_name
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -317,8 +318,7 @@ def test_errors_and_exit_codes(mor_table, tmp_path):
     assert "hoodie.bogus" in cli("write", mor_table, src, "--option", "hoodie.bogus=1", code=2).stderr
     assert "does not exist" in cli("write", mor_table, tmp_path / "nope.parquet", code=2).stderr
     data = src.read_bytes()       # an input whose column name is not UTF-8, one cut short
-    name_at = data.index(b"fare", len(data) - 8 - int.from_bytes(data[-8:-4], "little"))
-    (tmp_path / "garbled.parquet").write_bytes(data[:name_at] + b"\x80" + data[name_at + 1:])
+    (tmp_path / "garbled.parquet").write_bytes(garble_footer_name(data, b"fare"))
     (tmp_path / "cut.parquet").write_bytes(data[:-20])
     for bad in ("garbled", "cut"):
         assert f"cannot read {tmp_path / bad}.parquet" in cli("write", mor_table, tmp_path / f"{bad}.parquet",

@@ -94,7 +94,7 @@ EDITS = st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_si
 CUT = st.one_of(st.none(), st.integers(0, 1 << 20))
 
 
-@pytest.mark.parametrize("kind", ["base", "log", "mdt", "timeline", "properties"])
+@pytest.mark.parametrize("kind", list(PICK))
 @FUZZ
 @given(which=st.integers(0, 1000), edits=EDITS, cut=CUT)
 def test_damaged_table_files_only_raise_hudi_errors(pristine, tmp_path, kind, which, edits, cut):
@@ -103,7 +103,7 @@ def test_damaged_table_files_only_raise_hudi_errors(pristine, tmp_path, kind, wh
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("kind", ["base", "log", "mdt", "timeline", "properties"])
+@pytest.mark.parametrize("kind", list(PICK))
 @settings(FUZZ, max_examples=max(1, FUZZ.max_examples // 2))     # a write costs what several reads do
 @given(which=st.integers(0, 1000), edits=EDITS, cut=CUT)
 def test_writes_and_services_on_damaged_table_files_only_raise_hudi_errors(pristine, tmp_path, kind, which,
