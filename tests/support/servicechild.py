@@ -23,7 +23,6 @@ import json
 import os
 import random
 import sys
-import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -31,6 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pyarrow as pa  # noqa: E402
 
 import hudi_format as hudi  # noqa: E402
+from soakclock import SoakClock  # noqa: E402
 
 #: What Hudi users set to keep a busy table small; the issue's run used these (plus the soak's
 #: ``--option k=v``, passed on in ``SOAK_OPTIONS``).
@@ -173,10 +173,13 @@ def _store_intent(path: str, entry: dict) -> None:
 def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_options) -> None:
     entries = settle(ledger_path)   # a writer started again after a kill goes on where it was
     rng = random.Random(f"{proc}-{len(entries)}")
-    deadline = time.monotonic() + seconds
+    clock = SoakClock(seconds)
     mine, seq = resumed(proc, entries)
+    kinds = {"insert", "upsert", "delete"} | ({"move"} if mine.moves else set())
+    tried: set[str] = set()   # the least a soak asks of a writer: each kind of write, one acknowledged
+    acked = False
     with open(ledger_path, "a") as ledger:
-        while time.monotonic() < deadline:
+        while clock.running(acked and tried >= kinds):
             seq += 1
             value = proc * 1_000_000 + seq  # unique, and increasing per writer (event time)
             op, keys, parts = mine.next(rng)
@@ -196,6 +199,8 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
             mine.done(op, keys, parts, entry["ok"])
             _append(ledger, entry)
+            tried.add(op)
+            acked = acked or entry["ok"]
 
 
 def service_names(table) -> list[str]:
@@ -209,10 +214,10 @@ def run_service(table, name: str, options: dict):
 
 
 def service(url: str, seconds: float, out: str, storage_options) -> None:
-    deadline = time.monotonic() + seconds
+    clock = SoakClock(seconds)
     counts: dict[str, dict[str, int]] = {}
     errors: list[str] = []
-    while time.monotonic() < deadline:
+    while clock.running(any(c["ok"] for c in counts.values())):   # at least one service did something
         table = hudi.open_table(url, storage_options=storage_options)
         for name in service_names(table):
             c = counts.setdefault(name, {"ok": 0, "noop": 0, "failed": 0})

@@ -67,8 +67,10 @@ def create(url: str, table_type: str, version: int, storage_options=None) -> Non
 
 def run(url: str, workdir: Path, seconds: float, writers: int = 3, storage_options=None,
         service: bool = True) -> dict:
-    """Run the writers (and the service process) for ``seconds``; the ledgers and service log."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    """Run the writers (and the service process) for ``seconds``, and on until each has done its
+    least (:mod:`soakclock`); the ledgers and service log."""
+    # each child goes on past its seconds until it has done the least the test asserts (soakclock)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), SOAK_MIN_WORK="1")
     extra = [json.dumps(storage_options)] if storage_options else []
     procs = []
     for p in range(writers):

@@ -39,8 +39,12 @@ if str(HERE) not in sys.path:
 
 import hudi_format as hudi  # noqa: E402
 from servicechild import AGGRESSIVE, rows  # noqa: E402
+from soakclock import SoakClock  # noqa: E402
 
 SERVICE_CHILD = HERE / "servicechild.py"
+#: The least the soak's test asserts of a run (``test_concurrent_readers.py``): more writes,
+#: reads and hudi-rs reads than these; its children go on past their seconds to reach them.
+MIN_WRITES, MIN_READS, MIN_RS_READS = 3, 10, 3
 SEED_KEYS = [f"seed_{i}" for i in range(12)]
 WRITES = ("commit", "deltacommit", "replacecommit")
 NOT_DATA = ("clean", "rollback", "restore", "savepoint", "indexing")
@@ -55,10 +59,10 @@ def writer(url: str, seconds: float, ledger_path: str, seed: int) -> None:
     """Writes until the deadline; logs ``{"instant", "op", "keys", "value"}`` per acknowledged
     write (a failed write is logged with ``"instant": null`` and its keys are retired)."""
     rng = random.Random(seed)
-    deadline = time.monotonic() + seconds
-    live, next_key, seq = list(SEED_KEYS), 0, 0
+    clock = SoakClock(seconds)
+    live, next_key, seq, acked = list(SEED_KEYS), 0, 0, 0
     with open(ledger_path, "a") as ledger:
-        while time.monotonic() < deadline:
+        while clock.running(acked > MIN_WRITES):
             seq += 1
             value = 1_000_000 + seq
             roll = rng.random()
@@ -85,6 +89,7 @@ def writer(url: str, seconds: float, ledger_path: str, seed: int) -> None:
             elif op == "delete":
                 live = [k for k in live if k not in keys]
             _append(ledger, {"instant": done.timestamp, "op": op, "keys": keys, "value": value})
+            acked += 1
 
 
 def reader(url: str, seconds: float, out_path: str, seed: int = 0) -> None:
@@ -94,10 +99,10 @@ def reader(url: str, seconds: float, out_path: str, seed: int = 0) -> None:
     pinned to its snapshot while the writer and the cleaner go on; its files are listed at its
     first read), listing files through the metadata table, then storage, in turn."""
     rng = random.Random(seed)
-    deadline = time.monotonic() + seconds
+    clock = SoakClock(seconds)
     n = 0
     with open(out_path, "a") as out:
-        while time.monotonic() < deadline:
+        while clock.running(n > MIN_READS):
             n += 1
             seen, latest = None, None
             try:
@@ -137,9 +142,10 @@ def rs_reader(url: str, seconds: float, out_path: str) -> None:
     """:func:`reader` with hudi-rs: its table (timeline loaded when built) and its snapshot read."""
     from hudi import HudiTableBuilder
     import pyarrow as pa
-    deadline = time.monotonic() + seconds
+    clock, n = SoakClock(seconds), 0
     with open(out_path, "a") as out:
-        while time.monotonic() < deadline:
+        while clock.running(n > MIN_RS_READS):
+            n += 1
             seen = None
             try:
                 table = HudiTableBuilder.from_base_uri(url).build()
@@ -258,7 +264,8 @@ def run(workdir: str, seconds: float, table_type: str, version: int, readers: in
                partition_by="p", table_type=table_type, table_version=version, options=AGGRESSIVE)
     ledger = str(Path(workdir) / "ledger.jsonl")
     reads = [str(Path(workdir) / f"reads{i}.jsonl") for i in range(readers)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent.parent), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent.parent), os.environ.get("PYTHONPATH", "")]),
+               SOAK_MIN_WORK="1")
     procs = [subprocess.Popen([sys.executable, __file__, "writer", url, str(seconds), ledger, str(seed)], env=env),
              subprocess.Popen([sys.executable, str(SERVICE_CHILD), "service", url, str(seconds),
                                str(Path(workdir) / "service.json")], env=env)]
