@@ -92,11 +92,18 @@ class Keys:
         self.moves = moves_keys(AGGRESSIVE)
         self.next_key = 0
 
-    def next(self, rng: random.Random) -> tuple[str, list[str], list[str]]:
+    def kinds(self) -> set[str]:
+        """The kinds of write this writer makes."""
+        return {"insert", "upsert", "delete"} | ({"move"} if self.moves else set())
+
+    def next(self, rng: random.Random, want: str | None = None) -> tuple[str, list[str], list[str]]:
         """``(op, keys, their partitions)``: insert, upsert, delete, or move (an upsert to
-        other partitions, under a global index that moves keys)."""
+        other partitions, under a global index that moves keys); ``want`` (when keys are live)
+        picks the kind instead of chance."""
         roll = rng.random()
-        if roll < 0.4 or len(self.live) < 6:
+        if want:   # no live key to update: an insert first
+            roll = {"insert": 0.0, "upsert": 0.5, "move": 0.5, "delete": 0.9}[want] if self.live else 0.0
+        if roll < 0.4 or (len(self.live) < 6 and not want):
             op = "insert"
             keys = [f"w{self.proc}_{self.next_key + i}" for i in range(rng.randint(1, self.sizes[0]))]
             self.next_key += len(keys)
@@ -107,7 +114,7 @@ class Keys:
             op = "delete"
             keys = rng.sample(self.live, min(len(self.live), rng.randint(1, self.sizes[2])))
         parts = [self.where.get(k, home(k)) for k in keys]
-        if op == "upsert" and self.moves and rng.random() < 0.3:
+        if op == "upsert" and self.moves and (rng.random() < 0.3 if want is None else want == "move"):
             op = "move"
             parts = [rng.choice([p for p in PARTITIONS if p != q]) for q in parts]
         return op, keys, parts
@@ -175,14 +182,15 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
     rng = random.Random(f"{proc}-{len(entries)}")
     clock = SoakClock(seconds)
     mine, seq = resumed(proc, entries)
-    kinds = {"insert", "upsert", "delete"} | ({"move"} if mine.moves else set())
-    tried: set[str] = set()   # the least a soak asks of a writer: each kind of write, one acknowledged
-    acked = False
+    # the least a soak asks of a writer: one write acknowledged and each kind of write tried;
+    # past its seconds (a slow machine) it makes the kinds it has not made yet
+    acked, tried = False, set()
     with open(ledger_path, "a") as ledger:
-        while clock.running(acked and tried >= kinds):
+        while clock.running(acked and tried >= mine.kinds()):
             seq += 1
             value = proc * 1_000_000 + seq  # unique, and increasing per writer (event time)
-            op, keys, parts = mine.next(rng)
+            missing = sorted(mine.kinds() - tried) if clock.remaining() == 0 else []
+            op, keys, parts = mine.next(rng, missing[0] if missing else None)
             data = rows(keys, value, parts)
             column = op != "delete" and rng.random() < 0.25
             if column:   # this writer's own new column
@@ -199,8 +207,7 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
             mine.done(op, keys, parts, entry["ok"])
             _append(ledger, entry)
-            tried.add(op)
-            acked = acked or entry["ok"]
+            acked, tried = acked or entry["ok"], tried | {op}
 
 
 def service_names(table) -> list[str]:
