@@ -239,3 +239,29 @@ def test_overlong_varint_raises():
 ])
 def test_nested_schemas_use_the_general_decoder(schema):
     assert plan_for(schema) is None
+
+
+@CODEC
+@given(schemas_and_rows())
+def test_small_blocks_take_the_record_path_to_the_same_table_and_bytes(case):
+    """Blocks under :data:`COLUMNAR_DECODE_ROWS` records are decoded by fastavro record by
+    record, tables under :data:`COLUMNAR_ENCODE_ROWS` rows encoded so (cheaper when small):
+    each path gives the same Arrow table, and the same bytes, as the column-wise one."""
+    from hudi_format.log import data, encode
+    schema, rows = case
+    table = _storage_table(schema, rows)
+    conv = AvroArrowConverter(schema)
+    arrow = conv.storage_to_arrow(table)
+    schema_json = json.dumps(schema)
+    saved = data.COLUMNAR_DECODE_ROWS, encode.COLUMNAR_ENCODE_ROWS
+    try:
+        got = {}
+        for name, limit in (("rows", 10**9), ("columns", 0)):
+            data.COLUMNAR_DECODE_ROWS = encode.COLUMNAR_ENCODE_ROWS = limit
+            content = encode_avro_content(arrow, schema)
+            got[name] = (content, data.decode_avro_block(content, schema_json, "b"))
+    finally:
+        data.COLUMNAR_DECODE_ROWS, encode.COLUMNAR_ENCODE_ROWS = saved
+    assert got["rows"][0] == got["columns"][0] == _content(_fastavro_records(schema, rows))
+    assert got["rows"][1].schema == got["columns"][1].schema == conv.arrow_schema
+    assert _comparable(got["rows"][1].to_pylist()) == _comparable(got["columns"][1].to_pylist())

@@ -30,6 +30,23 @@ from .avro_columns import decode_columns, frame_records, plan_for
 
 
 
+#: Blocks of fewer records are decoded record by record even when flat: the column-wise
+#: decoder costs ~2.5 ms a block whatever its size (Arrow compute calls per field), fastavro
+#: ~12 µs a record; they cross near 250 records of a nine-field schema (measured on 1-1,000
+#: records). Small blocks are the common case of streaming upserts and the metadata table.
+COLUMNAR_DECODE_ROWS = 200
+
+
+def _record_count(content: bytes) -> int:
+    """The record count a version >= 2 block's content states, to choose the decoder (both
+    frame the records themselves and check the count); unknown (version 1) counts as many."""
+    if len(content) < 8:
+        return 0
+    if int.from_bytes(content[:4], "big", signed=True) < 2:
+        return COLUMNAR_DECODE_ROWS
+    return int.from_bytes(content[4:8], "big", signed=True)
+
+
 @lru_cache(maxsize=64)
 def _compiled(schema_json: str):
     """Converter + fastavro-parsed raw schema, shared by all blocks with the same schema."""
@@ -70,7 +87,7 @@ def decode_avro_block(content: bytes, schema_json: str | None, where: str) -> pa
         raise SchemaError(f"{where}: writer schema is not valid Avro: {exc}") from exc
     plans = plan_for(schema_json)
     try:
-        if plans is not None:  # flat records: decoded column by column
+        if plans is not None and _record_count(content) >= COLUMNAR_DECODE_ROWS:  # flat records: by column
             return conv.storage_to_arrow(decode_columns(content, plans, conv.storage_schema, where))
         return conv.raw_to_arrow(_decode_avro_rows(content, parsed, where))
     except HudiError as exc:

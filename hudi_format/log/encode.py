@@ -157,12 +157,18 @@ def _parsed_raw_schema(avro_schema: str | dict):
         raise SchemaError(f"the Avro schema cannot be used for writing: {exc}") from exc
 
 
+#: Fewer rows are encoded row by row through fastavro even when flat: the column-wise encoder
+#: costs ~2.5 ms whatever the row count, fastavro ~15 µs a row; they cross near 100 rows of a
+#: nine-field schema (measured on 1-1,000 rows). The bytes are the same either way.
+COLUMNAR_ENCODE_ROWS = 100
+
+
 def _encode_records(table: pa.Table, avro_schema: str | dict, framed: bool = False) -> pa.Array:
     """Each row in Avro binary encoding (a binary array), as Avro Java's ``GenericDatumWriter``
     writes it: column by column for flat records, through fastavro otherwise. ``framed``
     puts each record's big-endian int32 length before it, as data blocks hold them."""
     plans = plan_for(avro_schema)
-    if plans is not None:
+    if plans is not None and table.num_rows >= COLUMNAR_ENCODE_ROWS:
         return encode_rows(arrow_to_avro_storage(table, avro_schema), plans, framed)
     parsed = _parsed_raw_schema(avro_schema)
     storage = arrow_to_avro_storage(table, avro_schema)
