@@ -32,9 +32,12 @@ def has_metadata_table(name: str) -> bool:
 os.environ.setdefault(SYNC_ENV, "0")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Tests that talk to the S3 test server carry the ``s3`` marker (``-m "not s3"`` skips
-    them), whichever module they are in."""
+    them), whichever module they are in. Called before pytest-xdist's own hook, which reads the
+    ``xdist_group`` markers (after it, the group went unseen: each worker started a
+    SparkSession and both JVMs ran Spark tests at once)."""
     for item in items:
         if "moto_s3" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.s3)
