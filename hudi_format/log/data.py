@@ -33,7 +33,7 @@ from .avro_columns import decode_columns, frame_records, plan_for
 #: Blocks of fewer records are decoded record by record even when flat: the column-wise
 #: decoder costs ~2.5 ms a block whatever its size (Arrow compute calls per field), fastavro
 #: ~12 µs a record; they cross near 250 records of a nine-field schema (measured on 1-1,000
-#: records). Small blocks are the common case of streaming upserts and the metadata table.
+#: records). Small blocks are the common case of small streaming upserts and deletes.
 COLUMNAR_DECODE_ROWS = 200
 
 

@@ -101,17 +101,18 @@ class Keys:
         other partitions, under a global index that moves keys); ``want`` (when keys are live)
         picks the kind instead of chance."""
         roll = rng.random()
-        if want:   # no live key to update: an insert first
-            roll = {"insert": 0.0, "upsert": 0.5, "move": 0.5, "delete": 0.9}[want] if self.live else 0.0
-        if roll < 0.4 or (len(self.live) < 6 and not want):
-            op = "insert"
+        if want and not self.live:   # no live key to update: an insert first
+            want = "insert"
+        if want:
+            op = "upsert" if want == "move" else want
+        else:
+            op = "insert" if roll < 0.4 or len(self.live) < 6 else "upsert" if roll < 0.8 else "delete"
+        if op == "insert":
             keys = [f"w{self.proc}_{self.next_key + i}" for i in range(rng.randint(1, self.sizes[0]))]
             self.next_key += len(keys)
-        elif roll < 0.8:
-            op = "upsert"
+        elif op == "upsert":
             keys = rng.sample(self.live, min(len(self.live), rng.randint(1, self.sizes[1])))
         else:
-            op = "delete"
             keys = rng.sample(self.live, min(len(self.live), rng.randint(1, self.sizes[2])))
         parts = [self.where.get(k, home(k)) for k in keys]
         if op == "upsert" and self.moves and (rng.random() < 0.3 if want is None else want == "move"):

@@ -53,6 +53,7 @@ if str(HERE) not in sys.path:
 
 import hudi_format as hudi  # noqa: E402
 from servicechild import AGGRESSIVE, home, rows  # noqa: E402
+import soakclock  # noqa: E402
 
 CHILD = HERE / "servicechild.py"
 SEED_KEYS = [f"seed_{i}" for i in range(12)]
@@ -69,8 +70,7 @@ def run(url: str, workdir: Path, seconds: float, writers: int = 3, storage_optio
         service: bool = True) -> dict:
     """Run the writers (and the service process) for ``seconds``, and on until each has done its
     least (:mod:`soakclock`); the ledgers and service log."""
-    # each child goes on past its seconds until it has done the least the test asserts (soakclock)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), SOAK_MIN_WORK="1")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), **{soakclock.ENV: "1"})
     extra = [json.dumps(storage_options)] if storage_options else []
     procs = []
     for p in range(writers):

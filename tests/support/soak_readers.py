@@ -39,6 +39,7 @@ if str(HERE) not in sys.path:
 
 import hudi_format as hudi  # noqa: E402
 from servicechild import AGGRESSIVE, rows  # noqa: E402
+import soakclock  # noqa: E402
 from soakclock import SoakClock  # noqa: E402
 
 SERVICE_CHILD = HERE / "servicechild.py"
@@ -265,7 +266,7 @@ def run(workdir: str, seconds: float, table_type: str, version: int, readers: in
     ledger = str(Path(workdir) / "ledger.jsonl")
     reads = [str(Path(workdir) / f"reads{i}.jsonl") for i in range(readers)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent.parent), os.environ.get("PYTHONPATH", "")]),
-               SOAK_MIN_WORK="1")
+               **{soakclock.ENV: "1"})
     procs = [subprocess.Popen([sys.executable, __file__, "writer", url, str(seconds), ledger, str(seed)], env=env),
              subprocess.Popen([sys.executable, str(SERVICE_CHILD), "service", url, str(seconds),
                                str(Path(workdir) / "service.json")], env=env)]
