@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from .adapters import get_engine
+from .adapters import check_engine, get_engine
 from .report import to_markdown, write_reports
 from .runner import ERROR, FAIL, Suite, run, summarize
 
@@ -43,6 +43,8 @@ def _progress_factory(enabled: bool, label: str):
 
 
 def _cmd_run(args) -> int:
+    for spec in args.engine:
+        check_engine(spec)
     suite = Suite(args.workdir, fixtures_=not args.no_fixtures, generated=not args.no_generated,
                   writes=not args.no_writes, select=args.only)
     show = not args.quiet and sys.stderr.isatty()

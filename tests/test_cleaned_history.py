@@ -327,3 +327,36 @@ def test_rolling_back_a_commit_whose_rewritten_versions_were_cleaned_is_refused(
     from hudi import HudiTableBuilder
     rs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(path).build().read())
     assert sorted(rs.column("id").to_pylist()) == [0, 1, 2]
+
+
+def test_time_travel_past_an_archived_clustering_takes_the_groups_it_retired_as_gone(tmp_path):
+    """Torture seed 340004's defect, reduced: file groups a clustering retired, then cleaned,
+    are no slice a later instant needs, also once the replacecommit that retired them is
+    archived (the check looked for it in the active timeline only and failed the read)."""
+    path = str(tmp_path / "t")
+    opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.keep.min.commits": "2",
+            "hoodie.keep.max.commits": "3", "hoodie.clean.automatic": "false",
+            "hoodie.archive.automatic": "false", "hoodie.metadata.enable": "false"}
+
+    def rows(keys, ts):
+        return pa.table({"id": pa.array(keys, pa.int64()), "ts": pa.array([ts] * len(keys), pa.int64()),
+                         "part": ["p0"] * len(keys)})
+
+    for i in range(3):        # three file groups, clustered into one
+        hudi.write(path, rows(list(range(i * 10, i * 10 + 10)), i), operation="bulk_insert", options=opts, **KEY)
+    table = hudi.open_table(path)
+    assert table.cluster(options=opts) is not None
+    bounds = []
+    for ts in range(10, 14):
+        hudi.write(path, rows([ts - 10], ts), operation="upsert", options=opts, **KEY)
+        last = hudi.open_table(path).timeline.write_instants()[-1]
+        bounds.append(last.completion_time or last.timestamp)
+    table.refresh()
+    assert table.clean(options=opts) is not None          # the retired groups' files go
+    archived = table.archive(options=opts)
+    assert "replacecommit" in {i.action for i in archived}
+    for n, bound in ((3, bounds[-2]), (4, bounds[-1])):
+        got = table.read(as_of=bound, columns=["id", "ts"])
+        want = {k: 0 if k < 10 else (1 if k < 20 else 2) for k in range(30)}
+        want.update({k: 10 + k for k in range(n)})
+        assert dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == want

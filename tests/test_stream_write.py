@@ -95,10 +95,10 @@ def data_files(path) -> set[str]:
 
 
 # -- same result as a table ----------------------------------------------------------------------------
+# every pair of (operation, table type, version) values once: four runs, not eight
 @pytest.mark.parametrize("op,ttype,version", [
-    ("bulk_insert", "COPY_ON_WRITE", 8), ("bulk_insert", "MERGE_ON_READ", 8), ("insert", "COPY_ON_WRITE", 8),
-    ("insert", "MERGE_ON_READ", 8), ("bulk_insert", "COPY_ON_WRITE", 6), ("insert", "MERGE_ON_READ", 6),
-    ("bulk_insert", "MERGE_ON_READ", 6), ("insert", "COPY_ON_WRITE", 6)])
+    ("bulk_insert", "COPY_ON_WRITE", 8), ("insert", "MERGE_ON_READ", 8),
+    ("insert", "COPY_ON_WRITE", 6), ("bulk_insert", "MERGE_ON_READ", 6)])
 def test_a_reader_writes_what_the_table_writes(tmp_path, op, ttype, version):
     data = make_rows(20_000)
     opts = {"hoodie.parquet.max.file.size": 40_000, "hoodie.copyonwrite.record.size.estimate": 20}
@@ -227,7 +227,7 @@ def test_a_bad_later_batch_fails_and_leaves_the_table_as_it_was(tmp_path, ttype,
     hudi.write(str(path), make_rows(1_000), operation="insert", table_type=ttype, **KW)
     before_rows, before_files = rows(path), data_files(path)
     instants = [i.timestamp for i in hudi.open_table(str(path)).timeline.instants]
-    good = make_rows(12_000, start=10_000)
+    good = make_rows(4_000, start=10_000)
     bad = make_rows(10, start=50_000).to_batches()[0]
     if fault == "null key":
         bad = bad.set_column(0, "id", pa.array([None] * 10, pa.string()))
@@ -247,7 +247,7 @@ def test_a_bad_later_batch_fails_and_leaves_the_table_as_it_was(tmp_path, ttype,
         assert not t.timeline.pending
     # and the table takes the next write
     hudi.write(str(path), reader(good), operation="insert")
-    assert len(rows(path)) == 13_000
+    assert len(rows(path)) == 5_000
 
 
 def test_a_bad_first_batch_writes_nothing(tmp_path):
@@ -343,26 +343,26 @@ def test_the_input_is_pulled_lazily_and_not_held(tmp_path, monkeypatch):
     path = tmp_path / "t"
     real = stream.write_stream
     monkeypatch.setattr("hudi_format.writer.client.write_stream",
-                        lambda *a, **k: real(*a, **dict(k, buffer_bytes=2_000_000)))
+                        lambda *a, **k: real(*a, **dict(k, buffer_bytes=1_000_000)))
     base = pa.total_allocated_bytes()
     held: list[int] = []
     finished: list[int] = []
     total = [0]
 
     def gen():
-        for i in range(60):
+        for i in range(30):
             b = make_rows(5_000, start=i * 5_000).to_batches()[0]
             total[0] += b.nbytes
             held.append(pa.total_allocated_bytes() - base)
             finished.append(len([f for f in data_files(path) if f.endswith(".parquet")]) if path.exists() else 0)
             yield b
 
-    hudi.write(str(path), gen(), operation="bulk_insert", options=dict(SMALL_BLOOM, **{"hoodie.parquet.max.file.size": 400_000}),
+    hudi.write(str(path), gen(), operation="bulk_insert", options=dict(SMALL_BLOOM, **{"hoodie.parquet.max.file.size": 200_000}),
                **KW)
-    assert len(rows(path)) == 300_000
-    assert total[0] > 15_000_000
+    assert len(rows(path)) == 150_000
+    assert total[0] > 7_500_000
     assert max(held) < total[0] / 3, (max(held), total[0])
-    assert finished[30] > 0 and finished[-1] > finished[30]
+    assert finished[15] > 0 and finished[-1] > finished[15]
     # row groups were cut to fit the budget (the largest file: a partition's last file may be a
     # small tail with one row group; slices come in file-id order, which is random)
     s = max(hudi.open_table(str(path)).file_slices(), key=lambda f: f.base_file_size)
