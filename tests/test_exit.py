@@ -28,7 +28,7 @@ from writemodel import make_rows
 
 pytestmark = pytest.mark.slow
 
-PROCESSES = 20
+PROCESSES = 9     # three of each read; the race itself is gone by construction (read_parquet_bytes)
 # archival never passes the metadata table's latest compaction: let it compact every deltacommit
 OPTIONS = {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "4", "hoodie.clean.automatic": "false",
            "hoodie.metadata.compact.max.delta.commits": "1"}
