@@ -4,7 +4,7 @@ options; afterwards our reader and hudi-rs must show every acknowledged write wi
 acknowledged value: 0 lost, 0 stale, 0 failed-but-visible, 0 duplicate keys; and the metadata
 table's ``files`` listing equals storage (it lists no deleted file, misses no committed one).
 
-Bounded here (``HUDI_SERVICE_SOAK_SECONDS``, default 9 s a run, 4 s on S3, then on until each writer
+Bounded here (``HUDI_SERVICE_SOAK_SECONDS``, default 6 s a run, 4 s on S3, then on until each writer
 has made each kind of write and the services did something); long runs:
 ``python -m tests.support.soak_concurrency --seconds N``. See ``soak_concurrency.py`` for the ledger model.
 """
@@ -20,7 +20,7 @@ from soak_concurrency import clean, soak
 
 pytestmark = pytest.mark.slow
 
-SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "9"))
+SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "6"))
 S3_SECONDS = float(os.environ.get("HUDI_SERVICE_SOAK_SECONDS", "4"))
 
 def _check(report: dict) -> None:

@@ -4,7 +4,7 @@ archives (aggressive options) is exactly the table after the latest write on its
 no read fails. hudi-rs, reading the same table meanwhile, must show the table after *some* write
 on its timeline (it may show an earlier one; see ``soak_readers.check``).
 
-Bounded here (``HUDI_READER_SOAK_SECONDS``, default 7 s a run); long runs:
+Bounded here (``HUDI_READER_SOAK_SECONDS``, default 5 s a run); long runs:
 ``python -m tests.support.soak_readers --seconds N``.
 """
 
@@ -19,7 +19,7 @@ from soak_readers import run
 
 pytestmark = pytest.mark.slow
 
-SECONDS = float(os.environ.get("HUDI_READER_SOAK_SECONDS", "7"))
+SECONDS = float(os.environ.get("HUDI_READER_SOAK_SECONDS", "5"))
 
 
 @pytest.mark.parametrize("table_type,version", [("MERGE_ON_READ", 8), ("MERGE_ON_READ", 6), ("COPY_ON_WRITE", 6)])

@@ -1,4 +1,4 @@
-"""A 56-commit stream of small upserts with the services inline keeps the active timeline
+"""A 36-commit stream of small upserts with the services inline keeps the active timeline
 within its bounds and the files per partition bounded, and the table stays correct."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from writemodel import hudi_rs_read
 pytestmark = pytest.mark.slow
 
 
-COMMITS = 56    # five archival cycles (keep.max.commits 10) and 11 inline compactions
+COMMITS = 36    # three archival cycles (keep.max.commits 10) and seven inline compactions
 
 
 def test_a_long_stream_stays_bounded(tmp_path):
