@@ -174,9 +174,11 @@ def test_conformance_command_line_writes_reports(tmp_path):
         assert "time-travel" in eng["features"]
     md = (tmp_path / "conformance.md").read_text()
     assert "## Per feature" in md and "sample_table__cow__v8_simplekeygen_nonhivestyle/snapshot" in md
-    bad = subprocess.run([sys.executable, "-m", "conformance", "run", "--engine", "nope"], cwd=ROOT, env=env,
-                         capture_output=True, text=True)
+    work = tmp_path / "work"
+    bad = subprocess.run([sys.executable, "-m", "conformance", "run", "--engine", "hudi_format", "--engine", "nope",
+                          "--workdir", str(work), "--keep"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown engine" in bad.stderr
+    assert not work.exists() or not any(work.iterdir())    # refused before any table was generated
 
 
 # -- the suite's own machinery ---------------------------------------------------------------------
