@@ -400,3 +400,42 @@ def test_a_stale_record_in_another_partition_stays_put_as_the_core_keeps_it(spar
                       for r in hudi.open_table(str(path)).read().to_pylist()) == want
     assert sorted((r["id"], r["ts"]) for r in hudi_rs_read(str(tmp_path / "spark")).to_pylist()) == \
         [(k, t) for k, _, t in want]
+
+
+class _DriverReadKeys(AssertionError):
+    """The driver read record keys of data files (the known limit below, and only it)."""
+
+
+@pytest.mark.xfail(strict=True, raises=_DriverReadKeys, reason=(
+    "known limit (README, Spark: scale): the metadata table's record index update is made at "
+    "commit by the committing process, the driver here, which reads the keys of every file the "
+    "write wrote and of the base files they replace; Hudi makes it on the executors"))
+def test_the_record_index_update_reads_no_record_keys_on_the_driver(spark, tmp_path, monkeypatch):
+    """A Spark upsert under the record index: the keys it changes are the executors' to turn
+    into record index updates; the driver (this process: Spark's Python workers are others)
+    reads none. Fails today, as the reason says; a fix turns it into a pass (strict)."""
+    from hudi_format.metadata import data_files
+    path = tmp_path / "t"
+    core_write(path, rows(range(20_000), ts=1), opts("RECORD_INDEX", "COPY_ON_WRITE", 8, "insert"))
+    read: list[int] = []
+    base_keys, log_keys = data_files.DataFiles.base_keys, data_files.DataFiles.log_keys
+
+    def counted_base(self, p):
+        keys = base_keys(self, p)
+        read.append(len(keys))
+        return keys
+
+    def counted_log(self, p):
+        ups, dels = log_keys(self, p)
+        read.append(len(ups) + len(dels))
+        return ups, dels
+
+    monkeypatch.setattr(data_files.DataFiles, "base_keys", counted_base)
+    monkeypatch.setattr(data_files.DataFiles, "log_keys", counted_log)
+    spark_write(spark, path, rows(range(0, 20_000, 10), ts=2), opts("RECORD_INDEX", "COPY_ON_WRITE", 8, "upsert"))
+    monkeypatch.undo()
+    got = hudi.open_table(str(path)).read(columns=["id", "ts"])
+    assert got.num_rows == 20_000 and got.column("ts").to_pylist().count(2) == 2_000
+    if sum(read):
+        raise _DriverReadKeys(f"the driver read {sum(read):,} record keys from {len(read)} files "
+                              "to update the record index")
