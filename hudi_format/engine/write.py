@@ -24,7 +24,8 @@ from ..storage import Storage
 from ..errors import InvalidOptionError, TableNotFoundError
 from ..transaction.snapshot import TableSnapshot
 from ..transaction import WriteResult
-from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write,
+from ..writer.commit import commit_write
+from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation,
                           plan_write as _plan_write, plan_write_counts, prepare_write,
                           open_streamed, write_bucket as _write_bucket)
 from ..writer.file_sizing import new_file_records

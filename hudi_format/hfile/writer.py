@@ -24,6 +24,10 @@ import posixpath
 import struct
 from typing import Iterable, Mapping
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..errors import HudiError, InvalidOptionError
 from .blocks import (CHECKSUM_NAMES, HEADER_SIZE, MAX_ROW_LENGTH, BlockType, encode_block,
                      make_key)
@@ -40,6 +44,20 @@ _CODECS = {"NONE": 2, "GZ": 1}
 _RESERVED_PREFIX = b"hfile."
 _WRITER_KEYS = {b"KEY_VALUE_VERSION", b"MAX_MEMSTORE_TS_KEY"}
 _KV = struct.Struct(">ii")
+# a cell: key length, value length (ints), row length (short), row, the rest of the key, value, MVCC
+_CELL_HEAD = np.dtype([("key", ">i4"), ("value", ">i4"), ("row", ">u2")])
+_KEY_TAIL = make_key(b"")[2:]   # what follows the row in a key: empty family, latest timestamp, Put
+_KEY_EXTRA = 2 + len(_KEY_TAIL)
+
+
+def _binary(values: pa.Array | pa.ChunkedArray, what: str) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not (pa.types.is_binary(values.type) or pa.types.is_string(values.type)):
+        raise InvalidOptionError(f"HFile {what} must be a binary or string array, got {values.type}")
+    if values.null_count:
+        raise InvalidOptionError(f"HFile {what} must not be null")
+    return values.cast(pa.binary())
 
 
 def _as_bytes(value, what: str) -> bytes:
@@ -171,6 +189,64 @@ class HFileWriter:
     def extend(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         for key, value in items:
             self.append(key, value)
+
+    def append_sorted(self, rows: pa.Array, values: pa.Array) -> None:
+        """Append many cells at once: ``rows`` (keys, in byte order, after any appended before)
+        and ``values``, Arrow binary or string arrays. The bytes are those :meth:`append` writes
+        cell by cell; the cells are laid out column-wise (a record index commit appends ~10^5 of
+        them, at ~6 us each one by one) and cut into blocks at the same places."""
+        if self._closed:
+            raise HudiError(f"HFile writer for {self._where} is closed")
+        try:
+            self._append_sorted(_binary(rows, "keys"), _binary(values, "values"))
+        except Exception:
+            self._fail()
+            raise
+
+    def _append_sorted(self, rows: pa.Array, values: pa.Array) -> None:
+        n = len(rows)
+        if len(values) != n:
+            raise InvalidOptionError(f"HFile append_sorted got {n} keys and {len(values)} values")
+        if not n:
+            return
+        row_len = pc.binary_length(rows).to_numpy().astype(np.int64)
+        if int(row_len.max()) > MAX_ROW_LENGTH:
+            raise InvalidOptionError(f"HFile key of {int(row_len.max())} bytes exceeds {MAX_ROW_LENGTH}")
+        first = rows[0].as_py()
+        if (n > 1 and not pc.all(pc.less_equal(rows.slice(0, n - 1), rows.slice(1))).as_py()) or \
+                (self._last_row is not None and first < self._last_row):
+            raise InvalidOptionError(f"HFile keys must be appended in sorted order in {self._where}")
+        value_len = pc.binary_length(values).to_numpy().astype(np.int64)
+        head = np.empty(n, dtype=_CELL_HEAD)
+        head["key"], head["value"], head["row"] = row_len + _KEY_EXTRA, value_len, row_len
+        heads = pa.FixedSizeBinaryArray.from_buffers(pa.binary(_CELL_HEAD.itemsize), n,
+                                                     [None, pa.py_buffer(head.tobytes())])
+        cells = pc.binary_join_element_wise(heads.cast(pa.binary()), rows, pa.scalar(_KEY_TAIL, pa.binary()),
+                                            values, pa.scalar(b"\x00", pa.binary()), pa.scalar(b"", pa.binary()))
+        ends = np.frombuffer(cells.buffers()[1], np.int32, n + 1, cells.offset * 4).astype(np.int64)
+        data = memoryview(cells.buffers()[2])
+        i = 0
+        while i < n:
+            need = self.block_size - self._block_size_written
+            j = i if need <= 0 else min(n, int(np.searchsorted(ends, ends[i] + need, side="left")))
+            # never cut a block inside a run of equal keys
+            while j < n and rows[j].as_py() == (rows[j - 1].as_py() if j > i else self._last_row):
+                j += 1
+            if j > i:
+                if not self._cells:
+                    row = rows[i].as_py()
+                    self._block_first = (row, make_key(row))
+                self._cells.append(bytes(data[ends[i]:ends[j]]))
+                self._block_size_written += int(ends[j] - ends[i])
+                self._last_row = rows[j - 1].as_py()
+                self._last_key = make_key(self._last_row)
+            if j < n:
+                self._finish_block()
+                self._write_leaves(False)
+            i = j
+        self._entries += n
+        self._key_bytes += int(row_len.sum()) + n * _KEY_EXTRA
+        self._value_bytes += int(value_len.sum())
 
     def add_file_info(self, key: bytes | str, value: bytes | str) -> None:
         """A file info entry (Hudi: ``schema``, ``minRecordKey``, ``bloomFilterTypeCode``...)."""

@@ -15,6 +15,7 @@ from ..view.file_names import parse_base_file_name, parse_log_file_name
 from . import keys as K
 from . import payloads as P
 from ..options import option
+from .key_changes import keys_by_last_block, winning_deletes
 from .options import _META_COLUMNS_INDEXED, MetadataTableError
 
 
@@ -90,39 +91,18 @@ class DataFiles:
         return self._keys(read_base_file(self.storage, path, self._key_columns()))
 
     def log_keys(self, path: str) -> tuple[pa.Array, pa.Array]:
-        """``(upserted keys, deleted keys)`` of one log file, each key by its last block.
-
-        A delete counts when it wins whatever the stored record: always under commit-time
-        ordering (the latest write wins), else when it carries no ordering value. One with an
-        ordering value (a soft delete under event-time ordering) may lose to the stored record,
-        whose key must then stay in the record index; if it wins, the entry left behind only
-        sends a later write of the key to this file group, where the merge orders it right."""
-        from ..read.merge import is_default_ordering
-        pieces = []
-        for seq, block in enumerate(read_log_file(self.storage, path)):
+        """``(upserted keys, deleted keys)`` of one log file, each key by its last block
+        (:func:`.key_changes.keys_by_last_block`, deletes by :func:`.key_changes.winning_deletes`)."""
+        blocks = []
+        for block in read_log_file(self.storage, path):
             if block.is_corrupted:
                 continue
             if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA):
-                keys, deleted = self._keys(block.records()), False
+                blocks.append((self._keys(block.records()), False))
             elif block.block_type == BlockType.DELETE:
-                dk = block.deleted_keys()
-                if self.spec.event_time and dk.num_rows:
-                    dk = dk.filter(is_default_ordering(dk.column("ordering_value")))
-                keys, deleted = pc.cast(dk.column("record_key"), pa.string()).combine_chunks(), True
-            else:
-                continue
-            if len(keys):
-                pieces.append(pa.table({"key": keys, "seq": pa.repeat(pa.scalar(seq, pa.int32()), len(keys)),
-                                        "deleted": pa.repeat(pa.scalar(deleted), len(keys))}))
-        if not pieces:
-            return pa.array([], pa.string()), pa.array([], pa.string())
-        t = pa.concat_tables(pieces)
-        if pc.any(t.column("deleted")).as_py():   # a key's last block decides (a key is once per block)
-            last = t.group_by("key", use_threads=False).aggregate([("seq", "max")])
-            t = t.join(last, "key").filter(pc.equal(pc.field("seq"), pc.field("seq_max")))
-        deleted = t.column("deleted")
-        return (t.filter(pc.invert(deleted)).column("key").combine_chunks(),
-                t.filter(deleted).column("key").combine_chunks())
+                blocks.append((winning_deletes(block.deleted_keys(), self.spec), True))
+        changes = keys_by_last_block(blocks)
+        return changes.upserted, changes.removed
 
     # -- column statistics
     def base_file_stats(self, partition: str, path: str) -> list[dict]:

@@ -14,8 +14,11 @@ HBase's, hudi-rs), and the rest of the layout is unchanged.
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import Mapping
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..hfile import DEFAULT_BLOCK_SIZE, HFileWriter
 from ..log import BlockType, HeaderKey
@@ -24,34 +27,43 @@ from ..storage import Storage
 from . import keys as K
 from . import payloads as P
 
-__all__ = ["hfile_data_block", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
+__all__ = ["cells_by_file_group", "hfile_data_block", "hfile_data_block_of", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
 
 RECORD_INDEX_BLOCK_SIZE = 16 * 1024
 _ROOT_BUDGET = 120 * 1024  # under the 128 KiB at which the block index goes multi-level
 _CELL_OVERHEAD = 21  # key/value lengths, row length, family length, timestamp, type, MVCC
 
 
-def _block_size(partition: str | None, default: int, items: list[tuple[bytes, bytes]]) -> int:
-    """The data block size of an HFile of ``items`` for metadata partition ``partition``.
+def _block_size(partition: str | None, default: int, keys: pa.Array, values: pa.Array) -> int:
+    """The data block size of an HFile of these cells for metadata partition ``partition``.
 
     Record index HFiles take small blocks, but never so many that the block index outgrows
     one root block: Hudi 1.0's own reader (``HFileReaderImpl``) reads the root level only,
     and Hudi, cutting 1 MiB blocks, never writes more. An index entry takes at most
     ``row + 28`` bytes, and every block but the last holds at least ``block_size`` bytes."""
-    if partition != K.RECORD_INDEX or not items:
+    if partition != K.RECORD_INDEX or not len(keys):
         return default
-    keys = list(map(itemgetter(0), items))
-    total = sum(map(len, keys)) + sum(map(len, map(itemgetter(1), items))) + _CELL_OVERHEAD * len(items)
-    most = max(2, _ROOT_BUDGET // (max(map(len, keys)) + 28))
+    key_len = pc.binary_length(keys)
+    total = pc.sum(key_len).as_py() + pc.sum(pc.binary_length(values)).as_py() + _CELL_OVERHEAD * len(keys)
+    most = max(2, _ROOT_BUDGET // (pc.max(key_len).as_py() + 28))
     return max(RECORD_INDEX_BLOCK_SIZE, -(-total // (most - 1)))
+
+
+def _arrays(items: list[tuple[bytes, bytes]]) -> tuple[pa.Array, pa.Array]:
+    return (pa.array(list(map(itemgetter(0), items)), pa.binary()),
+            pa.array(list(map(itemgetter(1), items)), pa.binary()))
 
 
 def hfile_data_block(items: list[tuple[bytes, bytes]], instant: str, partition: str | None = None) -> bytes:
     """An ``HFILE_DATA`` log block of sorted ``(key, value)`` cells (HFileUtils' layout) for
     metadata partition ``partition`` (its block size, see the module docstring)."""
-    w = HFileWriter(None, block_size=_block_size(partition, HFILE_LOG_BLOCK_SIZE, items), compression="GZ")
-    for k, v in items:
-        w.append(k, v)
+    return hfile_data_block_of(*_arrays(items), instant, partition)
+
+
+def hfile_data_block_of(keys: pa.Array, values: pa.Array, instant: str, partition: str | None = None) -> bytes:
+    """:func:`hfile_data_block` of cells given as Arrow arrays (``keys`` binary, sorted)."""
+    w = HFileWriter(None, block_size=_block_size(partition, HFILE_LOG_BLOCK_SIZE, keys, values), compression="GZ")
+    w.append_sorted(keys, values)
     w.add_file_info("schema", P.SCHEMA_JSON)
     content = w.close()
     return encode_block(BlockType.HFILE_DATA, {HeaderKey.INSTANT_TIME: instant,
@@ -63,12 +75,12 @@ def write_base_hfile(storage: Storage, rel: str, items: list[tuple[bytes, bytes]
     """A base HFile of the metadata table (``HoodieAvroHFileWriter``): the cells, the schema,
     a bloom filter of the keys and the min/max keys; returns its size."""
     from ..bloom import new_bloom_filter
+    keys, values = _arrays(items)
     bloom = new_bloom_filter(60000, 0.000000001, "DYNAMIC_V0", 100000)
     if items:
-        bloom.add_all(pa.array([k for k, _ in items], pa.binary()))
-    w = HFileWriter(storage, rel, compression="GZ", block_size=_block_size(partition, DEFAULT_BLOCK_SIZE, items))
-    for k, v in items:
-        w.append(k, v)
+        bloom.add_all(keys)
+    w = HFileWriter(storage, rel, compression="GZ", block_size=_block_size(partition, DEFAULT_BLOCK_SIZE, keys, values))
+    w.append_sorted(keys, values)
     w.add_file_info("schema", P.SCHEMA_JSON)
     w.add_file_info("bloomFilterTypeCode", "DYNAMIC_V0")
     if items:
@@ -77,3 +89,25 @@ def write_base_hfile(storage: Storage, rel: str, items: list[tuple[bytes, bytes]
     w.add_meta_block("bloomFilter", bloom.serialize())
     w.close()
     return storage.size(rel)
+
+
+def cells_by_file_group(upserts: Mapping[str, bytes], n: int) -> dict[int, tuple[pa.Array, pa.Array]]:
+    """``upserts`` (key -> encoded value) as the cells of each of ``n`` file groups (Hudi's key
+    hash): (keys as UTF-8 bytes, in byte order, and their values), sorted column-wise."""
+    if not upserts:
+        return {}
+    keys = pa.array(list(upserts), pa.string())
+    groups = pa.array(_file_group_indexes(keys, n), pa.int32())
+    t = pa.table({"g": groups, "k": keys.cast(pa.binary()), "v": pa.array(list(upserts.values()), pa.binary())})
+    t = t.sort_by([("g", "ascending"), ("k", "ascending")])
+    g = t.column("g").to_numpy()
+    cuts = np.flatnonzero(np.diff(g)) + 1
+    starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(g)]])
+    k, v = t.column("k").combine_chunks(), t.column("v").combine_chunks()
+    return {int(g[a]): (k.slice(a, b - a), v.slice(a, b - a)) for a, b in zip(starts, ends)}
+
+
+def _file_group_indexes(keys: pa.Array, n: int) -> np.ndarray:
+    if n == 1:
+        return np.zeros(len(keys), np.int32)
+    return K.file_group_indexes(keys, n).to_numpy()

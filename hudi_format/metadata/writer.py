@@ -66,11 +66,12 @@ from ..view.file_names import BaseFileName, parse_base_file_name, parse_log_file
 from . import init as I
 from . import keys as K
 from . import payloads as P
+from .key_changes import KeyChanges
 from .data_files import DataFiles
 from .payloads import Delta, records_delta
 from .reader import MetadataTable
 from ..options import option
-from .hfiles import hfile_data_block, write_base_hfile  # noqa: F401 - re-exported
+from .hfiles import cells_by_file_group, hfile_data_block, hfile_data_block_of, write_base_hfile  # noqa: F401
 from .compaction import MetadataCompaction
 from .rollback import MetadataRollback
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
@@ -347,18 +348,16 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                 if not slices:
                     raise MetadataTableError(f"metadata partition {partition} has no file groups")
                 n = len(slices)
-                ups: dict[int, list] = defaultdict(list)
+                ups = cells_by_file_group(delta.upserts, n)
                 dels: dict[int, list] = defaultdict(list)
-                for key, i in zip(delta.upserts, _file_groups(list(delta.upserts), n)):
-                    ups[i].append((key.encode("utf-8"), delta.upserts[key]))
                 del_keys = list(delta.deletes)
                 for key, i in zip(del_keys, _file_groups(del_keys, n)):
                     dels[i].append(key)
                 for i in sorted(set(ups) | set(dels)):
                     s = slices[i]
                     blocks = []
-                    if ups.get(i):
-                        blocks.append(hfile_data_block(sorted(ups[i]), instant, partition))
+                    if i in ups:
+                        blocks.append(hfile_data_block_of(*ups[i], instant, partition))
                     if dels.get(i):
                         keys = sorted(dels[i])
                         blocks.append(encode_delete_block(pa.table({
@@ -371,7 +370,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     results = self._write_log(partition, s.file_id, log_instant, blocks, f"{task}-1-{task}")
                     written.extend(r.path for r in results)
                     last = results[-1]
-                    nu, nd = len(ups.get(i, ())), len(dels.get(i, ()))
+                    nu, nd = len(ups[i][0]) if i in ups else 0, len(dels.get(i, ()))
                     size = sum(r.size for r in results)
                     stats.append(WriteStat(
                         file_id=s.file_id, path=last.path, partition_path=partition,
@@ -404,8 +403,11 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
     def _enabled(self, partition: str) -> bool:
         return partition in self.config.metadata_partitions
 
-    def commit_deltas(self, instant: str, metadata: Mapping[str, Any]) -> dict[str, Delta]:
-        """The MDT records of a data commit (``HoodieCommitMetadata`` as a dict)."""
+    def commit_deltas(self, instant: str, metadata: Mapping[str, Any],
+                      record_keys: Mapping[str, KeyChanges] | None = None) -> dict[str, Delta]:
+        """The MDT records of a data commit (``HoodieCommitMetadata`` as a dict).
+        ``record_keys``: record index changes of written files by write stat path, as their
+        write handles reported them (:mod:`.key_changes`); other files are read back."""
         stats_by_part = {p: [WriteStat.from_dict(st, p) for st in (s or ())]
                          for p, s in (metadata.get("partitionToWriteStats") or {}).items()}
         op = metadata.get("operationType") or ""
@@ -450,7 +452,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                         recs.append(rec)
             out[K.BLOOM_FILTERS] = records_delta(recs)
         if self._enabled(K.RECORD_INDEX) and op not in _RECORD_INDEX_SKIPPED_OPS:
-            out[K.RECORD_INDEX] = self._record_index_delta(instant, written, replaced, files)
+            out[K.RECORD_INDEX] = self._record_index_delta(instant, written, replaced, files, record_keys or {})
         return out
 
     def _size(self, rel: str) -> int:
@@ -459,7 +461,8 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         except (HudiError, OSError):
             return 0
 
-    def _record_index_delta(self, instant: str, written, replaced: Mapping[str, list], files: DataFiles) -> Delta:
+    def _record_index_delta(self, instant: str, written, replaced: Mapping[str, list], files: DataFiles,
+                            given: Mapping[str, KeyChanges]) -> Delta:
         ext = self.config.base_file_extension
         located: dict[str, tuple[str, str]] = {}
         gone: set[str] = set()
@@ -477,12 +480,19 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     return f.path
             return None
 
-        seen = set()
+        seen, applied = set(), set()
         for part, rel, st in written:
             if rel in seen:
                 continue
             seen.add(rel)
             fid = st.file_id or ""
+            changes = given.get(st.path or "")
+            if changes is not None:   # the handle's changes cover every file of its stat
+                if st.path not in applied:
+                    applied.add(st.path)
+                    located.update(dict.fromkeys(changes.upserted.to_pylist(), (part, fid)))
+                    gone.update(changes.removed.to_pylist())
+                continue
             if rel.endswith(ext):
                 new_keys = files.base_keys(rel)
                 prev = st.prev_commit

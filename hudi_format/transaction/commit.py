@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from ..config import TableConfig
 from ..errors import HudiError, StorageError
 from ..metadata.commit import MetadataTableHook
+from ..metadata.key_changes import KeyChanges
 from ..metadata.writer import DataTableSnapshot, MetadataTableServices
 from ..options import option
 from ..storage import Storage
@@ -52,10 +53,12 @@ class MetadataHook(Protocol):
 
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                         options: Mapping[str, Any], clock: InstantClock,
-                        snapshot: DataTableSnapshot | None = None) -> TableConfig:
+                        snapshot: DataTableSnapshot | None = None,
+                        record_keys: Mapping[str, KeyChanges] | None = None) -> TableConfig:
         """Bring the metadata table along (under the lock); return the data table's config.
         ``snapshot``: the data table as the commit just listed it under the lock (``None``:
-        not listed; load what is needed)."""
+        not listed; load what is needed). ``record_keys``: the record index changes of
+        written files, by write stat path, as their write handles reported them."""
 
     def abort(self, storage: Storage, config: TableConfig, instant: str, options: Mapping[str, Any],
               clock: InstantClock) -> None:
@@ -241,11 +244,13 @@ class Transaction:
 
     # -- finishing --------------------------------------------------------------------------
     def commit(self, metadata: Any, conflict_check: ConflictCheck | None = None, *,
-               started: frozenset[str] | None = None) -> Instant:
+               started: frozenset[str] | None = None,
+               record_keys: Mapping[str, KeyChanges] | None = None) -> Instant:
         """Complete the instant: under the table lock, check it is still ours and run
         ``conflict_check`` on the reloaded timeline, resolve the schema it records, then the
         metadata hook, then complete. ``started``: the completed write instants the operation
-        loaded, when known (with none completed since, the schema cannot have moved)."""
+        loaded, when known (with none completed since, the schema cannot have moved).
+        ``record_keys``: the written files' record index changes, for the hook."""
         locking = _locking(self.storage, self.options)
         now: Timeline | None = None
         with table_lock(self.storage, self.options):
@@ -269,7 +274,8 @@ class Transaction:
                     self._hooked = True
                     listed = TableSnapshot(self.storage, self.config, now) if now is not None else None
                     self.config = self.hook.before_complete(self.storage, self.config, self.inflight, metadata,
-                                                            self.options, self.writer.clock, snapshot=listed)
+                                                            self.options, self.writer.clock, snapshot=listed,
+                                                            record_keys=record_keys)
                 # `now`, listed under this lock hold, showed the instant pending: no second
                 # listing; the inflight file is there: that listing showed it, or (the metadata
                 # table, under its data table's lock) this transaction wrote it

@@ -21,7 +21,8 @@ from ..storage import Storage
 from ..timeline import Instant, Timeline
 from ..transaction.snapshot import TableSnapshot
 from .input import as_stream, read_input
-from .job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, commit_write, retryable,
+from .commit import commit_write
+from .job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation, retryable,
                   plan_write, prepare_write, write_bucket)
 from ..options import WRITE_SCOPES, validate
 from .stream import streams, write_stream

@@ -23,6 +23,7 @@ from ..base_file import (BaseFileWriteResult, KeptIndex, constant_column, parque
                          unique_key_columns, write_base_file)
 from ..bloom import BloomFilter
 from ..errors import ConcurrentWriteError
+from ..metadata.key_changes import KeyChanges, keys_by_last_block, winning_deletes
 from ..log import (encode_avro_data_block, encode_delete_block, encode_parquet_data_block,
                    LogVersionTakenError, next_log_version, write_log_file)
 from ..read.align import align_table
@@ -61,6 +62,10 @@ class WriteContext:
     written: list = attrs.field(factory=list)  # paths of files this commit created
     file_id: str | None = None   # create: the new group's id, fixed at planning (a retried task reuses it)
     token: tuple[int, str] | None = None   # (task number, Hudi write token) of the task writing
+    # the record index is kept: the handle reports its file's key changes in `keys`, so the
+    # commit does not read the written files back for them (metadata.key_changes)
+    track_keys: bool = False
+    keys: KeyChanges | None = None
     _task: int = 0
 
     @property
@@ -130,6 +135,8 @@ def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) ->
         rows, keys = rows.filter(live), pc.filter(keys, live)
     table = with_meta(ctx, rows, keys, partition, name, task, encoded=True)
     res = _write_base(ctx, partition, name, table)
+    if ctx.track_keys:
+        ctx.keys = KeyChanges.of(keys)
     return WriteStat(file_id=file_id, path=res.path, partition_path=partition, num_writes=table.num_rows,
                      num_inserts=table.num_rows, total_write_bytes=res.file_size)
 
@@ -181,6 +188,9 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
             guess = False
             version = next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
     ctx.written.extend(r.path for r in results)
+    if ctx.track_keys:   # in block order: the upserts, then the deletes
+        ctx.keys = keys_by_last_block([(upsert_keys, False)] + [
+            (winning_deletes(d, ctx.spec), True) for d in (deletes, flagged) if d is not None and d.num_rows])
     size = sum(r.size for r in results)
     last = results[-1]
     return WriteStat(file_id=fs.file_id, path=last.path, partition_path=fs.partition_path,

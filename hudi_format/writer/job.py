@@ -7,8 +7,8 @@
   that fails (bad data, a file group being clustered) has written nothing.
 - :func:`write_bucket` writes one bucket's rows; it needs only the bucket and the rows, so it
   runs in any thread or process, and returns a :class:`BucketResult` (the Hudi write stat).
-- :func:`commit_write` commits every bucket's stat as one instant (table lock, conflict
-  check, metadata table, completed file); :func:`abort_write` removes what was written.
+- :func:`.commit.commit_write` commits every bucket's stat as one instant (table lock,
+  conflict check, metadata table, completed file); :func:`abort_write` removes what was written.
 
 ``WriteClient.write`` is these steps in one process; ``hudi_format.engine`` exposes them to
 engines (Spark, Ray, Dask...) with recovery and inline services around them.
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-import posixpath
-from collections import defaultdict
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import attrs
 import pyarrow as pa
@@ -30,20 +28,19 @@ from ..base_file import footer_bloom, parquet_format
 from ..config import META_FIELDS, TableConfig
 from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
-from ..read.concurrent_deletions import ConcurrentDeletions
+from ..metadata.key_changes import KeyChanges
+from ..metadata.keys import RECORD_INDEX
 from ..read.merge import IS_DELETED, MergeSpec, live_rows, merge_pieces, row_numbers
 from ..read.snapshot import ReadState
 from ..read.table_schema import latest_data_schema
 from ..schema import arrow_to_avro_schema, avro_to_arrow_schema, table_record_name
 from ..storage import Storage
 from ..table_init import ensure_table, write_partition_metadata
-from ..timeline import Instant, Timeline, commit_metadata
+from ..timeline import Instant, Timeline
 from ..timeline.metadata import WriteStat
-from ..transaction import Transaction, check_write_conflicts, new_file_groups, started_with, touched_file_groups
-from ..transaction.markers import read_markers, written_by
+from ..transaction import Transaction
 from ..transaction.snapshot import TableSnapshot
 from ..view import FileSlice, FileSystemView
-from ..view.file_names import parse_log_file_name
 from . import handles, merge_handle
 from .input import check_fields
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
@@ -103,6 +100,14 @@ class WriteSpec:
     @property
     def deleting(self) -> bool:
         return self.operation in ("delete", "delete_partition")
+
+    @property
+    def tracks_record_index(self) -> bool:
+        """Whether the commit updates the metadata table's record index: then the write
+        handles report the key changes of the files they write (:class:`KeyChanges`)."""
+        return bool(option(self.options, "hoodie.metadata.enable")) and (
+            RECORD_INDEX in self.config.metadata_partitions
+            or bool(option(self.options, "hoodie.metadata.record.index.enable")))
 
     @property
     def keygen(self) -> KeyGenerator:
@@ -171,6 +176,7 @@ class BucketResult:
     partition: str
     stat: WriteStat                  # Hudi's ``HoodieWriteStat`` of the file written
     files: tuple[str, ...]
+    keys: KeyChanges | None = None   # its record index changes, when the table keeps that index
 
 
 class WriteJob:
@@ -351,7 +357,7 @@ def _open_planned(job: WriteJob, plan: Plan, dedupe: bool) -> list[WriteBucket]:
 
 def open_streamed(job: WriteJob) -> None:
     """Open the instant of a write whose buckets are made while its input streams in
-    (:mod:`.stream`): new file groups and small-file top-ups, reported to :func:`commit_write`
+    (:mod:`.stream`): new file groups and small-file top-ups, reported to :func:`.commit.commit_write`
     as they are written. A failure aborts the instant."""
     if job.plan is not None:
         raise HudiError("this write is already planned")
@@ -456,7 +462,7 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
             except (HudiError, OSError) as exc:   # the abort, or the next rollback, removes it
                 log.warning("could not remove %s of a failed bucket: %s", path, exc)
         raise
-    return BucketResult(bucket.index, bucket.partition, stat, tuple(ctx.written))
+    return BucketResult(bucket.index, bucket.partition, stat, tuple(ctx.written), ctx.keys)
 
 
 def retryable(run: Callable[[], _T]) -> _T:
@@ -485,107 +491,7 @@ def write_context(storage: Storage, bucket: WriteBucket, write_token: str | None
         parquet=parquet_format(opts),
         max_log_file_size=option(opts, "hoodie.logfile.max.size"),
         bloom=footer_bloom(opts),
-        file_id=bucket.file_id, token=token)
-
-
-# -- commit / abort ------------------------------------------------------------------------------
-def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unreported: bool = True,
-                 extra_metadata: Mapping[str, str] | None = None) -> Instant:
-    """Commit the buckets' stats as one instant. ``discard_unreported``: first delete files
-    the markers name but no result reports (task attempts an engine retried or discarded), as
-    Hudi's finalize-write does. ``extra_metadata``: string entries added to the commit's
-    ``extraMetadata`` (e.g. a streaming sink's checkpoint), beside the writer schema."""
-    extra = _extra_metadata(extra_metadata)
-    if job.txn is None:
-        raise HudiError("this write has no open instant: plan_write() opens it")
-    by_index: dict[int, BucketResult] = {}
-    for r in results:
-        if r.index in by_index:
-            raise HudiError(f"bucket {r.index} of {job.instant_time} was reported twice; "
-                            "report one attempt per bucket")
-        by_index[r.index] = r
-    stats = [by_index[i].stat for i in sorted(by_index)]
-    written: set[str] = {f for r in by_index.values() for f in r.files}
-    job.txn.written.extend(sorted(written - set(job.txn.written)))
-    if discard_unreported:
-        listed = read_markers(job.storage, job.txn.instant_time)
-        job.txn.marked.extend(path for path, _ in listed)   # their markers go at the commit
-        for path, _ in listed:
-            # only our own: a marker whose create lost the race names another writer's file
-            if path not in written and job.storage.exists(path) and \
-                    written_by(job.storage, path, job.txn.instant_time):
-                log.info("removing %s, written by a discarded attempt of %s", path, job.txn.instant_time)
-                job.storage.delete(path)
-    metadata = commit_metadata(stats, operation_type=OPERATION_TYPES[job.operation],
-                               extra_metadata={**extra, "schema": compact_json(job.data_avro)},
-                               replaced_file_ids=job.plan.replaced if job.operation in REPLACE_OPS else None)
-    txn = job.txn
-    mine = touched_file_groups(metadata["partitionToWriteStats"], metadata.get("partitionToReplaceFileIds"))
-    new_groups = new_file_groups(metadata["partitionToWriteStats"])
-    seen = started_with(job.state.timeline if job.state is not None else None)
-    v6_logs: dict[tuple[str, str], list[str]] = defaultdict(list)
-    if job.config.version < 8:
-        for st in stats:
-            if st.path and parse_log_file_name(posixpath.basename(st.path)) is not None:
-                v6_logs[(st.partition_path or "", st.file_id or "")].append(posixpath.basename(st.path))
-    try:
-        # the conflict check under the table lock makes exactly one of two overlapping writers commit
-        def conflicts(now: Timeline) -> None:
-            check_write_conflicts(now, txn.instant_time, seen, mine, new_groups, v6_logs, job.config.version >= 8)
-            check_listing_whole(job, now)
-        job.done = txn.commit(metadata, conflicts, started=seen.seen if job.state is not None else None)
-    except BaseException:
-        abort_write(job)
-        raise
-    job.config = txn.config
-    job.committed = after_commit(job.storage, txn, job.snapshot)
-    return job.done
-
-
-def check_listing_whole(job: WriteJob, now: Timeline) -> None:
-    """``ConcurrentWriteError`` when the files the write listed lack what its snapshot holds
-    (:mod:`..read.concurrent_deletions`): the timeline was loaded, then another process's
-    clean removed file groups a clustering replaced meanwhile, then the write listed their
-    partition -- which held neither the old groups nor the new, so their keys looked absent (a
-    delete did nothing, an upsert wrote second copies). Decided on ``now``, the timeline the
-    commit loaded under its lock: no listing of its own."""
-    state = job.state
-    if state is None:
-        return
-    listed = job.view.listed_partitions()
-    if listed == []:
-        return
-    wanted = None if listed is None else set(listed)
-    why = ConcurrentDeletions(job.storage, job.config, state.timeline).torn(
-        state, lambda: job.planner.latest_slices(state, job.view, wanted),
-        None if wanted is None else wanted.__contains__, now)
-    if why is not None:
-        raise ConcurrentWriteError(f"{job.storage.url}: {why}, so this write's listing missed records; "
-                                   "retry the write")
-
-
-def after_commit(storage: Storage, txn: Transaction, before: TableSnapshot | None) -> TableSnapshot:
-    """The table as ``txn``'s commit left it, for what runs next in this operation (inline
-    services): the timeline the commit listed under its lock, advanced by the completed
-    instant; without one (a single writer), the snapshot planned against, advanced (which
-    ``TableSnapshot.current`` lists again, since this process wrote more than that file)."""
-    assert txn.done is not None
-    if txn.timeline is not None:
-        return TableSnapshot(storage, txn.config, txn.timeline)
-    if before is not None:
-        return before.advanced(txn.done, config=txn.config)
-    return TableSnapshot(storage, txn.config)
-
-
-def _extra_metadata(extra: Mapping[str, str] | None) -> dict[str, str]:
-    """Checked extra metadata: Hudi keeps it as a map of strings; ``schema`` is the writer's."""
-    if extra is None:
-        return {}
-    if not isinstance(extra, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
-        raise InvalidOptionError(f"extra_metadata must map strings to strings, got {extra!r}")
-    if "schema" in extra:
-        raise InvalidOptionError("extra_metadata may not set 'schema': the commit records the writer schema there")
-    return dict(extra)
+        file_id=bucket.file_id, token=token, track_keys=spec.tracks_record_index)
 
 
 def abort_write(job: WriteJob) -> None:

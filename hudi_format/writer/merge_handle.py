@@ -28,6 +28,7 @@ from ..base_file import (BaseFileFooter, BaseFileWriter, KeptIndex, bloom_filter
                          unique_key_columns, with_file_name)
 from ..bloom import SIMPLE, BloomFilter, holds_as_is, resume
 from ..errors import CorruptFileError
+from ..metadata.key_changes import KeyChanges
 from ..read.align import align_table
 from ..read.merge import IS_DELETED, live_rows, merge_pieces, record_keys, touched_plan
 from ..read.parquet import BaseFileReader, dictionary_columns, open_base_file
@@ -67,6 +68,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
             old = align_table(stored, encoded, where)
     fresh = _fresh(ctx, upserts, upsert_keys, fs.partition_path, name, task, encoded)
     in_place = _merge_in_place(ctx, old, fresh, new_keys) if no_deletes else None
+    removed = None
     if in_place is not None:
         merged, updates, inserted = in_place
         deleted = 0
@@ -77,8 +79,8 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
         from_fresh = None
         if ctx.meta_fields:
             from_fresh = pc.equal(merged.column("_hoodie_commit_time"), ctx.instant)
-        updates, inserted, deleted = _merge_counts(ctx, old, record_keys(merged, ctx.spec), from_fresh,
-                                                   new_keys, delete_keys)
+        updates, inserted, deleted, removed = _merge_counts(ctx, old, record_keys(merged, ctx.spec), from_fresh,
+                                                            new_keys, delete_keys)
     if ctx.meta_fields:
         merged = with_file_name(merged, name)
     inserts = len(inserted)
@@ -87,6 +89,8 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     if seeded is not None:
         bloom, bloom_keys = seeded, inserted
     res = _write_base(ctx, fs.partition_path, name, merged, "MERGE", bloom, bloom_keys)
+    if ctx.track_keys:
+        ctx.keys = KeyChanges.of(inserted, removed)
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=merged.num_rows, num_update_writes=updates,
                      num_inserts=inserts, num_deletes=deleted, total_write_bytes=res.file_size)
@@ -217,7 +221,7 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, fo
         inserted = new_keys.take(pa.array(ins_new))
         batches = _in_place_batches(reader, names, as_dict, encoded, where, fresh, upd_old, upd_new)
         tail = fresh.take(pa.array(ins_new))
-        counts = (len(upd_new), inserted, 0)
+        counts = (len(upd_new), inserted, 0, None)
     else:
         pieces, dels, delete_keys = _pieces(probe, fresh.cast(ctx.schema), deletes)
         plan = touched_plan(pieces, dels, ctx.schema, ctx.spec)
@@ -256,7 +260,9 @@ def _merge_streamed(ctx: WriteContext, fs: FileSlice, reader: BaseFileReader, fo
     except BaseException:
         writer.abort()
         raise
-    updates, inserted, deleted = counts
+    updates, inserted, deleted, removed = counts
+    if ctx.track_keys:
+        ctx.keys = KeyChanges.of(inserted, removed)
     return WriteStat(file_id=fs.file_id, path=res.path, partition_path=fs.partition_path,
                      prev_commit=fs.base_instant, num_writes=res.num_rows, num_update_writes=updates,
                      num_inserts=len(inserted), num_deletes=deleted, total_write_bytes=res.file_size)
@@ -377,9 +383,10 @@ def _merge_in_place(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
 
 def _merge_counts(ctx: WriteContext, old: pa.Table, merged_keys: pa.Array | pa.ChunkedArray,
                   from_fresh: pa.Array | pa.ChunkedArray | None, new_keys: pa.Array,
-                  delete_keys: pa.Array | None) -> tuple[int, pa.Array, int]:
-    """(updates, inserted keys, deletes) of a merge: merged rows this write's records won (of
-    keys the old file held / did not hold) and old rows whose key is gone. ``old``: the old
+                  delete_keys: pa.Array | None) -> tuple[int, pa.Array, int, pa.Array]:
+    """(updates, inserted keys, deletes, removed keys) of a merge: merged rows this write's
+    records won (of keys the old file held / did not hold), old rows whose key is gone, and
+    those keys. ``old``: the old
     rows (their key columns and ``_hoodie_is_deleted`` suffice); ``merged_keys``: the merged
     rows' keys; ``from_fresh``: which merged rows carry this write's commit time (None: no meta
     fields, a row whose key the write names counts). Only this write's keys are hashed (the
@@ -399,11 +406,12 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged_keys: pa.Array | pa.C
     inserted = won.filter(pc.invert(is_update))
     if live_rows(old) is not None:
         # rows flagged deleted in the old file drop out whether or not this write names them
-        present = pc.sum(pc.is_in(old_keys, value_set=_flat(merged_keys))).as_py() or 0
-        return updates, inserted, old.num_rows - present
+        present = pc.is_in(old_keys, value_set=_flat(merged_keys))
+        return updates, inserted, old.num_rows - (pc.sum(present).as_py() or 0), old_keys.filter(pc.invert(present))
     still = _flat(merged_keys.filter(in_merged))
-    deleted = len(old_mentioned) - (pc.sum(pc.is_in(old_mentioned, value_set=still)).as_py() or 0)
-    return updates, inserted, deleted
+    stays = pc.is_in(old_mentioned, value_set=still)
+    deleted = len(old_mentioned) - (pc.sum(stays).as_py() or 0)
+    return updates, inserted, deleted, old_mentioned.filter(pc.invert(stays))
 
 
 def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:

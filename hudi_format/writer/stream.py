@@ -16,7 +16,7 @@ and bulk_insert without precombining or dropping duplicates) goes this way:
    batch by batch. Rows keep their input order (Hudi's bulk_insert sort mode NONE, its
    default, which is also what the table path writes): a global sort would need the whole
    input.
-4. Every file's write stat goes to :func:`~.job.commit_write` once the input is exhausted.
+4. Every file's write stat goes to :func:`~.commit.commit_write` once the input is exhausted.
    A failure anywhere (a later batch with other columns or a null key, an I/O error) aborts
    the instant: the files written so far are removed, the table is as it was.
 
@@ -56,7 +56,8 @@ from ..view.file_names import BaseFileName
 from . import handles
 from .file_sizing import new_file_records, small_file_capacity
 from .input import BatchStream, check_names
-from .job import (BucketResult, WriteBucket, WriteJob, abort_write, commit_write, open_streamed, prepare_write,
+from .commit import commit_write
+from .job import (BucketResult, WriteBucket, WriteJob, abort_write, open_streamed, prepare_write,
                   should_dedupe, sorts_by_key, write_bucket, write_context)
 from ..options import option
 from .options import sizing_config

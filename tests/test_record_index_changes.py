@@ -1,0 +1,102 @@
+"""The record index changes the write handles report equal what the written files hold.
+
+A commit updates the metadata table's ``record_index`` from the key changes its write handles
+report (``metadata.key_changes``) instead of reading the written files back. These tests run
+randomised write sequences and, at every commit, compute the delta both ways: from the handles'
+changes and by reading the files, as the commit did before (and still does for files no handle
+described). The two must be equal, and the index must match the table after every step.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+import hudi_format as hudi
+from hudi_format.cli.validate import ERROR, record_index_problems
+from hudi_format.metadata import keys as K
+from hudi_format.metadata import writer as mdw
+from hudi_format.metadata.data_files import DataFiles
+from hudi_format.writer import merge_handle
+from test_metadata_writer import ALL_INDEXES, _write
+from writemodel import Model, make_rows
+
+
+def _both_ways(monkeypatch) -> list[int]:
+    """Make every commit with handle-reported changes also read the files back and compare;
+    returns a list that counts the commits checked so."""
+    real = mdw.MetadataWriter.commit_deltas
+    checked = []
+
+    def commit_deltas(self, instant, metadata, record_keys=None):
+        out = real(self, instant, metadata, record_keys)
+        if record_keys and K.RECORD_INDEX in out:
+            read_back = real(self, instant, metadata, None)[K.RECORD_INDEX]
+            given = out[K.RECORD_INDEX]
+            assert given.upserts == read_back.upserts, sorted(set(given.upserts) ^ set(read_back.upserts))[:10]
+            assert given.deletes == read_back.deletes, sorted(given.deletes ^ read_back.deletes)[:10]
+            checked.append(len(given.upserts) + len(given.deletes))
+        return out
+    monkeypatch.setattr(mdw.MetadataWriter, "commit_deltas", commit_deltas)
+    return checked
+
+
+def _flagged(rows: pa.Table, rng: random.Random) -> pa.Table:
+    return rows.append_column("_hoodie_is_deleted", pa.array([rng.random() < 0.4 for _ in range(rows.num_rows)]))
+
+
+@pytest.mark.parametrize("ttype,version,mode,seed", [
+    ("COPY_ON_WRITE", 8, "EVENT_TIME_ORDERING", 1),
+    ("COPY_ON_WRITE", 6, None, 2),
+    ("MERGE_ON_READ", 8, "COMMIT_TIME_ORDERING", 3),
+    ("MERGE_ON_READ", 8, "EVENT_TIME_ORDERING", 4),
+    ("MERGE_ON_READ", 6, None, 5),
+])
+def test_reported_changes_equal_the_written_files(tmp_path, monkeypatch, ttype, version, mode, seed):
+    checked = _both_ways(monkeypatch)
+    # base files of more than 40 rows are merged batch by batch (the streamed merge)
+    monkeypatch.setattr(merge_handle, "_STREAM_ABOVE_ROWS", 40)
+    monkeypatch.setattr(merge_handle, "_MERGE_BATCH_ROWS", 16)
+    rng = random.Random(seed)
+    path = tmp_path / "t"
+    opts = {**ALL_INDEXES, "hoodie.index.type": "RECORD_INDEX",
+            "hoodie.parquet.small.file.limit": str(rng.choice([0, 1 << 20])),
+            **({"hoodie.record.merge.mode": mode} if mode else {})}
+    model = Model(event_time=mode == "EVENT_TIME_ORDERING")
+    first = make_rows(range(120), ts=0)
+    _write(path, first, ttype=ttype, version=version, options=opts)
+    model.apply("upsert", first, 0)
+    for step in range(1, 9):
+        lo = rng.randrange(0, 150)
+        ids = sorted(rng.sample(range(lo, lo + 60), rng.randrange(5, 40)))
+        op = rng.choice(["upsert", "upsert", "upsert_flagged", "delete", "insert_moved"])
+        rows = make_rows(ids, ts=step * rng.choice([1, -1]) + 10, seed=step)
+        if op == "upsert_flagged":
+            rows, op = _flagged(rows, rng), "upsert"
+        elif op == "insert_moved":   # keys move partitions (the record index is global)
+            rows, op = make_rows(ids, ts=step + 10, seed=step, partitions=("c", "a")), "upsert"
+        _write(path, rows, op=op, ttype=ttype, version=version, options=opts)
+        model.apply(op, rows, step)
+        got = hudi.open_table(str(path)).read(columns=["id"]).column("id").to_pylist()
+        assert sorted(got) == sorted(model.rows), f"step {step}"
+        problems = [p for p in record_index_problems(str(path)) if p.severity == ERROR]
+        assert problems == [], f"step {step} ({op}): {problems[:3]}"
+    assert len(checked) == 9 and sum(checked) > 0   # every write, the first included
+
+
+@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_write_commits_its_record_index_without_reading_its_files_back(tmp_path, monkeypatch, ttype):
+    """The files a write's handles wrote are not read again for their keys at the commit."""
+    path = tmp_path / "t"
+    opts = {**ALL_INDEXES, "hoodie.index.type": "RECORD_INDEX"}
+    _write(path, make_rows(range(60), ts=0), ttype=ttype, options=opts)
+    reads = []
+    monkeypatch.setattr(DataFiles, "base_keys", lambda self, p: reads.append(p) or pa.array([], pa.string()))
+    monkeypatch.setattr(DataFiles, "log_keys", lambda self, p: reads.append(p) or (pa.array([], pa.string()),) * 2)
+    _write(path, make_rows(range(40, 90), ts=1, seed=1), ttype=ttype, options=opts)
+    _write(path, make_rows(range(0, 10), ts=2), op="delete", ttype=ttype, options=opts)
+    assert reads == []
+    monkeypatch.undo()
+    assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
