@@ -209,13 +209,18 @@ def task_token() -> str:
 
 
 RESULT_SCHEMA = "bucket int, stat string, files string"
+# a planned write's results also name the file of each bucket's staged record index changes
+WRITE_RESULT_SCHEMA = RESULT_SCHEMA + ", keys string"
 
 
 def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema: pa.Schema,
-                  storage_options: dict | None, keyer: Keyer | None = None) -> Iterator[pa.RecordBatch]:
+                  storage_options: dict | None, keyer: Keyer | None = None,
+                  record_index: str | None = None) -> Iterator[pa.RecordBatch]:
     """Write the buckets of this Spark partition (one, or several small ones) one by one
     through the engine API; yield each one's result (its write stat and files). Rows routed by Spark expressions
-    (``spark_adapter.spread``) come without their keys: ``keyer`` computes them here."""
+    (``spark_adapter.spread``) come without their keys: ``keyer`` computes them here.
+    ``record_index``: the instant whose record index changes the tasks stage
+    (:mod:`spark_adapter.record_index`); each result then names its bucket's staged file."""
     from hudi_format import engine
 
     batches = [b for b in batches if b.num_rows]
@@ -253,6 +258,13 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
             delete_keys = pa.array([], pa.string())
         result = engine.write_bucket(buckets[b], data, storage_options, keys=keys.combine_chunks(),
                                      delete_keys=delete_keys, write_token=token)
+        staged = None
+        if record_index is not None and result.keys is not None:
+            from hudi_format.storage import Storage
+            from .record_index import stage_changes
+            staged = stage_changes(Storage(buckets[b].spec.table_uri, storage_options), record_index, result.index,
+                                   token, buckets[b].partition, result.stat.file_id or "", result.keys)
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([result.index], pa.int32()),
                                           "stat": [json.dumps(result.stat.to_dict())],
-                                          "files": [json.dumps(list(result.files))]})
+                                          "files": [json.dumps(list(result.files))],
+                                          "keys": pa.array([staged], pa.string())})

@@ -73,7 +73,7 @@ from hudi_format.errors import ConcurrentWriteError, HudiError, InvalidOptionErr
 from hudi_format.options import WRITE_SCOPES, option, validate
 from hudi_format.storage import Storage
 
-from . import bulk, spread, tagging as tagging_tasks, tasks
+from . import bulk, record_index, spread, tagging as tagging_tasks, tasks
 from .arrow import hudi_schema, local_frame, spark_arrow_schema, string_fields, to_hudi_arrow
 from .datasource import STORAGE_OPTIONS, storage_options as _storage_options
 from .packing import least_loaded
@@ -270,18 +270,28 @@ class DistributedWrite:
                 assignment = _assignment(buckets, lookup, pack_buckets(
                     buckets, engine_index.record_size_estimate(job),
                     self.df.sparkSession.sparkContext.defaultParallelism))
+                staging = record_index.staged_by_executors(job)
                 with self._step(f"write {len(buckets)} buckets"):
-                    results = self._run_tasks(buckets, keyer, assignment, tagged, values)
+                    results = self._run_tasks(buckets, keyer, assignment, tagged, values,
+                                              job.instant_time if staging else None)
                 stats = [engine.BucketResult(index=b, partition=buckets[b].partition,
                                              stat=engine.WriteStat.from_dict(json.loads(stat)),
                                              files=tuple(json.loads(files)))
                          for b, stat, files in zip(*(results.column(c).to_pylist()
                                                      for c in ("bucket", "stat", "files")))]
+                update = None
+                if staging:   # the record index changes stay on the executors (staged files)
+                    update = record_index.ExecutorRecordIndexUpdate(
+                        self.df.sparkSession, job.storage.url, self.storage_options,
+                        [k for k in results.column("keys").to_pylist() if k])
                 with self._step("commit"):
-                    return engine.commit(job, stats, extra_metadata=self.extra_metadata)
+                    return engine.commit(job, stats, extra_metadata=self.extra_metadata, record_index=update)
             except BaseException:
                 engine.abort(job)     # every file its markers name, the pending instant
                 raise
+            finally:
+                if job.instant_time is not None and record_index.staged_by_executors(job):
+                    record_index.remove_staged(job.storage, job.instant_time)
         finally:
             for df in persisted:
                 _release(df)
@@ -373,17 +383,19 @@ class DistributedWrite:
             F.min(tasks.OUTRANKED).alias(tasks.OUTRANKED))
         return joined.join(F.broadcast(flags) if n <= 1_000_000 else flags, on=[tasks.KEY], how="left")
 
-    def _run_tasks(self, buckets: list, keyer, assignment, tagged, values) -> pa.Table:
-        """Shuffle the rows into one Spark partition per bucket and write them there."""
+    def _run_tasks(self, buckets: list, keyer, assignment, tagged, values, staging: str | None) -> pa.Table:
+        """Shuffle the rows into one Spark partition per bucket and write them there.
+        ``staging``: the instant whose record index changes the tasks stage."""
         from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
         if not buckets:
             return pa.table({"bucket": pa.array([], pa.int32()), "stat": pa.array([], pa.string()),
-                             "files": pa.array([], pa.string())})
+                             "files": pa.array([], pa.string()), "keys": pa.array([], pa.string())})
         write = functools.partial(tasks.write_buckets, buckets=self._ship(buckets), in_schema=keyer.in_schema,
-                                  storage_options=self.storage_options, keyer=keyer)
+                                  storage_options=self.storage_options, keyer=keyer, record_index=staging)
         if values is not None:       # routed by Spark expressions; keys computed where written
             routed = spread.route(self.df, values, assignment, list(keyer.spec.config.record_key_fields))
-            return routed.repartition(assignment.width, tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
+            return routed.repartition(assignment.width, tasks.SLOT).mapInArrow(
+                write, tasks.WRITE_RESULT_SCHEMA).toArrow()
         if tagged is not None:       # the tagged rows, the plan applied by Spark expressions
             routed = spread.route_tagged(tagged, assignment)
         else:      # a key generator spread cannot render: keys and buckets in Python
@@ -393,7 +405,8 @@ class DistributedWrite:
                     StructField(tasks.KEY, StringType()), StructField(tasks.PARTITION, StringType()),
                     StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
                     StructField(tasks.SLOT, IntegerType())]))
-        return routed.repartition(assignment.width, tasks.SLOT).mapInArrow(write, tasks.RESULT_SCHEMA).toArrow()
+        return routed.repartition(assignment.width, tasks.SLOT).mapInArrow(
+            write, tasks.WRITE_RESULT_SCHEMA).toArrow()
 
 
 def local_master(master: str) -> bool:

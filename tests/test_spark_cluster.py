@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import hudi_format as hudi
+from hudi_format.cli.validate import ERROR, record_index_problems
 
 from spark_cluster_child import STREAM_COPY, TABLES, batches
 from writemodel import hudi_rs_read, metadata_listing_problem
@@ -66,6 +67,8 @@ def _check_table(path: str, want: list[tuple]) -> None:
     assert _rows(table.read(columns=COLUMNS)) == want, path
     assert _rows(hudi_rs_read(path)) == want, path
     assert metadata_listing_problem(path) is None
+    assert [p for p in record_index_problems(path) if p.severity == ERROR] == []
+    assert not list(Path(path, ".hoodie", ".temp").glob("*/record-index-keys/*"))
     named = {st.path for i in table.timeline.write_instants()
              for stats in table.timeline.metadata(i).partition_to_write_stats.values() for st in stats}
     assert _data_files(path) == named, f"{path}: files no commit names"

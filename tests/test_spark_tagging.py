@@ -402,23 +402,20 @@ def test_a_stale_record_in_another_partition_stays_put_as_the_core_keeps_it(spar
         [(k, t) for k, _, t in want]
 
 
-class _DriverReadKeys(AssertionError):
-    """The driver read record keys of data files (the known limit below, and only it)."""
-
-
-@pytest.mark.xfail(strict=True, raises=_DriverReadKeys, reason=(
-    "known limit (README, Spark: scale): the metadata table's record index update is made at "
-    "commit by the committing process, the driver here, which reads the keys of every file the "
-    "write wrote and of the base files they replace; Hudi makes it on the executors"))
-def test_the_record_index_update_reads_no_record_keys_on_the_driver(spark, tmp_path, monkeypatch):
-    """A Spark upsert under the record index: the keys it changes are the executors' to turn
-    into record index updates; the driver (this process: Spark's Python workers are others)
-    reads none. Fails today, as the reason says; a fix turns it into a pass (strict)."""
-    from hudi_format.metadata import data_files
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_the_record_index_update_reads_no_record_keys_on_the_driver(spark, tmp_path, monkeypatch, table_type):
+    """A Spark upsert (and a delete) under the record index: the keys it changes are the
+    executors' to turn into record index updates (staged by the write tasks, written into the
+    index by a Spark job at commit); the driver (this process: Spark's Python workers are
+    others) reads none and receives none, and the index matches the table after each write."""
+    from hudi_format.cli.validate import ERROR, record_index_problems
+    from hudi_format.metadata import data_files, writer as mdw
     path = tmp_path / "t"
-    core_write(path, rows(range(20_000), ts=1), opts("RECORD_INDEX", "COPY_ON_WRITE", 8, "insert"))
+    core_write(path, rows(range(20_000), ts=1), opts("RECORD_INDEX", table_type, 8, "insert"))
     read: list[int] = []
-    base_keys, log_keys = data_files.DataFiles.base_keys, data_files.DataFiles.log_keys
+    held: list[int] = []
+    base_keys, log_keys, commit = data_files.DataFiles.base_keys, data_files.DataFiles.log_keys, \
+        mdw.MetadataWriter.commit
 
     def counted_base(self, p):
         keys = base_keys(self, p)
@@ -430,12 +427,53 @@ def test_the_record_index_update_reads_no_record_keys_on_the_driver(spark, tmp_p
         read.append(len(ups) + len(dels))
         return ups, dels
 
+    def counted_commit(self, instant, deltas, *a, **k):
+        ri = deltas.get("record_index")
+        held.append(len(ri.upserts) + len(ri.deletes) if ri else 0)
+        assert k.get("update") is not None, "the record index update was not left to the executors"
+        return commit(self, instant, deltas, *a, **k)
+
     monkeypatch.setattr(data_files.DataFiles, "base_keys", counted_base)
     monkeypatch.setattr(data_files.DataFiles, "log_keys", counted_log)
-    spark_write(spark, path, rows(range(0, 20_000, 10), ts=2), opts("RECORD_INDEX", "COPY_ON_WRITE", 8, "upsert"))
-    monkeypatch.undo()
+    monkeypatch.setattr(mdw.MetadataWriter, "commit", counted_commit)
+    spark_write(spark, path, rows(range(0, 20_000, 10), ts=2), opts("RECORD_INDEX", table_type, 8, "upsert"))
     got = hudi.open_table(str(path)).read(columns=["id", "ts"])
     assert got.num_rows == 20_000 and got.column("ts").to_pylist().count(2) == 2_000
-    if sum(read):
-        raise _DriverReadKeys(f"the driver read {sum(read):,} record keys from {len(read)} files "
-                              "to update the record index")
+    assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
+    spark_write(spark, path, rows(range(20_000, 21_000), ts=3), opts("RECORD_INDEX", table_type, 8, "upsert"))
+    spark_write(spark, path, rows(range(0, 20_000, 7), ts=4), opts("RECORD_INDEX", table_type, 8, "delete"))
+    monkeypatch.undo()
+    assert hudi.open_table(str(path)).read(columns=["id"]).num_rows == 21_000 - len(range(0, 20_000, 7))
+    assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
+    assert sum(read) == 0, f"the driver read {sum(read):,} record keys from {len(read)} files"
+    assert held == [0, 0, 0], "record index changes reached the driver"
+    assert not list((path / ".hoodie" / ".temp").glob("*/record-index-keys/*"))
+
+
+def test_a_failed_record_index_job_leaves_the_table_and_the_next_write_recovers(spark, tmp_path, monkeypatch):
+    """The commit's record index job fails after its tasks wrote their log files: the write
+    fails, the table (data, metadata table, staged changes) is as before, and the next upsert
+    commits with the index matching the table."""
+    from hudi_format.cli.validate import ERROR, record_index_problems
+    from spark_adapter import record_index
+    path = tmp_path / "t"
+    o = opts("RECORD_INDEX", "MERGE_ON_READ", 8, "upsert")
+    core_write(path, rows(range(5_000), ts=1), opts("RECORD_INDEX", "MERGE_ON_READ", 8, "insert"))
+    before = content(path)
+    mdt_files = sorted(p.name for p in (path / ".hoodie" / "metadata" / "record_index").iterdir())
+    real = record_index.ExecutorRecordIndexUpdate.write
+
+    def fails_after_writing(self, target, deleted):
+        real(self, target, deleted)
+        raise RuntimeError("the record index job failed")
+    monkeypatch.setattr(record_index.ExecutorRecordIndexUpdate, "write", fails_after_writing)
+    with pytest.raises(Exception, match="record index job failed"):
+        spark_write(spark, path, rows(range(0, 5_000, 3), ts=2), o)
+    monkeypatch.undo()
+    assert content(path) == before
+    assert sorted(p.name for p in (path / ".hoodie" / "metadata" / "record_index").iterdir()) == mdt_files
+    assert not list((path / ".hoodie" / ".temp").glob("*/record-index-keys/*"))
+    spark_write(spark, path, rows(range(0, 5_000, 4), ts=3), o)
+    got = hudi.open_table(str(path)).read(columns=["id", "ts"])
+    assert got.num_rows == 5_000 and got.column("ts").to_pylist().count(3) == 1_250
+    assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []

@@ -19,11 +19,21 @@ are (:func:`lookup_many` several that see the same keys), and ``plan_write(job, 
 driver never holds the records' keys. A record whose :data:`IS_DELETED` (Hudi's
 ``_hoodie_is_deleted``) is true deletes its key where the index finds it and is never inserted:
 an engine counting inserts leaves such records out.
+
+Record index at scale: each :class:`BucketResult` carries its file's record index changes
+(``keys``, a :class:`KeyChanges`) when the table keeps the index. An engine that keeps them on
+its workers passes ``commit(..., record_index=...)`` a :class:`RecordIndexUpdate`: at commit it
+gets a picklable :class:`RecordIndexTarget` and writes the changes (rows of
+:data:`RECORD_INDEX_CHANGES`) into the index's file groups with :func:`write_record_index_changes`
+on its workers, so no record key reaches the committing process.
 """
 
 from ..read.scan import ScanPlan, ScanTask
 from ..timeline.write_stat import WriteStat
 from ..writer.job import BucketResult, WriteBucket, WriteJob, WriteSpec
+from ..metadata.key_changes import KeyChanges
+from ..metadata.record_index_update import (CHANGES_SCHEMA as RECORD_INDEX_CHANGES, RecordIndexTarget,
+                                            RecordIndexUpdate, write_changes as write_record_index_changes)
 from .scan import plan_scan, read_task, read_task_table
 from ..read.merge import IS_DELETED
 from ..writer.planning import WriteCounts
@@ -37,4 +47,5 @@ __all__ = ["ScanPlan", "ScanTask", "plan_scan", "read_task", "read_task_table",
            "begin_write", "plan_write", "write_bucket", "commit", "abort",
            "NewFiles", "open_new_files", "write_new_files", "RETRIES_ON_CONFLICT", "retrying_conflicts",
            "IndexLookup", "LookupTask", "WriteCounts", "IS_DELETED", "plan_index_lookup", "lookup", "lookup_many",
-           "lookup_key_range"]
+           "lookup_key_range", "KeyChanges", "RecordIndexTarget", "RecordIndexUpdate", "RECORD_INDEX_CHANGES",
+           "write_record_index_changes"]

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 
 from ..config import TableConfig
+from ..metadata.record_index_update import RecordIndexUpdate
 from ..services.inline import run_inline_services
 from ..services.rollback import rollback_failed_writes
 from ..storage import Storage
@@ -147,14 +148,19 @@ def write_bucket(bucket: WriteBucket, rows: pa.Table | None, storage_options: Ma
 
 
 def commit(job: WriteJob, results: Iterable[BucketResult], *,
-           extra_metadata: Mapping[str, str] | None = None) -> WriteResult:
+           extra_metadata: Mapping[str, str] | None = None,
+           record_index: RecordIndexUpdate | None = None) -> WriteResult:
     """Commit the buckets' results as one instant: files of attempts no result reports are
     deleted, then lock, conflict check, metadata table, completed instant. Inline table
     services run after it (their errors are in ``service_errors``, never raised). A failed
     commit is aborted (nothing becomes visible) and raises. ``extra_metadata``: string
     entries for the commit's ``extraMetadata`` (a streaming sink records its checkpoint there,
-    as Hudi's ``_hudi_streaming_sink_checkpoint``)."""
-    done = commit_write(job, results, discard_unreported=True, extra_metadata=extra_metadata)
+    as Hudi's ``_hudi_streaming_sink_checkpoint``). ``record_index``: when the table keeps the
+    record index, the engine's own writer of the results' key changes (which then never reach
+    this process: see :mod:`hudi_format.metadata.record_index_update`); without it the
+    results' ``keys`` are used, or the written files read back."""
+    done = commit_write(job, results, discard_unreported=True, extra_metadata=extra_metadata,
+                        record_index=record_index)
     after = job.committed if job.committed is not None else TableSnapshot.load(job.storage)
     errors = run_inline_services(job.storage, after.config, job.options, snapshot=after)
     return WriteResult.of(done, errors)

@@ -23,7 +23,9 @@ from ..timeline.clock import InstantClock
 from ..timeline.metadata import deleted_files
 from ..timeline.writer import TimelineWriter
 from . import init as I
+from . import keys as K
 from .key_changes import KeyChanges
+from .record_index_update import RecordIndexUpdate
 from .options import _WRITE_ACTIONS
 from .writer import DataTableSnapshot, MetadataTableServices, MetadataWriter, is_metadata_table, metadata_enabled
 
@@ -66,14 +68,15 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
                     options: Mapping[str, Any] | None = None, clock: InstantClock | None = None,
                     services: MetadataTableServices | None = None,
                     snapshot: DataTableSnapshot | None = None,
-                    record_keys: Mapping[str, KeyChanges] | None = None) -> TableConfig:
+                    record_keys: Mapping[str, KeyChanges] | RecordIndexUpdate | None = None) -> TableConfig:
     """Bring the metadata table along with the data instant ``inflight`` that is about to
     complete with ``metadata``; call right before the data instant's completed file is
     written (under the table lock). ``services`` are the metadata table's own table services.
     Returns the data table's config (its metadata partitions may have changed). ``snapshot``:
     the data table as listed under this lock, when the caller has it (not listed again).
     ``record_keys``: the record index changes of written files (by write stat path), as the
-    write handles reported them (those files are not read back)."""
+    write handles reported them (those files are not read back), or an engine's
+    :class:`.record_index_update.RecordIndexUpdate` that writes them into the index itself."""
     if is_metadata_table(storage, config):
         return config
     if not metadata_enabled(storage, config, options):
@@ -95,7 +98,9 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
     ts = inflight.timestamp
     if action in _WRITE_ACTIONS:
         w.run_table_services()
-        w.commit(ts, w.commit_deltas(ts, meta, record_keys))
+        deltas = w.commit_deltas(ts, meta, record_keys)
+        held = record_keys is not None and not isinstance(record_keys, Mapping) and K.RECORD_INDEX in deltas
+        w.commit(ts, deltas, update=record_keys if held else None)   # type: ignore[arg-type]
     elif action == "clean":
         w.run_table_services()
         w.commit(ts, w.clean_deltas(ts, meta))
@@ -144,7 +149,7 @@ class MetadataTableHook:
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                         options: Mapping[str, Any], clock: InstantClock,
                         snapshot: DataTableSnapshot | None = None,
-                        record_keys: Mapping[str, KeyChanges] | None = None) -> TableConfig:
+                        record_keys: Mapping[str, KeyChanges] | RecordIndexUpdate | None = None) -> TableConfig:
         return before_complete(storage, config, inflight, metadata, options, clock, self.services, snapshot,
                                record_keys)
 

@@ -49,24 +49,25 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping, Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..config import TableConfig
-from ..errors import HudiError, InvalidOptionError
+from ..errors import HudiError
 from ..log.encode import encode_delete_block
 from ..log.writer import write_log_file
-from ..storage import FileInfo, Storage
+from ..storage import Storage
 from ..table_init import write_partition_metadata
 from ..timeline import Instant, Timeline
 from ..timeline.clock import InstantClock
 from ..timeline.writer import TimelineWriter, commit_metadata
 from ..timeline.write_stat import WriteStat
 from ..view import FileSlice, FileSystemView
-from ..view.file_names import BaseFileName, parse_base_file_name, parse_log_file_name
+from ..view.file_names import BaseFileName, parse_log_file_name
 from . import init as I
 from . import keys as K
 from . import payloads as P
 from .key_changes import KeyChanges
+from .record_index_delta import record_index_delta
+from .record_index_update import RecordIndexGroup, RecordIndexTarget, RecordIndexUpdate, write_group
 from .data_files import DataFiles
 from .payloads import Delta, records_delta
 from .reader import MetadataTable
@@ -92,6 +93,11 @@ def _file_groups(keys: list[str], n: int) -> list[int]:
     if n == 1 or not keys:
         return [0] * len(keys)
     return K.file_group_indexes(pa.array(keys, pa.string()), n).to_pylist()
+
+
+def _paths(stats: Iterable[WriteStat]) -> list[str]:
+    """The files of metadata write stats (a rolled-over log file: each of them)."""
+    return [posixpath.join(st.partition_path or "", n) for st in stats for n in (st.log_files or ())]
 
 
 def is_metadata_table(storage: Storage, config: TableConfig) -> bool:
@@ -182,16 +188,6 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
     def _md_writer(self) -> TimelineWriter:
         return TimelineWriter(self.md, self.md_config, clock=self.clock)
 
-    def _write_log(self, partition: str, file_id: str, log_instant: str, blocks: list, token: str) -> list:
-        """A deltacommit's log file(s) of one file group. v8+: named by this new instant, so
-        version 1 unless a leftover has it (then the next free one, by listing)."""
-        if self.md_config.version >= 8:
-            try:
-                return write_log_file(self.md, partition, file_id, log_instant, blocks, token, version=1)
-            except InvalidOptionError:
-                pass
-        return write_log_file(self.md, partition, file_id, log_instant, blocks, token)
-
     def exists(self) -> bool:
         """Whether the MDT is there: its config, once read, says so without another request
         (``drop`` and ``ensure`` forget it); else by reading it (one GET, not a HEAD and then
@@ -230,7 +226,6 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         return sorted(slices, key=lambda s: s.file_id)
 
     def staleness(self) -> str | None:
-        from .reader import MetadataTable
         return MetadataTable(self.storage, self.config, self.data_timeline(),
                              mdt_timeline=self.md_timeline(), mdt_config=self.md_config).staleness()
 
@@ -308,8 +303,11 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
             raise
 
     # -- deltacommits ----------------------------------------------------------------------------
-    def commit(self, instant: str, deltas: Mapping[str, Delta], operation: str = "UPSERT_PREPPED") -> Instant | None:
-        """One deltacommit on the MDT at ``instant`` with these partitions' deltas."""
+    def commit(self, instant: str, deltas: Mapping[str, Delta], operation: str = "UPSERT_PREPPED",
+               update: RecordIndexUpdate | None = None) -> Instant | None:
+        """One deltacommit on the MDT at ``instant`` with these partitions' deltas. ``update``:
+        an engine's record index changes, which it writes itself (:mod:`.record_index_update`);
+        the ``record_index`` delta then holds only keys of replaced file groups to delete."""
         md_tl = self.md_timeline()
         same = [i for i in md_tl.instants if i.timestamp == instant]
         taken = [i for i in same if i.action != "deltacommit"]
@@ -340,13 +338,25 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         stats, written = [], []
         task = 0
         try:
-            for partition in sorted(deltas):
-                delta = deltas[partition]
-                if not delta or partition not in self.config.metadata_partitions:
+            for partition in sorted(set(deltas) | ({K.RECORD_INDEX} if update is not None else set())):
+                delta = deltas.get(partition) or Delta()
+                engine_writes = partition == K.RECORD_INDEX and update is not None
+                if not (delta or engine_writes) or partition not in self.config.metadata_partitions:
                     continue
                 slices = self.latest_slices(partition, md_tl)
                 if not slices:
                     raise MetadataTableError(f"metadata partition {partition} has no file groups")
+                target = RecordIndexTarget(
+                    self.md.url, instant, P.instant_millis(instant, self.config.timeline_timezone),
+                    self.md_config.version,
+                    tuple(RecordIndexGroup(s.file_id, s.base_instant, s.base_file_name or "") for s in slices),
+                    partition)
+                if engine_writes:
+                    assert update is not None
+                    engine_stats = self._engine_writes(update, target, delta, inflight)
+                    written.extend(_paths(engine_stats))
+                    stats.extend(engine_stats)
+                    continue
                 n = len(slices)
                 ups = cells_by_file_group(delta.upserts, n)
                 dels: dict[int, list] = defaultdict(list)
@@ -354,29 +364,10 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                 for key, i in zip(del_keys, _file_groups(del_keys, n)):
                     dels[i].append(key)
                 for i in sorted(set(ups) | set(dels)):
-                    s = slices[i]
-                    blocks = []
-                    if i in ups:
-                        blocks.append(hfile_data_block_of(*ups[i], instant, partition))
-                    if dels.get(i):
-                        keys = sorted(dels[i])
-                        blocks.append(encode_delete_block(pa.table({
-                            "record_key": pa.array(keys, pa.string()),
-                            "partition_path": pa.array([partition] * len(keys), pa.string()),
-                            "ordering_value": pa.array([0] * len(keys), pa.int32())}),
-                            instant, avro_schema=P.SCHEMA_JSON))
                     task += 1
-                    log_instant = instant if self.md_config.version >= 8 else s.base_instant
-                    results = self._write_log(partition, s.file_id, log_instant, blocks, f"{task}-1-{task}")
-                    written.extend(r.path for r in results)
-                    last = results[-1]
-                    nu, nd = len(ups[i][0]) if i in ups else 0, len(dels.get(i, ()))
-                    size = sum(r.size for r in results)
-                    stats.append(WriteStat(
-                        file_id=s.file_id, path=last.path, partition_path=partition,
-                        prev_commit=s.base_instant, num_writes=nu, num_update_writes=nu, num_deletes=nd,
-                        total_write_bytes=size, log_version=last.version, base_file=s.base_file_name or "",
-                        log_files=[posixpath.basename(r.path) for r in results]))
+                    st = write_group(self.md, target, i, ups.get(i), dels.get(i, []), f"{task}-1-{task}")
+                    written.extend(_paths([st]))
+                    stats.append(st)
             meta = commit_metadata(stats, operation_type=operation,
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
             # md_tl (listed above, under the data table's lock) has no completed `instant`;
@@ -387,6 +378,31 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         except BaseException:
             self._discard(writer, inflight, written)
             raise
+
+    def _engine_writes(self, update: RecordIndexUpdate, target: RecordIndexTarget, delta: Delta,
+                       inflight: Instant) -> list[WriteStat]:
+        """The engine's record index log files of this deltacommit, and only those: its task
+        attempts that failed or were discarded may have left others (named by this instant),
+        which go, as Hudi's finalize-write removes files of attempts no write status reports.
+        On failure every file of this instant in the partition goes."""
+        deleted = pa.array(sorted(delta.deletes), pa.string())
+        try:
+            stats = update.write(target, deleted)
+        except BaseException:
+            self._sweep(target.partition, inflight.timestamp, set())
+            raise
+        self._sweep(target.partition, inflight.timestamp, set(_paths(stats)))
+        return stats
+
+    def _sweep(self, partition: str, instant: str, keep: set[str]) -> None:
+        if self.md_config.version < 8:   # v6 names log files by their slice: none to tell apart
+            return
+        for f in self.md.list(partition):
+            lf = parse_log_file_name(f.name)
+            rel = posixpath.join(partition, f.name)
+            if lf is not None and lf.instant_time == instant and rel not in keep:
+                log.info("removing %s, written by a discarded attempt of %s", self.md.uri(rel), instant)
+                self.md.delete(rel)
 
     def _discard(self, writer: TimelineWriter, inflight: Instant, written: Iterable[str]) -> None:
         for rel in written:
@@ -404,10 +420,12 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         return partition in self.config.metadata_partitions
 
     def commit_deltas(self, instant: str, metadata: Mapping[str, Any],
-                      record_keys: Mapping[str, KeyChanges] | None = None) -> dict[str, Delta]:
+                      record_keys: Mapping[str, KeyChanges] | RecordIndexUpdate | None = None) -> dict[str, Delta]:
         """The MDT records of a data commit (``HoodieCommitMetadata`` as a dict).
         ``record_keys``: record index changes of written files by write stat path, as their
-        write handles reported them (:mod:`.key_changes`); other files are read back."""
+        write handles reported them (:mod:`.key_changes`; other files are read back), or an
+        engine's :class:`RecordIndexUpdate` holding those of every written file (the
+        ``record_index`` delta then has only the keys of replaced file groups, to delete)."""
         stats_by_part = {p: [WriteStat.from_dict(st, p) for st in (s or ())]
                          for p, s in (metadata.get("partitionToWriteStats") or {}).items()}
         op = metadata.get("operationType") or ""
@@ -452,7 +470,10 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                         recs.append(rec)
             out[K.BLOOM_FILTERS] = records_delta(recs)
         if self._enabled(K.RECORD_INDEX) and op not in _RECORD_INDEX_SKIPPED_OPS:
-            out[K.RECORD_INDEX] = self._record_index_delta(instant, written, replaced, files, record_keys or {})
+            held = record_keys is not None and not isinstance(record_keys, Mapping)
+            out[K.RECORD_INDEX] = record_index_delta(
+                self, instant, [] if held else written, replaced, files,
+                {} if held or record_keys is None else record_keys)   # type: ignore[arg-type]
         return out
 
     def _size(self, rel: str) -> int:
@@ -460,96 +481,6 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
             return self.storage.size(rel)
         except (HudiError, OSError):
             return 0
-
-    def _record_index_delta(self, instant: str, written, replaced: Mapping[str, list], files: DataFiles,
-                            given: Mapping[str, KeyChanges]) -> Delta:
-        ext = self.config.base_file_extension
-        located: dict[str, tuple[str, str]] = {}
-        gone: set[str] = set()
-        listing_cache: dict[str, list[FileInfo]] = {}
-
-        def listing(part: str) -> list[FileInfo]:
-            if part not in listing_cache:
-                listing_cache[part] = [f for f in self.storage.list(part) if not f.is_dir]
-            return listing_cache[part]
-
-        def old_base(part: str, fid: str, prev: str) -> str | None:
-            for f in listing(part):
-                bf = parse_base_file_name(f.name)
-                if bf is not None and bf.file_id == fid and bf.instant_time == prev and f.name.endswith(ext):
-                    return f.path
-            return None
-
-        seen, applied = set(), set()
-        for part, rel, st in written:
-            if rel in seen:
-                continue
-            seen.add(rel)
-            fid = st.file_id or ""
-            changes = given.get(st.path or "")
-            if changes is not None:   # the handle's changes cover every file of its stat
-                if st.path not in applied:
-                    applied.add(st.path)
-                    located.update(dict.fromkeys(changes.upserted.to_pylist(), (part, fid)))
-                    gone.update(changes.removed.to_pylist())
-                continue
-            if rel.endswith(ext):
-                new_keys = files.base_keys(rel)
-                prev = st.prev_commit
-                old = old_base(part, fid, prev) if prev is not None else None
-                if old is not None:
-                    old_keys = files.base_keys(old)
-                    inserted = pc.filter(new_keys, pc.invert(pc.is_in(new_keys, value_set=old_keys)))
-                    removed = pc.filter(old_keys, pc.invert(pc.is_in(old_keys, value_set=new_keys)))
-                    gone.update(removed.to_pylist())
-                    new_keys = inserted
-                for k in new_keys.to_pylist():
-                    located[k] = (part, fid)
-            else:
-                ups, dels = files.log_keys(rel)
-                for k in ups.to_pylist():
-                    located[k] = (part, fid)
-                gone.update(dels.to_pylist())
-        from_replaced: set[str] = set()
-        for part, fids in replaced.items():
-            wanted = set(fids)
-            for f in listing(part):
-                parsed = parse_base_file_name(f.name) if not f.name.startswith(".") else parse_log_file_name(f.name)
-                if parsed is None or parsed.file_id not in wanted:
-                    continue
-                if f.name.startswith("."):
-                    ups, _ = files.log_keys(f.path)
-                    from_replaced.update(ups.to_pylist())
-                elif f.name.endswith(ext):
-                    from_replaced.update(files.base_keys(f.path).to_pylist())
-        gone |= self._still_in(from_replaced - located.keys(), replaced)
-        tz = self.config.timeline_timezone
-        millis = P.instant_millis(instant, tz)
-        cache: dict[tuple[str, str], bytes] = {}
-        ups_out = {}
-        for k, loc in located.items():
-            v = cache.get(loc)
-            if v is None:
-                v = cache[loc] = P.encode_record_index_value(loc[0], loc[1], millis)
-            ups_out[k] = v
-        return Delta(ups_out, {k for k in gone if k not in located})
-
-    def _still_in(self, keys: set[str], replaced: Mapping[str, list]) -> set[str]:
-        """Of ``keys`` (read from every file of the replaced file groups, older versions
-        included), those the record index still places in one of those groups. A key that has
-        moved to another partition since (a global index) lives on there: its entry stays."""
-        if not keys:
-            return keys
-        try:
-            found = MetadataTable(self.storage, self.config, self.data_timeline()).record_index(
-                pa.array(sorted(keys), pa.string()))
-        except HudiError as exc:
-            log.warning("record index of %s unreadable (%s): dropping every key of the replaced "
-                        "file groups", self.storage.url, exc)
-            return keys
-        groups = {(p, f) for p, fids in replaced.items() for f in fids}
-        return {k for k, p, f in zip(*(found.column(c).to_pylist() for c in ("key", "partition", "file_id")))
-                if ("" if p == "." else p, f) in groups}
 
     def clean_deltas(self, instant: str, clean_metadata: Mapping[str, Any]) -> dict[str, Delta]:
         recs, dropped = [], []

@@ -26,6 +26,7 @@ from ..config import TableConfig
 from ..errors import HudiError, StorageError
 from ..metadata.commit import MetadataTableHook
 from ..metadata.key_changes import KeyChanges
+from ..metadata.record_index_update import RecordIndexUpdate
 from ..metadata.writer import DataTableSnapshot, MetadataTableServices
 from ..options import option
 from ..storage import Storage
@@ -54,7 +55,7 @@ class MetadataHook(Protocol):
     def before_complete(self, storage: Storage, config: TableConfig, inflight: Instant, metadata: Any,
                         options: Mapping[str, Any], clock: InstantClock,
                         snapshot: DataTableSnapshot | None = None,
-                        record_keys: Mapping[str, KeyChanges] | None = None) -> TableConfig:
+                        record_keys: Mapping[str, KeyChanges] | RecordIndexUpdate | None = None) -> TableConfig:
         """Bring the metadata table along (under the lock); return the data table's config.
         ``snapshot``: the data table as the commit just listed it under the lock (``None``:
         not listed; load what is needed). ``record_keys``: the record index changes of
@@ -245,12 +246,13 @@ class Transaction:
     # -- finishing --------------------------------------------------------------------------
     def commit(self, metadata: Any, conflict_check: ConflictCheck | None = None, *,
                started: frozenset[str] | None = None,
-               record_keys: Mapping[str, KeyChanges] | None = None) -> Instant:
+               record_keys: Mapping[str, KeyChanges] | RecordIndexUpdate | None = None) -> Instant:
         """Complete the instant: under the table lock, check it is still ours and run
         ``conflict_check`` on the reloaded timeline, resolve the schema it records, then the
         metadata hook, then complete. ``started``: the completed write instants the operation
         loaded, when known (with none completed since, the schema cannot have moved).
-        ``record_keys``: the written files' record index changes, for the hook."""
+        ``record_keys``: the written files' record index changes (or the engine's update that
+        writes them into the index itself), for the hook."""
         locking = _locking(self.storage, self.options)
         now: Timeline | None = None
         with table_lock(self.storage, self.options):

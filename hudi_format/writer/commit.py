@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
 from ..metadata.key_changes import KeyChanges
+from ..metadata.record_index_update import RecordIndexUpdate
 from ..read.concurrent_deletions import ConcurrentDeletions
 from ..storage import Storage
 from ..timeline import Instant, Timeline, commit_metadata
@@ -32,11 +33,13 @@ __all__ = ["abort_write", "after_commit", "check_listing_whole", "commit_write"]
 
 # -- commit / abort ------------------------------------------------------------------------------
 def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unreported: bool = True,
-                 extra_metadata: Mapping[str, str] | None = None) -> Instant:
+                 extra_metadata: Mapping[str, str] | None = None,
+                 record_index: RecordIndexUpdate | None = None) -> Instant:
     """Commit the buckets' stats as one instant. ``discard_unreported``: first delete files
     the markers name but no result reports (task attempts an engine retried or discarded), as
     Hudi's finalize-write does. ``extra_metadata``: string entries added to the commit's
-    ``extraMetadata`` (e.g. a streaming sink's checkpoint), beside the writer schema."""
+    ``extraMetadata`` (e.g. a streaming sink's checkpoint), beside the writer schema.
+    ``record_index``: an engine's writer of the record index changes (else the results')."""
     extra = _extra_metadata(extra_metadata)
     if job.txn is None:
         raise HudiError("this write has no open instant: plan_write() opens it")
@@ -76,7 +79,7 @@ def commit_write(job: WriteJob, results: Iterable[BucketResult], *, discard_unre
             check_write_conflicts(now, txn.instant_time, seen, mine, new_groups, v6_logs, job.config.version >= 8)
             check_listing_whole(job, now)
         job.done = txn.commit(metadata, conflicts, started=seen.seen if job.state is not None else None,
-                              record_keys=_record_keys(by_index.values()))
+                              record_keys=record_index if record_index is not None else _record_keys(by_index.values()))
     except BaseException:
         abort_write(job)
         raise

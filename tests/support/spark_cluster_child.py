@@ -5,14 +5,16 @@ Run by ``tests/test_spark_cluster.py`` in its own process (one SparkContext per 
 workers, so nothing the adapter does may lean on local mode (one JVM sharing the driver's
 blocks). For each table it writes, through ``df.write.format("hudi_format")``, the batches
 :func:`batches` gives (insert, upsert of updates and new keys, delete), and kills executors
-(``SIGKILL``, as a lost node) during some of them, at one of two moments:
+(``SIGKILL``, as a lost node) during some of them, at one of these moments:
 
 - ``between``: after an upsert has tagged its records (kept on the executors) and before its
   write stage reads them: the tagged rows on the lost executor must be computed again;
 - ``in_task``: by a write task itself (``cluster_site/sitecustomize.py``, on the executors'
   Python path), right after it wrote its first file group and before Spark has its result:
   the retry on the surviving (or relaunched) executor writes the bucket again, and the files
-  of the dead attempt must stay out of the commit.
+  of the dead attempt must stay out of the commit;
+- ``in_ri``: by a task of the commit's record index job, once it wrote its metadata table log
+  files: the retry writes them again, and the dead attempt's files must go.
 
 Then the first table is streamed (``spark.readStream.format("hudi_format")``) into a new table
 by the streaming sink, whose first write task kills its executor.
@@ -48,7 +50,7 @@ SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_site") 
 TABLES = {
     "cow_record_index": ("COPY_ON_WRITE", {"hoodie.index.type": "RECORD_INDEX",
                                            "hoodie.metadata.record.index.enable": "true"},
-                         "insert", (None, "between")),
+                         "insert", (None, "between", "in_ri")),
     "mor_simple": ("MERGE_ON_READ", {"hoodie.index.type": "SIMPLE"}, "bulk_insert", ("in_task", "in_task", None)),
 }
 
@@ -139,8 +141,8 @@ def main(workdir: str) -> int:
         done = []
         for (op, rows), kill in zip(batches(first), kills):
             mode["kill"] = kill
-            if kill == "in_task":      # the first write task to claim it kills its executor
-                open(os.path.join(kills_dir, "armed"), "w").close()
+            if kill in ("in_task", "in_ri"):   # the first task to claim it kills its executor
+                open(os.path.join(kills_dir, "armed" if kill == "in_task" else "armed-ri"), "w").close()
             before = len(killer.kills)
             start = time.monotonic()
             try:
@@ -152,7 +154,8 @@ def main(workdir: str) -> int:
                 done.append({"op": op, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}",
                              "kills": killer.kills[before:]})
             killed = glob.glob(os.path.join(kills_dir, "killed-*"))
-            done[-1]["kills"] += ["in_task"] * len(killed)     # by the task that claimed the arming
+            # by the task that claimed the arming
+            done[-1]["kills"] += ["in_ri" if kill == "in_ri" else "in_task"] * len(killed)
             for f in glob.glob(os.path.join(kills_dir, "*")):
                 os.remove(f)
         read = spark.read.format("hudi_format").load(path).select("id", "p", "ts", "v").toArrow()

@@ -6,7 +6,9 @@ With ``HUDI_FORMAT_CLUSTER_KILLS`` set (a directory), the write tasks of ``spark
 the driver has armed the next write (a file ``armed`` in that directory), the first task attempt
 to claim it (an atomic rename) kills its own executor JVM with ``SIGKILL`` right after it wrote
 its first file group, before its result reaches Spark: a node lost with a task's files written
-and unreported, which the retried attempt writes again and the commit must leave out.
+and unreported, which the retried attempt writes again and the commit must leave out. Armed
+with ``armed-ri``, the same happens to a task of the commit's record index job
+(``record_index._write_groups``) once it wrote its metadata table log files.
 """
 
 from __future__ import annotations
@@ -32,18 +34,18 @@ def _executor_jvm() -> int | None:
     return None
 
 
-def _claim() -> bool:
+def _claim(arm: str) -> bool:
     try:
-        os.rename(os.path.join(_DIR, "armed"), os.path.join(_DIR, f"claimed-{os.getpid()}"))
+        os.rename(os.path.join(_DIR, arm), os.path.join(_DIR, f"claimed-{os.getpid()}"))
     except OSError:
         return False
     return True
 
 
-def _dying(fn):
+def _dying(fn, arm: str = "armed"):
     @functools.wraps(fn)
     def task(*args, **kwargs):
-        fire = _claim()
+        fire = _claim(arm)
         for out in fn(*args, **kwargs):
             jvm = _executor_jvm() if fire else None
             if jvm is not None:
@@ -55,7 +57,9 @@ def _dying(fn):
 
 
 if _DIR:
-    from spark_adapter import bulk, tasks
+    from spark_adapter import bulk, record_index, tasks
 
     tasks.write_buckets = _dying(tasks.write_buckets)
     bulk.write_files = _dying(bulk.write_files)
+    # the commit's record index job: a task dies once it wrote its file groups' log files
+    record_index._write_groups = _dying(record_index._write_groups, "armed-ri")
