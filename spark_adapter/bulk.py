@@ -32,8 +32,10 @@ import pyarrow as pa
 
 from hudi_format import engine
 from hudi_format.options import option
+from hudi_format.storage import Storage
 
-from . import tasks
+from . import record_index, tasks
+from .record_index import stage_changes as record_index_stage
 from .arrow import to_hudi_arrow
 
 SAMPLE_ROWS = 20_000   # first rows whose compressed size sizes the new files
@@ -70,31 +72,49 @@ def write(df, job, keyer: tasks.Keyer, in_hudi: pa.Schema, storage_options: Mapp
     mode = option(job.options, "hoodie.bulkinsert.sort.mode")
     arranged = arrange(df, keyer, mode, option(job.options, "hoodie.bulkinsert.shuffle.parallelism"))
     target = engine.open_new_files(job, sample)
+    staging = record_index.staged_by_executors(job)
+    opts = dict(storage_options) if storage_options else None
     try:
-        write_task = functools.partial(write_files, target=target, in_schema=in_hudi,
-                                       storage_options=dict(storage_options) if storage_options else None)
-        results = arranged.mapInArrow(write_task, tasks.RESULT_SCHEMA).toArrow()
+        write_task = functools.partial(write_files, target=target, in_schema=in_hudi, storage_options=opts,
+                                       record_index=job.instant_time if staging else None)
+        results = arranged.mapInArrow(write_task, tasks.WRITE_RESULT_SCHEMA).toArrow()
         stats = [engine.WriteStat.from_dict(json.loads(s)) for s in results.column("stat").to_pylist()]
         done = [engine.BucketResult(index=i, partition=st.partition_path or "", stat=st, files=tuple(json.loads(f)))
                 for i, (st, f) in enumerate(zip(stats, results.column("files").to_pylist()))]
-        return engine.commit(job, done, extra_metadata=extra_metadata)
+        update = None
+        if staging:   # the record index changes stay on the executors (staged files)
+            update = record_index.ExecutorRecordIndexUpdate(
+                df.sparkSession, job.storage.url, opts, [k for k in results.column("keys").to_pylist() if k])
+        return engine.commit(job, done, extra_metadata=extra_metadata, record_index=update)
     except BaseException:
         engine.abort(job)
         raise
+    finally:
+        if staging and job.instant_time is not None:
+            record_index.remove_staged(job.storage, job.instant_time)
 
 
 def write_files(batches: Iterator[pa.RecordBatch], *, target, in_schema: pa.Schema,
-                storage_options: dict | None) -> Iterator[pa.RecordBatch]:
-    """One task: its rows, in the order they come, into new file groups; one result row each."""
+                storage_options: dict | None, record_index: str | None = None) -> Iterator[pa.RecordBatch]:
+    """One task: its rows, in the order they come, into new file groups; one result row each.
+    ``record_index``: the instant whose record index changes the task stages (each result then
+    names its file's staged keys, :mod:`spark_adapter.record_index`)."""
     def tables():
         for batch in batches:
             if batch.num_rows:
                 data = batch.select([c for c in batch.schema.names if c not in (tasks.KEY, tasks.PARTITION)])
                 yield to_hudi_arrow(pa.Table.from_batches([data]), in_schema)
 
-    results = engine.write_new_files(target, tables(), storage_options, write_token=tasks.task_token(),
+    token = tasks.task_token()
+    results = engine.write_new_files(target, tables(), storage_options, write_token=token,
                                      buffer_bytes=TASK_BUFFER_BYTES, threads=TASK_THREADS)
+    storage = Storage(target.spec.table_uri, storage_options) if record_index is not None else None
     for r in results:
+        staged = None
+        if storage is not None and record_index is not None and r.keys is not None:
+            staged = record_index_stage(storage, record_index, r.index, token, r.partition,
+                                        r.stat.file_id or "", r.keys)
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([r.index], pa.int32()),
                                           "stat": [json.dumps(r.stat.to_dict())],
-                                          "files": [json.dumps(list(r.files))]})
+                                          "files": [json.dumps(list(r.files))],
+                                          "keys": pa.array([staged], pa.string())})

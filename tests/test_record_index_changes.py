@@ -65,8 +65,11 @@ def test_reported_changes_equal_the_written_files(tmp_path, monkeypatch, ttype, 
             "hoodie.parquet.small.file.limit": str(rng.choice([0, 1 << 20])),
             **({"hoodie.record.merge.mode": mode} if mode else {})}
     model = Model(event_time=mode == "EVENT_TIME_ORDERING")
+    first = make_rows(range(120), ts=0)   # new keys: as the model goes, any of these inserts them
+    if seed % 2:   # streamed in: each new file keeps the keys it wrote
+        first = pa.RecordBatchReader.from_batches(first.schema, first.to_batches(max_chunksize=32))
+    _write(path, first, op=("upsert", "bulk_insert")[seed % 2], ttype=ttype, version=version, options=opts)
     first = make_rows(range(120), ts=0)
-    _write(path, first, ttype=ttype, version=version, options=opts)
     model.apply("upsert", first, 0)
     for step in range(1, 9):
         lo = rng.randrange(0, 150)
@@ -97,6 +100,10 @@ def test_a_write_commits_its_record_index_without_reading_its_files_back(tmp_pat
     monkeypatch.setattr(DataFiles, "log_keys", lambda self, p: reads.append(p) or (pa.array([], pa.string()),) * 2)
     _write(path, make_rows(range(40, 90), ts=1, seed=1), ttype=ttype, options=opts)
     _write(path, make_rows(range(0, 10), ts=2), op="delete", ttype=ttype, options=opts)
+    fresh = make_rows(range(200, 260), ts=3)   # streamed: each new file keeps the keys it wrote
+    _write(path, pa.RecordBatchReader.from_batches(fresh.schema, fresh.to_batches(max_chunksize=16)),
+           op="bulk_insert", ttype=ttype, options=opts)
+    _write(path, make_rows(range(260, 300), ts=3), op="bulk_insert", ttype=ttype, options=opts)
     assert reads == []
     monkeypatch.undo()
     assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []

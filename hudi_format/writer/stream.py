@@ -53,6 +53,7 @@ from ..transaction.markers import create_marker
 from ..transaction.snapshot import TableSnapshot
 from ..view import FileSlice
 from ..view.file_names import BaseFileName
+from ..metadata.key_changes import KeyChanges
 from . import handles
 from .file_sizing import new_file_records, small_file_capacity
 from .input import BatchStream, check_names
@@ -180,6 +181,7 @@ class _NewFile:
                                      **self.ctx.parquet)
         self.rows = 0                       # records given to the file so far
         self.written = 0                    # of which handed to the Parquet writer
+        self.keys: list[pa.Array] = []      # its keys, when the table keeps the record index
         self.pending: list[tuple[pa.Table, pa.Array]] = []
         self.pending_bytes = 0
         self.inflight_bytes = 0             # rows being written by the pool
@@ -224,6 +226,8 @@ class _NewFile:
             keys = pa.concat_arrays([k for _, k in chunks])
             raw = rows.nbytes + keys.nbytes
             table = handles.with_meta(self.ctx, rows, keys, self.partition, self.name, self.task, start)
+            if self.ctx.track_keys:
+                self.keys.append(keys)
             del rows, chunks
             self.owner.meta_ratio = max(1.0, table.nbytes / max(1, raw))
             keyed = self.ctx.keyed
@@ -244,7 +248,8 @@ class _NewFile:
         res = self.writer.close()
         stat = WriteStat(file_id=self.file_id, path=res.path, partition_path=self.partition,
                          num_writes=self.rows, num_inserts=self.rows, total_write_bytes=res.file_size)
-        return BucketResult(self.index, self.partition, stat, (self.path,))
+        keys = KeyChanges.of(pa.chunked_array(self.keys, pa.string())) if self.ctx.track_keys else None
+        return BucketResult(self.index, self.partition, stat, (self.path,), keys)
 
     def abort(self) -> None:
         if self.future is not None:
