@@ -26,6 +26,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--updates", type=int, default=100_000, help="index: upserts to tag")
     parser.add_argument("--big", type=int, default=20_000_000, help="spark-scale: rows of the 1g-driver upsert")
     parser.add_argument("--lookups", type=int, default=1_000, help="index: keys to look up")
+    parser.add_argument("--index", default=None, choices=["SIMPLE", "BLOOM", "RECORD_INDEX"],
+                        help="spark-scale: the index of the tables (default: the table's default)")
     parser.add_argument("--codec", default="snappy", choices=["snappy", "gzip", "both"],
                         help="write, spark: Parquet codec of both sides (both: snappy, then gzip for the record)")
     args = parser.parse_args(argv)
@@ -47,7 +49,7 @@ def main(argv: list[str]) -> int:
         spark_bench.run(rows, codecs=codecs)
     elif args.suite == "spark-scale":
         from . import spark_scale_bench   # needs the spark extra (pyspark, Java 17)
-        spark_scale_bench.run(rows, args.big)
+        spark_scale_bench.run(rows, args.big, args.index)
     return 0
 
 

@@ -8,8 +8,10 @@
   of ``big // 10`` records, then an upsert of ``big`` records (a tenth of them updates); prints
   the time and the peak resident memory of the driver JVM and of the Python driver (VmHWM).
 
-Run: ``python -m benchmarks spark-scale [--rows 2000000] [--big 20000000]`` (the ``spark``
-extra and Java 17). ``--big 0`` skips the big upsert.
+Run: ``python -m benchmarks spark-scale [--rows 2000000] [--big 20000000] [--index RECORD_INDEX]``
+(the ``spark`` extra and Java 17). ``--big 0`` skips the big upsert. ``--index``: the tables'
+index (``RECORD_INDEX`` also keeps the metadata table's record index, whose update the
+executors make: the Python driver's peak shows whether any record key reached it).
 """
 
 from __future__ import annotations
@@ -47,10 +49,21 @@ def _records(spark, start: int, stop: int, ts: int):
         F.concat(F.lit("rider-"), (idx % 4096).cast("string")).alias("rider"))
 
 
+_INDEX: dict = {}   # the tables' index options (--index)
+
+
 def _opts(operation: str) -> dict:
     return {"hoodie.datasource.write.recordkey.field": "uuid", "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "city", "hoodie.datasource.write.operation": operation,
-            "hoodie.table.name": "trips", "hoodie.parquet.compression.codec": "snappy"}
+            "hoodie.table.name": "trips", "hoodie.parquet.compression.codec": "snappy", **_INDEX}
+
+
+def _use_index(index: str | None) -> None:
+    _INDEX.clear()
+    if index:
+        _INDEX["hoodie.index.type"] = index
+        if index == "RECORD_INDEX":
+            _INDEX["hoodie.metadata.record.index.enable"] = "true"
 
 
 class DriverRows:
@@ -155,12 +168,16 @@ def big_upsert(big: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(rows: int = 2_000_000, big: int = 20_000_000) -> None:
+def run(rows: int = 2_000_000, big: int = 20_000_000, index: str | None = None) -> None:
+    _use_index(index)
+    if index:
+        print(f"index: {index}")
     got = driver_rows(rows)
     print(f"10% upsert of {got['rows']:,} rows: {got['driver_rows']:,} rows reached the driver "
           f"(bulk_insert {got['bulk_insert_s']}s, upsert {got['upsert_s']}s)")
     if big:
-        out = subprocess.run([sys.executable, "-m", "benchmarks.spark_scale_bench", "--big", str(big)],
+        out = subprocess.run([sys.executable, "-m", "benchmarks.spark_scale_bench", "--big", str(big)]
+                             + (["--index", index] if index else []),
                              capture_output=True, text=True, check=False)
         last = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
         if out.returncode or not last:
@@ -173,7 +190,8 @@ def run(rows: int = 2_000_000, big: int = 20_000_000) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--big":
+    if len(sys.argv) in (3, 5) and sys.argv[1] == "--big":
+        _use_index(sys.argv[4] if len(sys.argv) == 5 else None)
         print(json.dumps(big_upsert(int(sys.argv[2]))))
     else:
         run()
