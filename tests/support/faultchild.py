@@ -88,8 +88,8 @@ def install(point: str) -> None:
                     f.write(blocks[0][: len(blocks[0]) // 2])
                 die()
             return real_wlf(storage, *a, **k)
-        import hudi_format.metadata.writer as mdt_writer
-        mdt_writer.write_log_file = torn_metadata_log
+        import hudi_format.metadata.record_index_update as mdt_groups   # writes every MDT log file
+        mdt_groups.write_log_file = torn_metadata_log
     else:
         raise SystemExit(f"unknown point {point}")
 
