@@ -107,3 +107,76 @@ def test_a_write_commits_its_record_index_without_reading_its_files_back(tmp_pat
     assert reads == []
     monkeypatch.undo()
     assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
+
+
+class _WorkerHeldUpdate:
+    """An engine's record index update (``engine.RecordIndexUpdate``) in one process: the
+    results' changes as rows of ``engine.RECORD_INDEX_CHANGES``, hashed to the target's file
+    groups and written in two 'tasks' (a key's rows in one), as Spark's job does."""
+
+    def __init__(self, results):
+        from hudi_format import engine
+        pieces = []
+        for r in results:
+            up, rm = r.keys.upserted, r.keys.removed
+            n = len(up) + len(rm)
+            pieces.append(pa.table({"key": pa.concat_arrays([up, rm]), "partition": pa.repeat(r.partition, n),
+                                    "file_id": pa.repeat(r.stat.file_id, n),
+                                    "deleted": pa.array([False] * len(up) + [True] * len(rm))},
+                                   schema=engine.RECORD_INDEX_CHANGES))
+        self.changes = pa.concat_tables(pieces) if pieces else engine.RECORD_INDEX_CHANGES.empty_table()
+        self.calls = 0
+
+    def write(self, target, deleted):
+        from hudi_format import engine
+        from hudi_format.storage import Storage
+        self.calls += 1
+        gone = pa.table({"key": deleted, "partition": pa.nulls(len(deleted), pa.string()),
+                         "file_id": pa.nulls(len(deleted), pa.string()),
+                         "deleted": pa.repeat(True, len(deleted))}, schema=engine.RECORD_INDEX_CHANGES)
+        changes = pa.concat_tables([self.changes, gone])
+        groups = target.group_indexes(changes.column("key").combine_chunks())
+        stats = []
+        for task in (0, 1):
+            mine = changes.filter(pa.array(groups % 2 == task))
+            stats += engine.write_record_index_changes(Storage(target.table_uri), target, mine, f"{task}-7-{task}")
+        return stats
+
+
+@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_an_engine_writing_the_record_index_itself_builds_the_index_the_core_builds(tmp_path, ttype):
+    """Through the engine API, the commit hands the record index update to the engine, whose
+    'workers' write it with write_record_index_changes: the index is the one the core's own
+    commit builds for the same writes (entry by entry), and matches the table."""
+    from hudi_format import engine
+    from hudi_format.metadata.reader import MetadataTable
+    from hudi_format.storage import Storage
+    from hudi_format.config import TableConfig
+    opts = {**ALL_INDEXES, "hoodie.index.type": "RECORD_INDEX", "hoodie.parquet.small.file.limit": "0",
+            "hoodie.record.index.update.partition.path": "true"}
+    # the last write moves keys to other partitions: one commit removes each from its old file
+    # group and places it in a new one, which must win
+    writes = [("upsert", make_rows(range(80), ts=0)), ("upsert", make_rows(range(60, 120), ts=1, seed=1)),
+              ("delete", make_rows(range(0, 30, 3), ts=2)), ("upsert", make_rows(range(10, 20), ts=3, seed=2)),
+              ("upsert", make_rows(range(40, 50), ts=4, seed=3, partitions=("c", "a")))]
+    held = tmp_path / "engine"
+    core = tmp_path / "core"
+    for i, (op, rows) in enumerate(writes):
+        _write(core, rows, op=op, ttype=ttype, options=opts)
+        kw = dict(record_key="id", ordering_field="ts", partition_by="p", table_type=ttype) if i == 0 else {}
+        job = engine.begin_write(str(held), op, schema=rows.schema, options=opts, **kw)
+        results = []
+        for b in engine.plan_write(job, rows):
+            w, d = job.rows_of(b)
+            results.append(engine.write_bucket(b, rows.take(w), deletes=rows.take(d)))
+        update = _WorkerHeldUpdate(results)
+        engine.commit(job, results, record_index=update)
+        assert update.calls == 1
+        assert [p for p in record_index_problems(str(held)) if p.severity == ERROR] == []
+
+    def index(path):
+        st = Storage(str(path))
+        return {k: (loc.partition, loc.file_id is not None)
+                for k, loc in MetadataTable(st, TableConfig.load(st)).all_record_locations().items()}
+    assert index(held) == index(core) and len(index(core)) == 120 - 10 + 3   # 12, 15, 18 came back
+    assert {index(held)[f"k{k:05d}"][0] for k in range(40, 50)} == {"a", "c"}

@@ -27,7 +27,7 @@ from ..storage import Storage
 from . import keys as K
 from . import payloads as P
 
-__all__ = ["cells_by_file_group", "hfile_data_block", "hfile_data_block_of", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
+__all__ = ["cells_by_file_group", "cells_of", "hfile_data_block", "hfile_data_block_of", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
 
 RECORD_INDEX_BLOCK_SIZE = 16 * 1024
 _ROOT_BUDGET = 120 * 1024  # under the 128 KiB at which the block index goes multi-level
@@ -96,9 +96,15 @@ def cells_by_file_group(upserts: Mapping[str, bytes], n: int) -> dict[int, tuple
     hash): (keys as UTF-8 bytes, in byte order, and their values), sorted column-wise."""
     if not upserts:
         return {}
-    keys = pa.array(list(upserts), pa.string())
+    return cells_of(pa.array(list(upserts), pa.string()), pa.array(list(upserts.values()), pa.binary()), n)
+
+
+def cells_of(keys: pa.Array, values: pa.Array, n: int) -> dict[int, tuple[pa.Array, pa.Array]]:
+    """:func:`cells_by_file_group` of keys (strings, each once) and values given as arrays."""
+    if not len(keys):
+        return {}
     groups = pa.array(_file_group_indexes(keys, n), pa.int32())
-    t = pa.table({"g": groups, "k": keys.cast(pa.binary()), "v": pa.array(list(upserts.values()), pa.binary())})
+    t = pa.table({"g": groups, "k": keys.cast(pa.binary()), "v": values})
     t = t.sort_by([("g", "ascending"), ("k", "ascending")])
     g = t.column("g").to_numpy()
     cuts = np.flatnonzero(np.diff(g)) + 1

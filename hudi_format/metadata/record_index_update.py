@@ -32,7 +32,7 @@ from ..timeline.write_stat import WriteStat
 from ..errors import InvalidOptionError
 from . import keys as K
 from . import payloads as P
-from .hfiles import cells_by_file_group, hfile_data_block_of
+from .hfiles import cells_of, hfile_data_block_of
 
 __all__ = ["CHANGES_SCHEMA", "RecordIndexGroup", "RecordIndexTarget", "RecordIndexUpdate", "write_changes",
            "write_group"]
@@ -89,7 +89,7 @@ def write_changes(storage: Storage, target: RecordIndexTarget, changes: pa.Table
     placed = placed.take(_last_of_each(placed.column("key")))
     gone = pc.unique(changes.filter(deleted).column("key").combine_chunks())
     gone = gone.filter(pc.invert(pc.is_in(gone, value_set=placed.column("key").combine_chunks())))
-    ups = cells_by_file_group(_encoded(placed, target.instant_millis), len(target.groups))
+    ups = cells_of(placed.column("key").combine_chunks(), _encoded(placed, target.instant_millis), len(target.groups))
     dels: dict[int, list[str]] = {}
     if len(gone):
         for key, i in zip(gone.to_pylist(), target.group_indexes(gone).tolist()):
@@ -102,13 +102,13 @@ def _last_of_each(keys: pa.ChunkedArray) -> pa.Array:
     return rows.group_by("k", use_threads=False).aggregate([("i", "max")]).column("i_max")
 
 
-def _encoded(placed: pa.Table, millis: int) -> dict[str, bytes]:
-    """key -> ``HoodieRecordIndexInfo`` value; one encoding per distinct file group."""
-    locs = pa.table({"p": placed.column("partition"), "f": placed.column("file_id")})
-    distinct = locs.group_by(["p", "f"], use_threads=False).aggregate([])
-    values = {(p, f): P.encode_record_index_value(p, f, millis)
-              for p, f in zip(distinct.column("p").to_pylist(), distinct.column("f").to_pylist())}
-    return {k: values[(p, f)] for k, p, f in zip(*(placed.column(c).to_pylist() for c in ("key", "partition", "file_id")))}
+def _encoded(placed: pa.Table, millis: int) -> pa.Array:
+    """The ``HoodieRecordIndexInfo`` value of each placed key: encoded once per distinct file
+    group, then taken for every key."""
+    locs = pc.binary_join_element_wise(placed.column("partition"), placed.column("file_id"), "\x00")
+    encoded = locs.combine_chunks().dictionary_encode()
+    values = [P.encode_record_index_value(*loc.split("\x00", 1), millis) for loc in encoded.dictionary.to_pylist()]
+    return pa.array(values, pa.binary()).take(encoded.indices)
 
 
 def write_group(storage: Storage, target: RecordIndexTarget, index: int, upserts: tuple[pa.Array, pa.Array] | None,
