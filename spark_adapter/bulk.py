@@ -77,7 +77,7 @@ def write(df, job, keyer: tasks.Keyer, in_hudi: pa.Schema, storage_options: Mapp
     try:
         write_task = functools.partial(write_files, target=target, in_schema=in_hudi, storage_options=opts,
                                        record_index=job.instant_time if staging else None)
-        results = arranged.mapInArrow(write_task, tasks.WRITE_RESULT_SCHEMA).toArrow()
+        results = arranged.mapInArrow(write_task, tasks.RESULT_SCHEMA).toArrow()
         stats = [engine.WriteStat.from_dict(json.loads(s)) for s in results.column("stat").to_pylist()]
         done = [engine.BucketResult(index=i, partition=st.partition_path or "", stat=st, files=tuple(json.loads(f)))
                 for i, (st, f) in enumerate(zip(stats, results.column("files").to_pylist()))]

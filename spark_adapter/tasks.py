@@ -208,9 +208,9 @@ def task_token() -> str:
     return f"{tc.partitionId()}-{tc.stageId()}-{tc.taskAttemptId()}"
 
 
-RESULT_SCHEMA = "bucket int, stat string, files string"
-# a planned write's results also name the file of each bucket's staged record index changes
-WRITE_RESULT_SCHEMA = RESULT_SCHEMA + ", keys string"
+# a write task's result per bucket: its write stat, its files, the file of its staged record
+# index changes (spark_adapter.record_index; null when the write does not stage them)
+RESULT_SCHEMA = "bucket int, stat string, files string, keys string"
 
 
 def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema: pa.Schema,

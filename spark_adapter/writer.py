@@ -395,7 +395,7 @@ class DistributedWrite:
         if values is not None:       # routed by Spark expressions; keys computed where written
             routed = spread.route(self.df, values, assignment, list(keyer.spec.config.record_key_fields))
             return routed.repartition(assignment.width, tasks.SLOT).mapInArrow(
-                write, tasks.WRITE_RESULT_SCHEMA).toArrow()
+                write, tasks.RESULT_SCHEMA).toArrow()
         if tagged is not None:       # the tagged rows, the plan applied by Spark expressions
             routed = spread.route_tagged(tagged, assignment)
         else:      # a key generator spread cannot render: keys and buckets in Python
@@ -406,7 +406,7 @@ class DistributedWrite:
                     StructField(tasks.BUCKET, IntegerType()), StructField(tasks.DELETE, BooleanType()),
                     StructField(tasks.SLOT, IntegerType())]))
         return routed.repartition(assignment.width, tasks.SLOT).mapInArrow(
-            write, tasks.WRITE_RESULT_SCHEMA).toArrow()
+            write, tasks.RESULT_SCHEMA).toArrow()
 
 
 def local_master(master: str) -> bool:
