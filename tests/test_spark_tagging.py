@@ -477,3 +477,18 @@ def test_a_failed_record_index_job_leaves_the_table_and_the_next_write_recovers(
     got = hudi.open_table(str(path)).read(columns=["id", "ts"])
     assert got.num_rows == 5_000 and got.column("ts").to_pylist().count(3) == 1_250
     assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
+
+
+def test_a_version_6_table_keeps_its_record_index_updated_by_the_driver(spark, tmp_path):
+    """Version 6 names log files by their slice, so the metadata writer could not tell a
+    discarded attempt's record index file from a kept one: its Spark writes stage nothing and
+    the driver reads the written files back, as before; the index still matches the table."""
+    from hudi_format.cli.validate import ERROR, record_index_problems
+    path = tmp_path / "t"
+    spark_write(spark, path, rows(range(3_000), ts=1), opts("RECORD_INDEX", "MERGE_ON_READ", 6, "insert"))
+    spark_write(spark, path, rows(range(0, 4_000, 5), ts=2), opts("RECORD_INDEX", "MERGE_ON_READ", 6, "upsert"))
+    spark_write(spark, path, rows(range(1, 3_000, 9), ts=3), opts("RECORD_INDEX", "MERGE_ON_READ", 6, "delete"))
+    got = hudi.open_table(str(path)).read(columns=["id"])
+    assert got.num_rows == 3_000 + 200 - len(range(1, 3_000, 9))
+    assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
+    assert not list((path / ".hoodie" / ".temp").glob("*/record-index-keys/*"))
