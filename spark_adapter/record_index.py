@@ -48,9 +48,12 @@ def keys_folder(instant: str) -> str:
 
 
 def stage_changes(storage: Storage, instant: str, bucket: int, token: str, partition: str, file_id: str,
-                  changes: KeyChanges) -> str:
-    """Stage one bucket's key changes (one attempt's: ``token``); returns the file's path."""
+                  changes: KeyChanges) -> str | None:
+    """Stage one bucket's key changes (one attempt's: ``token``); returns the file's path
+    (``None``, nothing written: no change, as a COW merge of updates alone)."""
     n_up, n_rm = len(changes.upserted), len(changes.removed)
+    if not n_up + n_rm:
+        return None
     table = pa.table({
         "key": pa.concat_arrays([changes.upserted, changes.removed]),
         "partition": pa.repeat(pa.scalar(partition), n_up + n_rm),
@@ -84,6 +87,8 @@ class ExecutorRecordIndexUpdate:
 
     def write(self, target: RecordIndexTarget, deleted: pa.Array) -> list[engine.WriteStat]:
         from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
+        if not self.paths and not len(deleted):
+            return []    # no key changed: no job
         sc = self.spark.sparkContext
         parallelism = sc.defaultParallelism
         staged = self.spark.createDataFrame(pa.table({"path": pa.array(self.paths, pa.string())}))
