@@ -93,6 +93,7 @@ class _Run:
         self.opts = {"hoodie.parquet.compression.codec": codec}
         self.dl = _deltalake()
         self.results: list[Result] = []
+        self.upserted: dict[tuple[str, str], float] = {}   # (case name, table type) -> our upsert's seconds
 
     def add(self, case: str, ours: float, peer: float, target: float | None) -> None:
         label = f"{case} [{self.codec}]" if self.record else case
@@ -159,6 +160,7 @@ class _Run:
                                        self.repeat, _copy_of(base, work))
             shutil.rmtree(base, ignore_errors=True)
             out[table_type] = work
+            self.upserted[(name, table_type)] = ours[table_type]
         dbase, dwork = self.root / f"{name}_delta_base", self.root / f"{name}_delta"
         peer = Seconds(float("nan"))
         if self.dl:
@@ -171,6 +173,22 @@ class _Run:
             self.add(f"{batch.num_rows:,}-row upsert into {data.num_rows:,} rows {kind} vs deltalake merge",
                      secs, peer, target)
         return out
+
+    def record_index_upserts(self, name: str, data: pa.Table, batch: pa.Table) -> None:
+        """For the record (no target): the upsert of :meth:`upserts` case ``name`` on tables that
+        keep the metadata table's record index (and tag with it) vs the same upsert without it:
+        what keeping the index costs a write."""
+        opts = {**self.opts, "hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX"}
+        for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+            base, work = self.root / f"{name}_ri_{table_type}_base", self.root / f"{name}_ri_{table_type}"
+            hudi.write(str(base), data, operation="insert", table_type=table_type, options=opts, **KEY)
+            secs = best_of(lambda: hudi.write(str(work), batch, operation="upsert", options=opts),
+                           self.repeat, _copy_of(base, work))
+            shutil.rmtree(base, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+            kind = "COW" if table_type == "COPY_ON_WRITE" else "MOR"
+            self.add(f"{batch.num_rows:,}-row upsert {kind} keeping the record index vs without",
+                     secs, self.upserted[(name, table_type)], None)
 
     def reads(self, tables: dict[str, Path]) -> None:
         cow, mor = str(tables["COPY_ON_WRITE"]), str(tables["MERGE_ON_READ"])
@@ -222,6 +240,8 @@ def run(rows: int, codecs: tuple[str, ...] = ("snappy",), repeat: int = 3) -> li
             r.bulk_insert(data)
             r.insert(data)
             r.reads(r.upserts("upsert10", data, batch, TARGETS["upsert"]))
+            if not r.record:
+                r.record_index_upserts("upsert10", data, batch)
             r.upserts("small", small, small_batch, TARGETS["small_upsert"])
             results += r.results
             shutil.rmtree(r.root, ignore_errors=True)
