@@ -32,10 +32,9 @@ import pyarrow as pa
 
 from hudi_format import engine
 from hudi_format.options import option
-from hudi_format.storage import Storage
 
 from . import record_index, tasks
-from .record_index import stage_changes as record_index_stage
+from .record_index import stage_result
 from .arrow import to_hudi_arrow
 
 SAMPLE_ROWS = 20_000   # first rows whose compressed size sizes the new files
@@ -81,11 +80,8 @@ def write(df, job, keyer: tasks.Keyer, in_hudi: pa.Schema, storage_options: Mapp
         stats = [engine.WriteStat.from_dict(json.loads(s)) for s in results.column("stat").to_pylist()]
         done = [engine.BucketResult(index=i, partition=st.partition_path or "", stat=st, files=tuple(json.loads(f)))
                 for i, (st, f) in enumerate(zip(stats, results.column("files").to_pylist()))]
-        update = None
-        if staging:   # the record index changes stay on the executors (staged files)
-            update = record_index.ExecutorRecordIndexUpdate(
-                df.sparkSession, job.storage.url, opts, [k for k in results.column("keys").to_pylist() if k])
-        return engine.commit(job, done, extra_metadata=extra_metadata, record_index=update)
+        return engine.commit(job, done, extra_metadata=extra_metadata,
+                             record_index=record_index.update_of(job, df.sparkSession, opts, results))
     except BaseException:
         engine.abort(job)
         raise
@@ -108,12 +104,8 @@ def write_files(batches: Iterator[pa.RecordBatch], *, target, in_schema: pa.Sche
     token = tasks.task_token()
     results = engine.write_new_files(target, tables(), storage_options, write_token=token,
                                      buffer_bytes=TASK_BUFFER_BYTES, threads=TASK_THREADS)
-    storage = Storage(target.spec.table_uri, storage_options) if record_index is not None else None
     for r in results:
-        staged = None
-        if storage is not None and record_index is not None and r.keys is not None:
-            staged = record_index_stage(storage, record_index, r.index, token, r.partition,
-                                        r.stat.file_id or "", r.keys)
+        staged = stage_result(target.spec.table_uri, storage_options, record_index, token, r)
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([r.index], pa.int32()),
                                           "stat": [json.dumps(r.stat.to_dict())],
                                           "files": [json.dumps(list(r.files))],

@@ -32,7 +32,8 @@ from hudi_format.engine import (RECORD_INDEX_CHANGES as CHANGES_SCHEMA, KeyChang
                                 write_record_index_changes as write_changes)
 from hudi_format.storage import Storage
 
-__all__ = ["ExecutorRecordIndexUpdate", "keys_folder", "stage_changes", "staged_by_executors"]
+__all__ = ["ExecutorRecordIndexUpdate", "keys_folder", "remove_staged", "stage_changes", "stage_result",
+           "staged_by_executors", "update_of"]
 
 _GROUP = "__ri_group"
 
@@ -66,6 +67,25 @@ def stage_changes(storage: Storage, instant: str, bucket: int, token: str, parti
     path = posixpath.join(keys_folder(instant), f"{bucket}_{token}.arrow")
     storage.write_bytes(path, sink.getvalue().to_pybytes())
     return path
+
+
+def stage_result(table_uri: str, storage_options: dict | None, instant: str | None, token: str,
+                 result: engine.BucketResult) -> str | None:
+    """In a write task: stage ``result``'s key changes when the write stages them (``instant``
+    given); the staged file's path for the result row, else ``None``."""
+    if instant is None or result.keys is None:
+        return None
+    return stage_changes(Storage(table_uri, storage_options), instant, result.index, token, result.partition,
+                         result.stat.file_id or "", result.keys)
+
+
+def update_of(job: Any, spark: Any, storage_options: dict | None, results: pa.Table) -> "ExecutorRecordIndexUpdate | None":
+    """On the driver: the commit's record index update from the write tasks' results (their
+    ``keys`` column), when the write staged its changes."""
+    if not staged_by_executors(job):
+        return None
+    return ExecutorRecordIndexUpdate(spark, job.storage.url, storage_options,
+                                     [k for k in results.column("keys").to_pylist() if k])
 
 
 def remove_staged(storage: Storage, instant: str) -> None:

@@ -26,6 +26,7 @@ from hudi_format.errors import HudiError
 
 from .arrow import to_hudi_arrow
 from .shipping import received
+from .record_index import stage_result
 
 KEY = "__hoodie_key"
 PARTITION = "__hoodie_partition"
@@ -258,12 +259,7 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
             delete_keys = pa.array([], pa.string())
         result = engine.write_bucket(buckets[b], data, storage_options, keys=keys.combine_chunks(),
                                      delete_keys=delete_keys, write_token=token)
-        staged = None
-        if record_index is not None and result.keys is not None:
-            from hudi_format.storage import Storage
-            from .record_index import stage_changes
-            staged = stage_changes(Storage(buckets[b].spec.table_uri, storage_options), record_index, result.index,
-                                   token, buckets[b].partition, result.stat.file_id or "", result.keys)
+        staged = stage_result(buckets[b].spec.table_uri, storage_options, record_index, token, result)
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([result.index], pa.int32()),
                                           "stat": [json.dumps(result.stat.to_dict())],
                                           "files": [json.dumps(list(result.files))],

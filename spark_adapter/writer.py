@@ -279,11 +279,8 @@ class DistributedWrite:
                                              files=tuple(json.loads(files)))
                          for b, stat, files in zip(*(results.column(c).to_pylist()
                                                      for c in ("bucket", "stat", "files")))]
-                update = None
-                if staging:   # the record index changes stay on the executors (staged files)
-                    update = record_index.ExecutorRecordIndexUpdate(
-                        self.df.sparkSession, job.storage.url, self.storage_options,
-                        [k for k in results.column("keys").to_pylist() if k])
+                # the record index changes stay on the executors (staged files)
+                update = record_index.update_of(job, self.df.sparkSession, self.storage_options, results)
                 with self._step("commit"):
                     return engine.commit(job, stats, extra_metadata=self.extra_metadata, record_index=update)
             except BaseException:

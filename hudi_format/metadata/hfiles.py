@@ -27,7 +27,7 @@ from ..storage import Storage
 from . import keys as K
 from . import payloads as P
 
-__all__ = ["cells_by_file_group", "cells_of", "hfile_data_block", "hfile_data_block_of", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
+__all__ = ["cells_by_file_group", "cells_of", "file_groups_of", "hfile_data_block", "hfile_data_block_of", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
 
 RECORD_INDEX_BLOCK_SIZE = 16 * 1024
 _ROOT_BUDGET = 120 * 1024  # under the 128 KiB at which the block index goes multi-level
@@ -103,7 +103,7 @@ def cells_of(keys: pa.Array, values: pa.Array, n: int) -> dict[int, tuple[pa.Arr
     """:func:`cells_by_file_group` of keys (strings, each once) and values given as arrays."""
     if not len(keys):
         return {}
-    groups = pa.array(_file_group_indexes(keys, n), pa.int32())
+    groups = pa.array(file_groups_of(keys, n), pa.int32())
     t = pa.table({"g": groups, "k": keys.cast(pa.binary()), "v": values})
     t = t.sort_by([("g", "ascending"), ("k", "ascending")])
     g = t.column("g").to_numpy()
@@ -113,7 +113,8 @@ def cells_of(keys: pa.Array, values: pa.Array, n: int) -> dict[int, tuple[pa.Arr
     return {int(g[a]): (k.slice(a, b - a), v.slice(a, b - a)) for a, b in zip(starts, ends)}
 
 
-def _file_group_indexes(keys: pa.Array, n: int) -> np.ndarray:
+def file_groups_of(keys: pa.Array, n: int) -> np.ndarray:
+    """The file group of each key among ``n`` (Hudi's key hash), as int32 NumPy."""
     if n == 1:
         return np.zeros(len(keys), np.int32)
     return K.file_group_indexes(keys, n).to_numpy()

@@ -32,7 +32,7 @@ from ..timeline.write_stat import WriteStat
 from ..errors import InvalidOptionError
 from . import keys as K
 from . import payloads as P
-from .hfiles import cells_of, hfile_data_block_of
+from .hfiles import cells_of, file_groups_of, hfile_data_block_of
 
 __all__ = ["CHANGES_SCHEMA", "RecordIndexGroup", "RecordIndexTarget", "RecordIndexUpdate", "write_changes",
            "write_group"]
@@ -63,9 +63,7 @@ class RecordIndexTarget:
 
     def group_indexes(self, keys: pa.Array) -> np.ndarray:
         """The file group of each key (Hudi's key hash)."""
-        if len(self.groups) == 1:
-            return np.zeros(len(keys), np.int32)
-        return K.file_group_indexes(keys, len(self.groups)).to_numpy()
+        return file_groups_of(keys, len(self.groups))
 
 
 class RecordIndexUpdate(Protocol):
