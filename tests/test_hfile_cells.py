@@ -72,7 +72,8 @@ def test_search_finds_cells_and_refuses_other_layouts(monkeypatch):
     """A key's cell searched in a block (``find_cell``): found with its value, absent keys
     (including one that is a prefix or an extension of a present row) are ``None``, a framed
     key inside a value without a cell header around it is refused, and a block whose cells
-    carry a family name is not searched: the lookup then locates every cell, same answer."""
+    carry a family name is not searched: the lookup then locates every cell, same answer.
+    Many keys per block are matched by their frames (``hfile.framed``), no cell located."""
     from hudi_format.hfile.cells import NOT_HUDI_LAYOUT, find_cell, hudi_layout
     inner = struct.pack(">H", 5) + b"k0003" + b"\x00" + KEY_SUFFIX   # k0003 framed, inside a value
     cells = [(b"k%04d" % i, b"v%d" % i + (inner if i == 2 else b"")) for i in range(0, 40, 2)]
@@ -99,9 +100,13 @@ def test_search_finds_cells_and_refuses_other_layouts(monkeypatch):
     assert found.to_pylist() == w_keys[::50] and values.to_pylist() == [b"v" + k for k in w_keys[::50]]
     assert not called   # searched: no block's cells located
     found, values = r.lookup_arrays(pa.array(w_keys, pa.binary()), search=True)
-    assert found.to_pylist() == w_keys and called   # many keys per block: located column-wise
+    assert found.to_pylist() == w_keys and not called   # many keys per block: matched by frame
+    assert values.to_pylist() == [b"v" + k for k in w_keys]
+    found, values = r.lookup_arrays(pa.array(w_keys, pa.binary()))
+    assert found.to_pylist() == w_keys and called   # not searching: located column-wise
     called.clear()
-    monkeypatch.setattr(reader_mod, "hudi_layout", lambda payload: False)
+    import hudi_format.hfile.framed as framed_mod
+    monkeypatch.setattr(framed_mod, "hudi_layout", lambda payload: False)
     found, values = r.lookup_arrays(pa.array(w_keys[::50], pa.binary()), search=True)
     assert found.to_pylist() == w_keys[::50] and called   # another layout: every cell located
 
@@ -253,3 +258,56 @@ def test_cell_spans_equal_the_sequential_parser_on_random_blocks(seed):
     found, got = find_cells(blocks, mvcc, False, ["a", "b"][:len(blocks)], pa.array(wanted, pa.binary()))
     expect = [(k, v) for k, v in cells if k in set(wanted)]
     assert list(zip(found.to_pylist(), got.to_pylist())) == expect
+
+
+@pytest.mark.parametrize("mvcc", [True, False])
+@pytest.mark.parametrize("seed", range(6))
+def test_framed_lookup_equals_the_first_cell_of_each_row(mvcc, seed):
+    """``hfile.framed.lookup`` on blocks of Hudi's layout: keys of many lengths (lengths with
+    many keys matched by frame, the others searched), runs of equal rows (the first cell is
+    returned first), values holding the key marker (a spurious split) or the frame of a key
+    not looked up, absent keys and keys between blocks -- the answer is the first cell of each
+    row, as the sequential parser reads the blocks; a value holding the frame of a key looked
+    up, which no Hudi value does, is refused (``None``) or still answered right."""
+    from hudi_format.hfile import framed
+    rng = random.Random(seed)
+    rows = sorted({b"key-" + str(rng.randrange(10 ** rng.randrange(1, 7))).encode() for _ in range(3000)})
+    cells = []
+    for row in rows:
+        for j in range(2 if rng.random() < 0.05 else 1):
+            v = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 30))) + b"#%d" % j
+            if rng.random() < 0.03:
+                v += KEY_SUFFIX + v   # the marker inside a value
+            if rng.random() < 0.02:   # the frame of a key nobody looks up, then the marker
+                v += struct.pack(">H", 9) + b"absent-xx" + b"\x00" + KEY_SUFFIX
+            cells.append((row, v))
+    payloads, block, starts = [], [], []
+    for row, v in cells:   # blocks of ~40 cells, never cut inside a run (as Hudi writes)
+        if len(block) >= 40 and block[-1][0] != row:
+            payloads.append(b"".join(_cell(r, x, mvcc=mvcc) for r, x in block))
+            starts.append(block[0][0])
+            block = []
+        block.append((row, v))
+    payloads.append(b"".join(_cell(r, x, mvcc=mvcc) for r, x in block))
+    starts.append(block[0][0])
+    first = {}
+    for p in payloads:
+        for r, x in zip(*decode_cells_sequential(p, mvcc, False, "t")):
+            first.setdefault(r, x)
+    for n in (len(payloads), 300, 2000):
+        probes = sorted(set(rng.sample(rows, min(n, len(rows)))) | {b"key-", b"key-99999999", b"absent-x"})
+        got = framed.lookup(pa.array(probes, pa.binary()), probes, payloads, starts)
+        assert got is not None
+        found, values = got
+        seen = {}
+        for r, x in zip(found.to_pylist(), values.to_pylist()):
+            seen.setdefault(r, x)
+        assert seen == {k: first[k] for k in probes if k in first}
+        assert sorted(found.to_pylist()) == found.to_pylist()
+    # a value framing a key looked up (impossible in Hudi's files): refused, or right
+    target = rows[len(rows) // 2]
+    fake = struct.pack(">H", len(target)) + target + b"\x00" + KEY_SUFFIX
+    bad = [p + _cell(b"\xff" * 3, b"pad" + fake, mvcc=mvcc) for p in payloads[:1]] + payloads[1:]
+    got = framed.lookup(pa.array(rows, pa.binary()), rows, bad, starts)
+    if got is not None:
+        assert dict(zip(*(a.to_pylist() for a in got))).get(target) == first[target]

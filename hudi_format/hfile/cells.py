@@ -33,7 +33,7 @@ from ..errors import CorruptFileError
 from .blocks import LATEST_TIMESTAMP, TYPE_PUT, decode_vint
 
 __all__ = ["decode_cells", "decode_many", "find_cells", "find_cell", "NOT_HUDI_LAYOUT", "decode_cells_sequential",
-           "cell_spans", "CellSpans",
+           "cell_spans", "CellSpans", "binary_of", "gather",
            "KEY_SUFFIX", "SMALL_BLOCK"]
 
 KEY_SUFFIX = struct.pack(">qB", LATEST_TIMESTAMP, TYPE_PUT)  # ts + type closing Hudi's keys
@@ -56,7 +56,8 @@ def _arange(n: int) -> pa.Array:
     return cached.slice(0, n)
 
 
-def _binary(payload) -> pa.Array:
+def binary_of(payload) -> pa.Array:
+    """``payload`` (bytes-like) as a one-value binary array, without a copy."""
     buf = pa.py_buffer(payload)
     return pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(struct.pack("<ii", 0, buf.size)), buf])
 
@@ -106,7 +107,7 @@ def _be32_as_le(x: pa.Array) -> pa.Array:
                           pc.shift_left(pc.shift_right(x, _u64(8)), _u64(16)))
 
 
-def _gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array) -> pa.Array:
+def gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array) -> pa.Array:
     """Binary array of the spans ``[starts, ends)`` of ``data`` (non-overlapping, in order).
 
     The bounds interleave into one increasing offsets buffer (span, gap, span, ...) whose even
@@ -138,21 +139,21 @@ class CellSpans:
     def rows(self, idx: pa.Array | None = None) -> pa.Array:
         """The rows (of the cells at the increasing positions ``idx``)."""
         if idx is None:
-            return _gather(self.data, self.row_start, self.row_end)
-        return _gather(self.data, pc.take(self.row_start, idx), pc.take(self.row_end, idx))
+            return gather(self.data, self.row_start, self.row_end)
+        return gather(self.data, pc.take(self.row_start, idx), pc.take(self.row_end, idx))
 
     def values(self, idx: pa.Array | None = None) -> pa.Array:
         """The values (of the cells at the increasing positions ``idx``)."""
         if idx is None:
-            return _gather(self.data, self.value_start, self.value_end)
-        return _gather(self.data, pc.take(self.value_start, idx), pc.take(self.value_end, idx))
+            return gather(self.data, self.value_start, self.value_end)
+        return gather(self.data, pc.take(self.value_start, idx), pc.take(self.value_end, idx))
 
 
 def cell_spans(payload, mvcc: bool) -> CellSpans | None:
     """The cells of a data block in Hudi's layout, located column-wise (see the module
     docstring); ``None`` when the block is not in that layout."""
     m = 1 if mvcc else 0
-    pieces = pc.split_pattern(_binary(payload), KEY_SUFFIX).flatten()
+    pieces = pc.split_pattern(binary_of(payload), KEY_SUFFIX).flatten()
     n = len(pieces) - 1  # cells: each key ends at one marker
     if n < 1 or pieces.offset:
         return None

@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
 from .blocks import BlockType, decode_block, key_row
-from .cells import (NOT_HUDI_LAYOUT, SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cell, find_cells,
-                    hudi_layout)
+from . import framed
+from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cells
 from .index import IndexBlock, parse_non_root_index, parse_root_index
 from .trailer import TRAILER_SIZE, Trailer, decode_file_info
 
@@ -34,11 +34,6 @@ SEEK_FOUND = 0  # the key is in the file
 SEEK_IN_RANGE = 1  # absent; positioned at the greatest key below it (HBase semantics)
 
 _INDEX_MAGICS = (BlockType.LEAF_INDEX, BlockType.INTERMEDIATE_INDEX)
-# up to this many keys per data block on average, a lookup searches each key's cell in its block
-# (find_cell) instead of locating every cell of the blocks column-wise: on 16 KiB record index
-# blocks (~420 cells) the two cost the same at 2 keys a block, and searching (bytes.find, which
-# holds the GIL) took 0.066 s where locating took 0.048 s at 6.6 keys a block
-_SEARCH_KEYS_PER_BLOCK = 2
 
 
 def _key(key) -> bytes:
@@ -385,10 +380,10 @@ class HFileReader:
 
         Reads each data block whose index range holds one of the keys once, decodes them in
         bulk (:func:`.cells.decode_cells`) and matches the keys column-wise; the first entry
-        of a repeated row wins, as in :meth:`get`. ``search``: with a few keys per block,
-        search each key's cell instead (:func:`.cells.find_cell`), for files whose values
-        cannot hold a whole cell of a key looked for (header, framed row, timestamp, type), as
-        the record index's Avro values cannot: a value that did could pass for that cell."""
+        of a repeated row wins, as in :meth:`get`. ``search``: find the keys' cells by their
+        framed rows instead (:mod:`.framed`), for files whose values cannot hold a whole cell of
+        a key looked for (header, framed row, timestamp, type), as the record index's Avro
+        values cannot: a value that did could pass for that cell."""
         empty = pa.array([], pa.binary())
         keys = keys.cast(pa.binary())
         if not self.num_entries or not len(keys):
@@ -398,13 +393,12 @@ class HFileReader:
         if not wanted:
             return empty, empty
         payloads = self._payloads([(offset, size) for offset, size, _ in wanted])
-        if search and len(key_list) <= _SEARCH_KEYS_PER_BLOCK * len(wanted):
-            found = _search(key_list, payloads, [row for _, _, row in wanted])
-            if found is not None:
-                return found
-        rows, values = find_cells(
-            payloads, self._mvcc, self._tags,
-            [f"{self._where}: data block at offset {offset}" for offset, _, _ in wanted], keys)
+        found = framed.lookup(keys, key_list, payloads, [row for _, _, row in wanted]) if search else None
+        if found is None:
+            found = find_cells(
+                payloads, self._mvcc, self._tags,
+                [f"{self._where}: data block at offset {offset}" for offset, _, _ in wanted], keys)
+        rows, values = found
         if len(rows) > 1:  # rows are sorted: a repeated row keeps its first entry
             first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
             if not pc.all(first).as_py():
@@ -449,7 +443,7 @@ class HFileReader:
         if len(keys) - lo < len(starts):
             hit: set[int] = set()
             for key in keys[lo:]:
-                hit.update(_candidates(starts, key))
+                hit.update(framed.candidates(starts, key))
             return sorted(hit)
         out = []
         n = len(keys)
@@ -463,31 +457,3 @@ class HFileReader:
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())
-
-
-def _candidates(starts: list[bytes], key: bytes) -> range:
-    """The blocks that may hold ``key``, ``starts`` being their first rows in file order: from
-    the one before the first starting at ``key`` (a run of equal rows may begin there) to the
-    last starting at it."""
-    return range(max(bisect.bisect_left(starts, key) - 1, 0), bisect.bisect_right(starts, key))
-
-
-def _search(keys: list[bytes], payloads: list, starts: list[bytes]) -> tuple[pa.Array, pa.Array] | None:
-    """:meth:`HFileReader.lookup_arrays` for a few keys per block: each key's cell searched
-    (:func:`.cells.find_cell`) in the ``payloads`` of the blocks that may hold it (``starts``:
-    their first rows), in file order, the first found winning; ``None`` when a block is not in
-    Hudi's cell layout (the caller then locates every cell of the same payloads)."""
-    blocks = [p if isinstance(p, bytes) else bytes(p) for p in payloads]
-    if not all(hudi_layout(b) for b in blocks):
-        return None
-    rows, values = [], []
-    for key in keys:
-        for i in _candidates(starts, key):
-            value = find_cell(blocks[i], key)
-            if value is NOT_HUDI_LAYOUT:
-                return None
-            if value is not None:
-                rows.append(key)
-                values.append(value)
-                break
-    return pa.array(rows, pa.binary()), pa.array(values, pa.binary())
