@@ -233,7 +233,7 @@ def count_tagged(tagged, dedupe: bool):
 
 
 def route_tagged(tagged, assignment: "tasks.Assignment"):
-    """Tagged rows (:func:`tag`) with their bucket, delete flag and shuffle slot: one
+    """Tagged rows (:func:`tag`) with their bucket, delete and update flags and shuffle slot: one
     broadcast join with the plan's targets, ``(partition, file id)`` of existing file
     groups and ``(partition, hash range)`` of a partition's inserts (spread over its buckets
     in proportion to the plan by a hash of the key)."""
@@ -258,4 +258,4 @@ def route_tagged(tagged, assignment: "tasks.Assignment"):
     joined = tagged.join(plan, on=cond, how="left")
     data = [c for c in tagged.columns if c not in (_KIND, _JP, _JF, tasks.FIRST)]
     return joined.select(*[tagged[c] for c in data], plan[tasks.BUCKET], plan[tasks.SLOT],
-                         (tagged[_KIND] == "D").alias(tasks.DELETE))
+                         (tagged[_KIND] == "D").alias(tasks.DELETE), (tagged[_KIND] == "U").alias(tasks.UPDATED))

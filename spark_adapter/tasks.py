@@ -32,6 +32,7 @@ KEY = "__hoodie_key"
 PARTITION = "__hoodie_partition"
 BUCKET = "__hoodie_bucket"
 DELETE = "__hoodie_delete"
+UPDATED = "__hoodie_update"          # the row updates a record in the file group the index found
 SLOT = "__hoodie_slot"
 FOUND_IN = "__hoodie_found_in"      # the partition the index found the key in (null: new)
 FILE_ID = "__hoodie_file_id"        # the file group it found it in
@@ -39,7 +40,7 @@ OUTRANKED = "__hoodie_outranked"    # the stored record outranks this one: the k
 FIRST = "__hoodie_first"            # the first row of its (key, partition) where it was tagged
 # a tagged row's action: U(pdate), D(elete) or I(nsert), in target partition / file group
 KIND, TARGET_PARTITION, TARGET_FILE = "__hoodie_kind", "__hoodie_jp", "__hoodie_jf"
-_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, SLOT, FOUND_IN, FILE_ID, FIRST, KIND, TARGET_PARTITION, TARGET_FILE)
+_INTERNAL = (KEY, PARTITION, BUCKET, DELETE, UPDATED, SLOT, FOUND_IN, FILE_ID, FIRST, KIND, TARGET_PARTITION, TARGET_FILE)
 
 
 @attrs.frozen(eq=False)
@@ -251,14 +252,18 @@ def write_buckets(batches: Iterator[pa.RecordBatch], *, buckets: list, in_schema
                                 f"partition path: the DataFrame gave different rows when it was "
                                 f"computed again for writing; persist() it before writing")
             keys, is_delete = pa.chunked_array([keys]), pa.chunked_array([], pa.bool_())
+        # rows tagged as updates in place (their record index entries stay as they are)
+        updates = rows.column(UPDATED) if UPDATED in rows.column_names else None
         if len(is_delete) and pc.any(is_delete).as_py():
             upserting = pc.invert(is_delete)
             data, delete_keys = data.filter(upserting), pc.unique(keys.filter(is_delete).combine_chunks())
             keys = keys.filter(upserting)
+            updates = updates.filter(upserting) if updates is not None else None
         else:
             delete_keys = pa.array([], pa.string())
         result = engine.write_bucket(buckets[b], data, storage_options, keys=keys.combine_chunks(),
-                                     delete_keys=delete_keys, write_token=token)
+                                     delete_keys=delete_keys, write_token=token,
+                                     updates=pc.fill_null(updates, False).combine_chunks() if updates is not None else None)
         staged = stage_result(buckets[b].spec.table_uri, storage_options, record_index, token, result)
         yield pa.RecordBatch.from_pydict({"bucket": pa.array([result.index], pa.int32()),
                                           "stat": [json.dumps(result.stat.to_dict())],

@@ -180,3 +180,58 @@ def test_an_engine_writing_the_record_index_itself_builds_the_index_the_core_bui
                 for k, loc in MetadataTable(st, TableConfig.load(st)).all_record_locations().items()}
     assert index(held) == index(core) and len(index(core)) == 120 - 10 + 3   # 12, 15, 18 came back
     assert {index(held)[f"k{k:05d}"][0] for k in range(40, 50)} == {"a", "c"}
+
+
+def _entries(path) -> dict[str, tuple[str, str, int]]:
+    from hudi_format.config import TableConfig
+    from hudi_format.metadata.reader import MetadataTable
+    from hudi_format.storage import Storage
+    st = Storage(str(path))
+    mt = MetadataTable(st, TableConfig.load(st))
+    found = mt.record_index(pa.array([f"k{i:05d}" for i in range(200)], pa.string()))
+    return {k: (p, f, ms) for k, p, f, ms in zip(*(found.column(c).to_pylist()
+                                                  for c in ("key", "partition", "file_id", "instant_ms")))}
+
+
+def _commit_entries(path) -> int:
+    """Record index entries the data table's latest commit wrote (its metadata deltacommit's
+    HFile data blocks in ``record_index``)."""
+    from hudi_format.log.block import BlockType
+    from hudi_format.log.reader import read_log_file
+    from hudi_format.storage import Storage
+    table = hudi.open_table(str(path))
+    latest = table.timeline.completed[-1].timestamp
+    st = Storage(str(path / ".hoodie" / "metadata"))
+    n = 0
+    for f in st.list("record_index"):
+        if latest in f.name and f.name.startswith("."):
+            for b in read_log_file(st, f.path):
+                if b.block_type == BlockType.HFILE_DATA:
+                    from hudi_format.hfile import HFileReader
+                    n += HFileReader.from_bytes(b.content(), "t").num_entries
+    return n
+
+
+@pytest.mark.parametrize("version", [8, 6])
+@pytest.mark.parametrize("ttype", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_updates_in_place_leave_their_record_index_entries_as_they_are(tmp_path, ttype, version):
+    """As Hudi (``getRecordIndexUpserts``): a record updated in the file group the index
+    found it in keeps its entry (and the instant of the write that placed it); only inserted,
+    moved and deleted keys change the index. A MOR upsert's log files hold its updates, yet
+    its metadata commit writes entries for its inserts alone -- inserts that small-file
+    handling appends to the same file groups as the updates included."""
+    path = tmp_path / "t"
+    opts = {**ALL_INDEXES, "hoodie.index.type": "RECORD_INDEX", "hoodie.parquet.small.file.limit": str(100 << 20)}
+    _write(path, make_rows(range(100), ts=0), ttype=ttype, version=version, options=opts)
+    before = _entries(path)
+    _write(path, make_rows(list(range(0, 40, 2)) + list(range(100, 110)), ts=1, seed=1), ttype=ttype,
+           version=version, options=opts)
+    after = _entries(path)
+    assert {k: after[k] for k in before} == before            # 20 updated in place: untouched
+    assert len(after) == 110 and {after[f"k{i:05d}"][2] for i in range(100, 110)} != {before["k00000"][2]}
+    if version == 8:
+        assert _commit_entries(path) == 10
+    if ttype == "MERGE_ON_READ":   # the inserts went to the updated file groups' log files
+        files = {s.file_id for s in hudi.open_table(str(path)).file_slices()}
+        assert {after[f"k{i:05d}"][1] for i in range(100, 110)} <= files and len(files) <= 3
+    assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []

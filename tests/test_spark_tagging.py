@@ -492,3 +492,31 @@ def test_a_version_6_table_keeps_its_record_index_updated_by_the_driver(spark, t
     assert got.num_rows == 3_000 + 200 - len(range(1, 3_000, 9))
     assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
     assert not list((path / ".hoodie" / ".temp").glob("*/record-index-keys/*"))
+
+
+def test_updates_in_place_through_spark_leave_their_record_index_entries(spark, tmp_path):
+    """As the core (and Hudi): a MOR upsert through Spark writes record index entries for the
+    keys it inserts (into new file groups and, by small-file handling, the updated ones' logs),
+    none for the records it updates in place, whose entries keep the instant that placed them."""
+    from hudi_format.cli.validate import ERROR, record_index_problems
+    from hudi_format.config import TableConfig
+    from hudi_format.metadata.reader import MetadataTable
+    from hudi_format.storage import Storage
+    path = tmp_path / "t"
+
+    def entries():
+        st = Storage(str(path))
+        found = MetadataTable(st, TableConfig.load(st)).record_index(
+            pa.array([f"k{i:07d}" for i in range(3_000)], pa.string()))
+        return {k: (p, f, ms) for k, p, f, ms in zip(*(found.column(c).to_pylist()
+                                                      for c in ("key", "partition", "file_id", "instant_ms")))}
+    o = dict(opts("RECORD_INDEX", "MERGE_ON_READ", 8, "upsert"), **{"hoodie.parquet.small.file.limit": str(100 << 20)})
+    spark_write(spark, path, rows(range(2_000), ts=1), o)
+    before = entries()
+    spark_write(spark, path, rows(list(range(0, 2_000, 4)) + list(range(2_000, 2_300)), ts=2), o)
+    after = entries()
+    assert {k: after[k] for k in before} == before and len(after) == 2_300
+    assert {after[f"k{i:07d}"][2] for i in range(2_000, 2_300)} != {before["k0000000"][2]}
+    assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
+    got = hudi.open_table(str(path)).read(columns=["id", "ts"])
+    assert got.num_rows == 2_300 and got.column("ts").to_pylist().count(2) == 800

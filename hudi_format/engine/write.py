@@ -133,18 +133,23 @@ def _strings(values: Any) -> pa.Array | pa.ChunkedArray | None:
 
 def write_bucket(bucket: WriteBucket, rows: pa.Table | None, storage_options: Mapping[str, Any] | None = None,
                  *, keys: Any = None, deletes: pa.Table | None = None, delete_keys: Any = None,
-                 write_token: str | None = None) -> BucketResult:
+                 write_token: str | None = None, updates: Any = None) -> BucketResult:
     """Write one bucket in this process: ``rows`` to insert or update, ``deletes`` (rows) or
     ``delete_keys`` (record keys) to delete. ``write_token``: Hudi's ``<task>-<stage>-<attempt>``
-    (give each attempt its own, so a retry never overwrites a file). Returns the write stat
-    to hand to :func:`commit`; a failure removes what this call wrote."""
+    (give each attempt its own, so a retry never overwrites a file). ``updates`` (optional, a
+    bool per row): the row updates a record the index found in this bucket's file group
+    (``WriteJob.updates_of`` for rows routed by ``rows_of``); its record index entry then
+    stays as it is, as Hudi's writers leave it. Returns the write stat to hand to
+    :func:`commit`; a failure removes what this call wrote."""
     storage = Storage(bucket.spec.table_uri, dict(storage_options) if storage_options is not None else None)
     if rows is not None and not isinstance(rows, pa.Table):
         rows = to_arrow(rows)
     if deletes is not None and not isinstance(deletes, pa.Table):
         deletes = to_arrow(deletes)
+    if updates is not None and not isinstance(updates, (pa.Array, pa.ChunkedArray)):
+        updates = pa.array(updates, pa.bool_())
     return _write_bucket(storage, bucket, rows, keys=_strings(keys), deletes=deletes,
-                         delete_keys=_strings(delete_keys), write_token=write_token)
+                         delete_keys=_strings(delete_keys), write_token=write_token, updates=updates)
 
 
 def commit(job: WriteJob, results: Iterable[BucketResult], *,

@@ -2,15 +2,16 @@
 
 The keys a commit places and removes come from its files: the changes their write handles
 reported (:mod:`.key_changes`), else the files read back (a new base file's keys minus those of
-the version it replaces, a log file's keys by their last block). Keys of file groups the commit
-replaces (clustering, insert_overwrite) go unless placed again, or placed elsewhere since (a
-global index), which the record index itself tells.
+the version it replaces, a log file's keys by their last block, minus the updates in place the
+index already places there). Keys of file groups the commit replaces (clustering,
+insert_overwrite) go unless placed again, or placed elsewhere since (a global index), which the
+record index itself tells.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,6 +54,7 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
         return None
 
     seen, applied = set(), set()
+    from_logs: set[str] = set()   # keys placed by log files read back: updates among them stay as they are
     for part, rel, st in written:
         if rel in seen:
             continue
@@ -81,6 +83,7 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
             ups, dels = files.log_keys(rel)
             for k in ups.to_pylist():
                 located[k] = (part, fid)
+                from_logs.add(k)
             gone.update(dels.to_pylist())
     from_replaced: set[str] = set()
     for part, fids in replaced.items():
@@ -94,6 +97,8 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
                 from_replaced.update(ups.to_pylist())
             elif f.name.endswith(ext):
                 from_replaced.update(files.base_keys(f.path).to_pylist())
+    for k in _in_place(w, {k: located[k] for k in from_logs if located.get(k) is not None}):
+        del located[k]
     gone |= _still_in(w, from_replaced - located.keys(), replaced)
     tz = w.config.timeline_timezone
     millis = P.instant_millis(instant, tz)
@@ -106,6 +111,27 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
         ups_out[k] = v
     return Delta(ups_out, {k for k in gone if k not in located})
 
+def _entries(w: Any, keys: Iterable[str]) -> pa.Table:
+    """The record index's entries (before this commit) of ``keys``; raises when unreadable."""
+    return MetadataTable(w.storage, w.config, w.data_timeline()).record_index(pa.array(sorted(keys), pa.string()))
+
+
+def _in_place(w: Any, placed: Mapping[str, tuple[str, str]]) -> list[str]:
+    """Of the keys log files place (``placed``: key -> (partition, file id)), those the index
+    already places there: updates in place, whose entries Hudi leaves as they are (the write
+    handles report none; read back, a log file cannot tell them from inserts)."""
+    if not placed:
+        return []
+    try:
+        found = _entries(w, placed)
+    except HudiError as exc:
+        log.warning("record index of %s unreadable (%s): writing an entry for every key of the "
+                    "log files read back", w.storage.url, exc)
+        return []
+    return [k for k, p, f in zip(*(found.column(c).to_pylist() for c in ("key", "partition", "file_id")))
+            if placed.get(k) == ("" if p == "." else p, f)]
+
+
 def _still_in(w: Any, keys: set[str], replaced: Mapping[str, list]) -> set[str]:
     """Of ``keys`` (read from every file of the replaced file groups, older versions
     included), those the record index still places in one of those groups. A key that has
@@ -113,8 +139,7 @@ def _still_in(w: Any, keys: set[str], replaced: Mapping[str, list]) -> set[str]:
     if not keys:
         return keys
     try:
-        found = MetadataTable(w.storage, w.config, w.data_timeline()).record_index(
-            pa.array(sorted(keys), pa.string()))
+        found = _entries(w, keys)
     except HudiError as exc:
         log.warning("record index of %s unreadable (%s): dropping every key of the replaced "
                     "file groups", w.storage.url, exc)

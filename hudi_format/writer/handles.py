@@ -142,11 +142,14 @@ def create(ctx: WriteContext, partition: str, rows: pa.Table, keys: pa.Array) ->
 
 
 def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.Array,
-           deletes: pa.Table | None, num_updates: int, base_instant: str | None = None) -> WriteStat:
+           deletes: pa.Table | None, num_updates: int, base_instant: str | None = None,
+           updated: pa.Array | None = None) -> WriteStat:
     """Append upserts and deletes to the latest slice of ``fs`` as log blocks (MOR).
 
     ``base_instant`` (v6): the instant the new log file is named with; a pending compaction's
-    instant, so that the compaction's new slice takes these records."""
+    instant, so that the compaction's new slice takes these records. ``updated`` (bool per
+    upsert): the record updates one the index found in this file group; its record index
+    entry stays as it is, as Hudi leaves it (``None``: every upsert is reported)."""
     task, token = ctx.next_token()
     blocks = []
     flagged = None
@@ -155,6 +158,7 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
         flagged = _soft_deletes(ctx, upserts.filter(pc.invert(live)), pc.filter(upsert_keys, pc.invert(live)),
                                 fs.partition_path)
         upserts, upsert_keys = upserts.filter(live), pc.filter(upsert_keys, live)
+        updated = pc.filter(updated, live) if updated is not None else None
         num_updates = max(0, num_updates - flagged.num_rows)   # only stored keys reach a log
     if upserts.num_rows:
         table = with_meta(ctx, upserts, upsert_keys, fs.partition_path, fs.file_id, task)
@@ -188,8 +192,9 @@ def append(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.
             guess = False
             version = next_log_version(ctx.storage, fs.partition_path, fs.file_id, log_instant)
     ctx.written.extend(r.path for r in results)
-    if ctx.track_keys:   # in block order: the upserts, then the deletes
-        ctx.keys = keys_by_last_block([(upsert_keys, False)] + [
+    if ctx.track_keys:   # in block order: the upserts (but updates in place), then the deletes
+        placed = upsert_keys if updated is None else pc.filter(upsert_keys, pc.invert(updated))
+        ctx.keys = keys_by_last_block([(placed, False)] + [
             (winning_deletes(d, ctx.spec), True) for d in (deletes, flagged) if d is not None and d.num_rows])
     size = sum(r.size for r in results)
     last = results[-1]

@@ -21,6 +21,7 @@ import logging
 from typing import Any, Callable, Mapping, TypeVar
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -227,7 +228,18 @@ class WriteJob:
             raise HudiError("this write was planned from keys: route the rows with rows_of()")
         table, keys = self._input
         rows, dels = self._rows.get(bucket.index, (_EMPTY_ROWS, _EMPTY_ROWS))
-        return {"rows": table.take(rows), "keys": pc.take(keys, rows), "delete_keys": pc.take(keys, dels)}
+        return {"rows": table.take(rows), "keys": pc.take(keys, rows), "delete_keys": pc.take(keys, dels),
+                "updates": self.updates_of(bucket)}
+
+    def updates_of(self, bucket: WriteBucket) -> pa.Array | None:
+        """Of the rows :meth:`rows_of` gives ``bucket`` (an append to an existing file group),
+        which update a record the index found there: the plan puts them first
+        (``bucket.num_updates``), the inserts it sizes into the file group after. ``None`` for
+        other buckets (their handles tell inserts from updates themselves)."""
+        if bucket.kind != "append" or bucket.index not in self._rows:
+            return None
+        n = len(self._rows[bucket.index][0])
+        return pa.array(np.arange(n) < bucket.num_updates)
 
 
 def _flat(arr: Any) -> pa.Array:
@@ -425,20 +437,28 @@ def plan_write_counts(job: WriteJob, counts: WriteCounts, sample: pa.Table | Non
 # -- write ---------------------------------------------------------------------------------------
 def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *, keys: pa.Array | None = None,
                  deletes: pa.Table | None = None, delete_keys: pa.Array | None = None,
-                 write_token: str | None = None) -> BucketResult:
+                 write_token: str | None = None, updates: pa.Array | None = None) -> BucketResult:
     """Write one bucket: ``rows`` to insert or update (keys by the table's key generator
     unless ``keys`` is given) and records to delete (``deletes`` rows or ``delete_keys``).
     ``write_token``: Hudi's ``<task>-<stage>-<attempt>`` for the file names (default: from the
-    bucket index). A failure removes the files this call wrote."""
+    bucket index). ``updates`` (bool per row): the row updates a record the index found in this
+    bucket's file group, whose record index entry then stays as it is (Hudi's rule; ``None``:
+    every row of an append is reported to the index). A failure removes the files this call wrote."""
     spec = bucket.spec
     ups: pa.Table | None = spec.conform(rows) if rows is not None and rows.num_rows else None
     up_keys = pa.array([], pa.string())
+    if updates is not None:
+        updates = _flat(updates)
+        if len(updates) != (0 if ups is None else ups.num_rows) or updates.null_count:
+            raise HudiError(f"bucket {bucket.index}: updates must flag each of its "
+                            f"{0 if ups is None else ups.num_rows} rows (got {len(updates)})")
     if ups is not None:
         up_keys = _flat(keys) if keys is not None else spec.keys(ups)[0]
         if bucket.dedupe:
             keep = spec.dedupe(ups)
             if len(keep) != ups.num_rows:
                 ups, up_keys = ups.take(keep), pc.take(up_keys, keep)
+                updates = pc.take(updates, keep) if updates is not None else None
     if ups is None:
         ups = spec.full_schema.empty_table()
     if delete_keys is None and deletes is not None and deletes.num_rows:
@@ -453,7 +473,7 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
             stat = retryable(lambda: merge_handle.merge(ctx, bucket.file_slice, ups, up_keys, dels))
         else:
             stat = retryable(lambda: handles.append(ctx, bucket.file_slice, ups, up_keys, dels,
-                                                     bucket.num_updates, bucket.compaction_instant))
+                                                     bucket.num_updates, bucket.compaction_instant, updates))
     except BaseException:
         for path in ctx.written:
             try:
