@@ -147,7 +147,8 @@ class _WorkerHeldUpdate:
 def test_an_engine_writing_the_record_index_itself_builds_the_index_the_core_builds(tmp_path, ttype):
     """Through the engine API, the commit hands the record index update to the engine, whose
     'workers' write it with write_record_index_changes: the index is the one the core's own
-    commit builds for the same writes (entry by entry), and matches the table."""
+    commit builds for the same writes (entry by entry), and matches the table. Buckets told
+    their updates in place (``updates=job.updates_of(b)``) report no entry for them."""
     from hudi_format import engine
     from hudi_format.metadata.reader import MetadataTable
     from hudi_format.storage import Storage
@@ -168,8 +169,11 @@ def test_an_engine_writing_the_record_index_itself_builds_the_index_the_core_bui
         results = []
         for b in engine.plan_write(job, rows):
             w, d = job.rows_of(b)
-            results.append(engine.write_bucket(b, rows.take(w), deletes=rows.take(d)))
+            results.append(engine.write_bucket(b, rows.take(w), deletes=rows.take(d), updates=job.updates_of(b)))
         update = _WorkerHeldUpdate(results)
+        if i == 1:   # 60..79 updated in place (no entry, as Hudi), 80..119 inserted
+            assert sorted(k for r in results for k in r.keys.upserted.to_pylist()) == \
+                [f"k{k:05d}" for k in range(80, 120)]
         engine.commit(job, results, record_index=update)
         assert update.calls == 1
         assert [p for p in record_index_problems(str(held)) if p.severity == ERROR] == []
