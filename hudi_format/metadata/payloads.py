@@ -387,13 +387,14 @@ def compacted(record: Mapping[str, Any]) -> dict | None:
 # -- deltas of a deltacommit ------------------------------------------------------------------
 @attrs.define
 class Delta:
-    """What one metadata partition gets in one deltacommit: records by key, deleted keys."""
+    """What one metadata partition gets in one deltacommit: records by key, or (the record
+    index) change rows, written as an engine's workers write them."""
 
     upserts: dict = attrs.field(factory=dict)   # key -> encoded value (bytes)
-    deletes: set = attrs.field(factory=set)     # keys (record index)
+    changes: Any = None   # record_index: rows of record_index_update.CHANGES_SCHEMA
 
     def __bool__(self) -> bool:
-        return bool(self.upserts or self.deletes)
+        return bool(self.upserts) or (self.changes is not None and self.changes.num_rows > 0)
 
 
 def records_delta(records: Iterable[dict]) -> Delta:

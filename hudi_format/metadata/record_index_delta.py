@@ -6,12 +6,16 @@ the version it replaces, a log file's keys by their last block, minus the update
 index already places there). Keys of file groups the commit replaces (clustering,
 insert_overwrite) go unless placed again, or placed elsewhere since (a global index), which the
 record index itself tells.
+
+The delta is change rows (:data:`.record_index_update.CHANGES_SCHEMA`), the rows an engine's
+workers write with :func:`.record_index_update.write_changes`: the commit writes them the same
+way, so both paths resolve a key placed twice, or placed and removed, by the same rule.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,26 +23,33 @@ import pyarrow.compute as pc
 from ..errors import HudiError
 from ..storage import FileInfo
 from ..view.file_names import parse_base_file_name, parse_log_file_name
-from . import payloads as P
 from .data_files import DataFiles
 from .key_changes import KeyChanges
-from .payloads import Delta
 from .reader import MetadataTable
+from .record_index_update import CHANGES_SCHEMA
 
 log = logging.getLogger(__name__)
 
 __all__ = ["record_index_delta"]
 
+_NO_KEYS = pa.array([], pa.string())
 
-def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[str, list], files: DataFiles,
-                       given: Mapping[str, KeyChanges]) -> Delta:
-    """The ``record_index`` delta of a data commit: ``written`` ``(partition, path, write stat)``
-    of its files (``given``: the changes their handles reported, by write stat path; the rest
-    are read back) and the file groups it ``replaced`` (keys still placed in them go). ``w``: the
-    :class:`.writer.MetadataWriter`."""
+
+def _rows(keys: pa.Array, part: str | None, fid: str | None, deleted: bool) -> pa.Table:
+    n = len(keys)
+    return pa.table([keys.cast(pa.string()), pa.repeat(pa.scalar(part, pa.string()), n),
+                     pa.repeat(pa.scalar(fid, pa.string()), n), pa.repeat(pa.scalar(deleted), n)],
+                    schema=CHANGES_SCHEMA)
+
+
+def record_index_delta(w: Any, written: list, replaced: Mapping[str, list], files: DataFiles,
+                       given: Mapping[str, KeyChanges]) -> pa.Table:
+    """The ``record_index`` changes of a data commit (rows of ``CHANGES_SCHEMA``, in the order
+    of its files): ``written`` ``(partition, path, write stat)`` of its files (``given``: the
+    changes their handles reported, by write stat path; the rest are read back) and the file
+    groups it ``replaced`` (keys still placed in them go). ``w``: the :class:`.writer.MetadataWriter`."""
     ext = w.config.base_file_extension
-    located: dict[str, tuple[str, str]] = {}
-    gone: set[str] = set()
+    pieces: list[pa.Table] = []
     listing_cache: dict[str, list[FileInfo]] = {}
 
     def listing(part: str) -> list[FileInfo]:
@@ -54,7 +65,7 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
         return None
 
     seen, applied = set(), set()
-    from_logs: set[str] = set()   # keys placed by log files read back: updates among them stay as they are
+    from_logs: list[int] = []   # pieces placing the keys of log files read back
     for part, rel, st in written:
         if rel in seen:
             continue
@@ -64,8 +75,7 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
         if changes is not None:   # the handle's changes cover every file of its stat
             if st.path not in applied:
                 applied.add(st.path)
-                located.update(dict.fromkeys(changes.upserted.to_pylist(), (part, fid)))
-                gone.update(changes.removed.to_pylist())
+                pieces += [_rows(changes.upserted, part, fid, False), _rows(changes.removed, part, fid, True)]
             continue
         if rel.endswith(ext):
             new_keys = files.base_keys(rel)
@@ -73,19 +83,18 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
             old = old_base(part, fid, prev) if prev is not None else None
             if old is not None:
                 old_keys = files.base_keys(old)
-                inserted = pc.filter(new_keys, pc.invert(pc.is_in(new_keys, value_set=old_keys)))
-                removed = pc.filter(old_keys, pc.invert(pc.is_in(old_keys, value_set=new_keys)))
-                gone.update(removed.to_pylist())
-                new_keys = inserted
-            for k in new_keys.to_pylist():
-                located[k] = (part, fid)
+                pieces.append(_rows(pc.filter(old_keys, pc.invert(pc.is_in(old_keys, value_set=new_keys))),
+                                    part, fid, True))
+                new_keys = pc.filter(new_keys, pc.invert(pc.is_in(new_keys, value_set=old_keys)))
+            pieces.append(_rows(new_keys, part, fid, False))
         else:
             ups, dels = files.log_keys(rel)
-            for k in ups.to_pylist():
-                located[k] = (part, fid)
-                from_logs.add(k)
-            gone.update(dels.to_pylist())
-    from_replaced: set[str] = set()
+            from_logs.append(len(pieces))
+            pieces += [_rows(ups, part, fid, False), _rows(dels, part, fid, True)]
+    if from_logs:
+        pieces = _without_updates_in_place(w, pieces, from_logs)
+    changes = pa.concat_tables(pieces) if pieces else CHANGES_SCHEMA.empty_table()
+    from_replaced: list[pa.Array] = []
     for part, fids in replaced.items():
         wanted = set(fids)
         for f in listing(part):
@@ -93,50 +102,56 @@ def record_index_delta(w: Any, instant: str, written: list, replaced: Mapping[st
             if parsed is None or parsed.file_id not in wanted:
                 continue
             if f.name.startswith("."):
-                ups, _ = files.log_keys(f.path)
-                from_replaced.update(ups.to_pylist())
+                from_replaced.append(files.log_keys(f.path)[0])
             elif f.name.endswith(ext):
-                from_replaced.update(files.base_keys(f.path).to_pylist())
-    for k in _in_place(w, {k: located[k] for k in from_logs if located.get(k) is not None}):
-        del located[k]
-    gone |= _still_in(w, from_replaced - located.keys(), replaced)
-    tz = w.config.timeline_timezone
-    millis = P.instant_millis(instant, tz)
-    cache: dict[tuple[str, str], bytes] = {}
-    ups_out = {}
-    for k, loc in located.items():
-        v = cache.get(loc)
-        if v is None:
-            v = cache[loc] = P.encode_record_index_value(loc[0], loc[1], millis)
-        ups_out[k] = v
-    return Delta(ups_out, {k for k in gone if k not in located})
+                from_replaced.append(files.base_keys(f.path))
+    if from_replaced:
+        keys = pc.unique(pa.concat_arrays([k.cast(pa.string()) for k in from_replaced]))
+        placed = changes.filter(pc.invert(changes.column("deleted"))).column("key").combine_chunks()
+        keys = pc.filter(keys, pc.invert(pc.is_in(keys, value_set=placed)))
+        changes = pa.concat_tables([changes, _rows(_still_in(w, keys, replaced), None, None, True)])
+    return changes
 
-def _entries(w: Any, keys: Iterable[str]) -> pa.Table:
+
+def _entries(w: Any, keys: pa.Array) -> pa.Table:
     """The record index's entries (before this commit) of ``keys``; raises when unreadable."""
-    return MetadataTable(w.storage, w.config, w.data_timeline()).record_index(pa.array(sorted(keys), pa.string()))
+    return MetadataTable(w.storage, w.config, w.data_timeline()).record_index(keys)
 
 
-def _in_place(w: Any, placed: Mapping[str, tuple[str, str]]) -> list[str]:
-    """Of the keys log files place (``placed``: key -> (partition, file id)), those the index
-    already places there: updates in place, whose entries Hudi leaves as they are (the write
-    handles report none; read back, a log file cannot tell them from inserts)."""
-    if not placed:
-        return []
+def _where(found: pa.Table) -> pa.Array:
+    """``partition \0 file id`` of record index entries (``.``: the non-partitioned table)."""
+    p = found.column("partition")
+    return pc.binary_join_element_wise(pc.if_else(pc.equal(p, "."), "", p), found.column("file_id"), "\x00")
+
+
+def _without_updates_in_place(w: Any, pieces: list[pa.Table], from_logs: list[int]) -> list[pa.Table]:
+    """``pieces`` with the keys that log files read back place where the index already places
+    them left out: updates in place, whose entries Hudi leaves as they are (the write handles
+    report none; read back, a log file cannot tell them from inserts). One lookup for all."""
+    placed = pa.concat_tables([pieces[i] for i in from_logs])
+    if not placed.num_rows:
+        return pieces
     try:
-        found = _entries(w, placed)
+        found = _entries(w, pc.unique(placed.column("key").combine_chunks()))
     except HudiError as exc:
         log.warning("record index of %s unreadable (%s): writing an entry for every key of the "
                     "log files read back", w.storage.url, exc)
-        return []
-    return [k for k, p, f in zip(*(found.column(c).to_pylist() for c in ("key", "partition", "file_id")))
-            if placed.get(k) == ("" if p == "." else p, f)]
+        return pieces
+    there = pc.binary_join_element_wise(found.column("key"), _where(found), "\x00")
+    there = there.combine_chunks() if isinstance(there, pa.ChunkedArray) else there
+    out = list(pieces)
+    for i in from_logs:
+        t = out[i]
+        here = pc.binary_join_element_wise(t.column("key"), t.column("partition"), t.column("file_id"), "\x00")
+        out[i] = t.filter(pc.invert(pc.is_in(here, value_set=there)))
+    return out
 
 
-def _still_in(w: Any, keys: set[str], replaced: Mapping[str, list]) -> set[str]:
+def _still_in(w: Any, keys: pa.Array, replaced: Mapping[str, list]) -> pa.Array:
     """Of ``keys`` (read from every file of the replaced file groups, older versions
     included), those the record index still places in one of those groups. A key that has
     moved to another partition since (a global index) lives on there: its entry stays."""
-    if not keys:
+    if not len(keys):
         return keys
     try:
         found = _entries(w, keys)
@@ -144,7 +159,5 @@ def _still_in(w: Any, keys: set[str], replaced: Mapping[str, list]) -> set[str]:
         log.warning("record index of %s unreadable (%s): dropping every key of the replaced "
                     "file groups", w.storage.url, exc)
         return keys
-    groups = {(p, f) for p, fids in replaced.items() for f in fids}
-    return {k for k, p, f in zip(*(found.column(c).to_pylist() for c in ("key", "partition", "file_id")))
-            if ("" if p == "." else p, f) in groups}
-
+    groups = pa.array([f"{p}\x00{f}" for p, fids in replaced.items() for f in fids], pa.string())
+    return pc.filter(found.column("key"), pc.is_in(_where(found), value_set=groups))

@@ -34,8 +34,8 @@ from . import keys as K
 from . import payloads as P
 from .hfiles import cells_of, file_groups_of, hfile_data_block_of
 
-__all__ = ["CHANGES_SCHEMA", "RecordIndexGroup", "RecordIndexTarget", "RecordIndexUpdate", "write_changes",
-           "write_group"]
+__all__ = ["CHANGES_SCHEMA", "RecordIndexGroup", "RecordIndexTarget", "RecordIndexUpdate", "resolve",
+           "write_changes", "write_group"]
 
 CHANGES_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string()),
                             ("deleted", pa.bool_())])
@@ -81,18 +81,25 @@ def write_changes(storage: Storage, target: RecordIndexTarget, changes: pa.Table
     Hudi write token ``token``."""
     if not changes.num_rows:
         return []
-    deleted = pc.fill_null(changes.column("deleted"), False)
-    placed = changes.filter(pc.invert(deleted))
-    # a key placed twice (never by one commit's files) keeps its last place
-    placed = placed.take(_last_of_each(placed.column("key")))
-    gone = pc.unique(changes.filter(deleted).column("key").combine_chunks())
-    gone = gone.filter(pc.invert(pc.is_in(gone, value_set=placed.column("key").combine_chunks())))
+    placed, gone = resolve(changes)
     ups = cells_of(placed.column("key").combine_chunks(), _encoded(placed, target.instant_millis), len(target.groups))
     dels: dict[int, list[str]] = {}
     if len(gone):
         for key, i in zip(gone.to_pylist(), target.group_indexes(gone).tolist()):
             dels.setdefault(i, []).append(key)
     return [write_group(storage, target, i, ups.get(i), dels.get(i, []), token) for i in sorted(set(ups) | set(dels))]
+
+
+def resolve(changes: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """``(placed, gone)`` of change rows: each placed key once, at its last place (a key placed
+    twice by one commit's files is one moved by a later file), and the removed keys no row
+    places (a key moved between partitions is deleted from one group, placed in another)."""
+    deleted = pc.fill_null(changes.column("deleted"), False)
+    placed = changes.filter(pc.invert(deleted))
+    placed = placed.take(_last_of_each(placed.column("key")))
+    gone = pc.unique(changes.filter(deleted).column("key").combine_chunks())
+    gone = gone.filter(pc.invert(pc.is_in(gone, value_set=placed.column("key").combine_chunks())))
+    return placed, gone
 
 
 def _last_of_each(keys: pa.ChunkedArray) -> pa.Array:

@@ -49,6 +49,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..errors import HudiError
@@ -67,7 +68,7 @@ from . import keys as K
 from . import payloads as P
 from .key_changes import KeyChanges
 from .record_index_delta import record_index_delta
-from .record_index_update import RecordIndexGroup, RecordIndexTarget, RecordIndexUpdate, write_group
+from .record_index_update import RecordIndexGroup, RecordIndexTarget, RecordIndexUpdate, write_changes, write_group
 from .data_files import DataFiles
 from .payloads import Delta, records_delta
 from .reader import MetadataTable
@@ -357,15 +358,13 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     written.extend(_paths(engine_stats))
                     stats.extend(engine_stats)
                     continue
-                n = len(slices)
-                ups = cells_by_file_group(delta.upserts, n)
-                dels: dict[int, list] = defaultdict(list)
-                del_keys = list(delta.deletes)
-                for key, i in zip(del_keys, _file_groups(del_keys, n)):
-                    dels[i].append(key)
-                for i in sorted(set(ups) | set(dels)):
-                    task += 1
-                    st = write_group(self.md, target, i, ups.get(i), dels.get(i, []), f"{task}-1-{task}")
+                task += 1
+                if delta.changes is not None:   # the record index, as an engine's workers write it
+                    group_stats = write_changes(self.md, target, delta.changes, f"{task}-1-{task}")
+                else:
+                    ups = cells_by_file_group(delta.upserts, len(slices))
+                    group_stats = [write_group(self.md, target, i, ups[i], [], f"{task}-1-{task}") for i in sorted(ups)]
+                for st in group_stats:
                     written.extend(_paths([st]))
                     stats.append(st)
             meta = commit_metadata(stats, operation_type=operation,
@@ -385,7 +384,9 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         attempts that failed or were discarded may have left others (named by this instant),
         which go, as Hudi's finalize-write removes files of attempts no write status reports.
         On failure every file of this instant in the partition goes."""
-        deleted = pa.array(sorted(delta.deletes), pa.string())
+        changes = delta.changes
+        deleted = pa.array([], pa.string()) if changes is None else pc.unique(
+            changes.filter(changes.column("deleted")).column("key").combine_chunks())
         try:
             stats = update.write(target, deleted)
         except BaseException:
@@ -471,9 +472,9 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
             out[K.BLOOM_FILTERS] = records_delta(recs)
         if self._enabled(K.RECORD_INDEX) and op not in _RECORD_INDEX_SKIPPED_OPS:
             held = record_keys is not None and not isinstance(record_keys, Mapping)
-            out[K.RECORD_INDEX] = record_index_delta(
-                self, instant, [] if held else written, replaced, files,
-                {} if held or record_keys is None else record_keys)   # type: ignore[arg-type]
+            out[K.RECORD_INDEX] = Delta(changes=record_index_delta(
+                self, [] if held else written, replaced, files,
+                {} if held or record_keys is None else record_keys))   # type: ignore[arg-type]
         return out
 
     def _size(self, rel: str) -> int:
