@@ -14,7 +14,8 @@ file's values cannot hold such a run (the record index's Avro values cannot: see
   with ``row length | row | family length``; for each key length ``L`` the last ``L + 3``
   bytes of every piece are matched against the keys' frames in one hash lookup
   (:func:`match_framed`), and only the matched cells' headers are read. Locating every cell
-  column-wise (:func:`.cells.find_cells`) cost 2.5x as much.
+  column-wise (:func:`.cells.find_cells`) cost twice as much (36 against 18 ms on a
+  14 MB file of a 5M-entry index).
 
 Every match is checked as :func:`.cells.find_cell` checks it (the key length agrees with the
 row, the value lies inside the block); anything else returns ``None`` and the caller decodes
