@@ -29,11 +29,12 @@ import struct
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..byte_ranges import gather
 from ..errors import CorruptFileError
 from .blocks import LATEST_TIMESTAMP, TYPE_PUT, decode_vint
 
 __all__ = ["decode_cells", "decode_many", "find_cells", "find_cell", "NOT_HUDI_LAYOUT", "decode_cells_sequential",
-           "cell_spans", "CellSpans", "binary_of", "gather",
+           "cell_spans", "CellSpans", "binary_of",
            "KEY_SUFFIX", "SMALL_BLOCK"]
 
 KEY_SUFFIX = struct.pack(">qB", LATEST_TIMESTAMP, TYPE_PUT)  # ts + type closing Hudi's keys
@@ -41,20 +42,6 @@ _KV = struct.Struct(">ii")
 JOIN_BYTES = 8 << 20  # blocks decoded together in one pass (HFile blocks are ~1 MiB)
 SMALL_BLOCK = 8 << 10  # below this, parsing cell by cell is cheaper than the column-wise pass
 _MAX_ROUNDS = 64  # distinct value lengths tried before giving up on the column-wise path
-_I64 = pa.int64()
-
-_arange_cache: list[pa.Array] = [pa.array([], _I64)]
-
-
-def _arange(n: int) -> pa.Array:
-    """``0..n-1`` as int64 (a cached array, sliced)."""
-    cached = _arange_cache[0]
-    if len(cached) < n:
-        size = max(n, 2 * len(cached), 1 << 16)
-        cached = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, _I64), size)), 1)
-        _arange_cache[0] = cached
-    return cached.slice(0, n)
-
 
 def binary_of(payload) -> pa.Array:
     """``payload`` (bytes-like) as a one-value binary array, without a copy."""
@@ -105,21 +92,6 @@ def _be32_as_le(x: pa.Array) -> pa.Array:
     x = x.cast(_U64)
     return pc.bit_wise_or(pc.shift_left(pc.bit_wise_and(x, _u64(0xFF)), _u64(24)),
                           pc.shift_left(pc.shift_right(x, _u64(8)), _u64(16)))
-
-
-def gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array) -> pa.Array:
-    """Binary array of the spans ``[starts, ends)`` of ``data`` (non-overlapping, in order).
-
-    The bounds interleave into one increasing offsets buffer (span, gap, span, ...) whose even
-    elements are then gathered: no per-cell Python."""
-    n = len(starts)
-    if not n:
-        return pa.array([], pa.binary())
-    k = _arange(2 * n)
-    perm = pc.add(pc.multiply(pc.bit_wise_and(k, 1), n), pc.shift_right(k, 1))
-    offsets = pc.take(pa.concat_arrays([starts.cast(_I32), ends.cast(_I32)]), perm)
-    spans = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, offsets.buffers()[1], data])
-    return pc.take(spans, pc.multiply(_arange(n), 2))
 
 
 class CellSpans:

@@ -31,7 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cells import JOIN_BYTES, KEY_SUFFIX, NOT_HUDI_LAYOUT, binary_of, find_cell, gather, hudi_layout
+from ..byte_ranges import gather
+from .cells import JOIN_BYTES, KEY_SUFFIX, NOT_HUDI_LAYOUT, binary_of, find_cell, hudi_layout
 
 __all__ = ["lookup", "search_each", "match_framed", "candidates"]
 

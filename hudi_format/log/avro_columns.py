@@ -31,6 +31,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..byte_ranges import gather
 from ..errors import LogFormatError, SchemaError
 from ..schema import fullname, parse_avro_schema
 
@@ -253,7 +254,7 @@ class _Decoder:
         its record (so the ranges ascend and never overlap, as :func:`_gather` needs)."""
         if pc.max(pc.subtract(ends, limit)).as_py() > 0:
             raise self.fail("a value runs past the end of its record")
-        return _gather(self.data, starts, ends, dtype)
+        return gather(self.data, starts, ends, dtype)
 
     def field(self, plan: FieldPlan, pos: pa.Array, limit: pa.Array) -> tuple[pa.Array, pa.Array]:
         """(values, cursors after them) of a required field of ``plan.kind``."""
@@ -343,24 +344,6 @@ def _with_nulls(values: pa.Array, present: pa.Array, n_absent: int) -> pa.Array:
                                  null_count=n_absent)
 
 
-def _gather(data: pa.Buffer, starts: pa.Array, ends: pa.Array, dtype: pa.DataType) -> pa.Array:
-    """Non-overlapping, ascending byte ranges of ``data`` (under 2 GiB) as one compact array.
-
-    A binary array whose offsets run start0, end0, start1, end1, ... holds each range at an
-    even position and the gap to the next at an odd one; filtering every other element keeps
-    the ranges. The interleaved offsets come from packing (start, end) into one int64 whose
-    little-endian bytes are the two int32 offsets side by side.
-    """
-    n = len(starts)
-    if n == 0:
-        return pa.array([], dtype)
-    pairs = pc.bit_wise_or(starts, pc.shift_left(ends, 32))
-    interleaved = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pairs.buffers()[1], data])
-    keep = pa.Array.from_buffers(pa.bool_(), 2 * n - 1, [None, pa.py_buffer(b"\x55" * ((2 * n + 6) // 8))])
-    out = pc.filter(interleaved, keep)
-    return out.cast(dtype) if dtype != pa.binary() else out
-
-
 def decode_columns(content: bytes, plans: Sequence[FieldPlan], storage: pa.Schema, where: str) -> pa.Table:
     """Records of an Avro data block's content as a table of ``storage`` (Avro storage types)."""
     pos, limit = frame_records(content, where)
@@ -418,7 +401,7 @@ def _varints(values: pa.Array) -> pa.Array:
     else:  # interleave the two words per row: row-major 16 bytes
         data, stride = _interleave_u64(words[0], words[1]), 16
     starts = _row_offsets(n, stride)
-    out = _gather(data, starts, pc.add(starts, lengths), pa.binary())
+    out = gather(data, starts, pc.add(starts, lengths), pa.binary())
     return _with_validity(out, values)
 
 
