@@ -52,15 +52,9 @@ def stage_changes(storage: Storage, instant: str, bucket: int, token: str, parti
                   changes: KeyChanges) -> str | None:
     """Stage one bucket's key changes (one attempt's: ``token``); returns the file's path
     (``None``, nothing written: no change, as a COW merge of updates alone)."""
-    n_up, n_rm = len(changes.upserted), len(changes.removed)
-    if not n_up + n_rm:
+    table = changes.rows(partition, file_id)
+    if not table.num_rows:
         return None
-    table = pa.table({
-        "key": pa.concat_arrays([changes.upserted, changes.removed]),
-        "partition": pa.repeat(pa.scalar(partition), n_up + n_rm),
-        "file_id": pa.repeat(pa.scalar(file_id), n_up + n_rm),
-        "deleted": pa.concat_arrays([pa.repeat(pa.scalar(False), n_up), pa.repeat(pa.scalar(True), n_rm)]),
-    }, schema=CHANGES_SCHEMA)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, CHANGES_SCHEMA) as out:
         out.write_table(table)

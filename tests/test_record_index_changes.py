@@ -125,14 +125,7 @@ class _WorkerHeldUpdate:
 
     def __init__(self, results):
         from hudi_format import engine
-        pieces = []
-        for r in results:
-            up, rm = r.keys.upserted, r.keys.removed
-            n = len(up) + len(rm)
-            pieces.append(pa.table({"key": pa.concat_arrays([up, rm]), "partition": pa.repeat(r.partition, n),
-                                    "file_id": pa.repeat(r.stat.file_id, n),
-                                    "deleted": pa.array([False] * len(up) + [True] * len(rm))},
-                                   schema=engine.RECORD_INDEX_CHANGES))
+        pieces = [r.keys.rows(r.partition, r.stat.file_id) for r in results]
         self.changes = pa.concat_tables(pieces) if pieces else engine.RECORD_INDEX_CHANGES.empty_table()
         self.calls = 0
 

@@ -34,7 +34,7 @@ from ..errors import CorruptFileError
 from .blocks import LATEST_TIMESTAMP, TYPE_PUT, decode_vint
 
 __all__ = ["decode_cells", "decode_many", "find_cells", "find_cell", "NOT_HUDI_LAYOUT", "decode_cells_sequential",
-           "cell_spans", "CellSpans", "binary_of",
+           "cell_spans", "CellSpans", "binary_of", "runs",
            "KEY_SUFFIX", "SMALL_BLOCK"]
 
 KEY_SUFFIX = struct.pack(">qB", LATEST_TIMESTAMP, TYPE_PUT)  # ts + type closing Hudi's keys
@@ -260,7 +260,7 @@ def decode_cells(payload, mvcc: bool, tags: bool, where: str) -> tuple[pa.Array,
     return pa.array(rows, pa.binary()), pa.array(values, pa.binary())
 
 
-def _runs(payloads: list) -> list[tuple[int, int]]:
+def runs(payloads: list) -> list[tuple[int, int]]:
     """Runs of consecutive blocks of up to :data:`JOIN_BYTES` together (cells never straddle
     blocks, so a run decodes as one; bigger arrays fall out of the CPU caches between kernels)."""
     out, i = [], 0
@@ -293,7 +293,7 @@ def find_cells(payloads: list, mvcc: bool, tags: bool, wheres: list[str],
     matching cells' values are copied out."""
     rows: list[pa.Array] = []
     values: list[pa.Array] = []
-    for i, j in _runs(payloads):
+    for i, j in runs(payloads):
         spans = _run_spans(payloads[i:j], mvcc, tags)
         if spans is not None:
             got = spans.rows()

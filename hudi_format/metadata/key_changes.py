@@ -22,9 +22,22 @@ import pyarrow.compute as pc
 
 from ..read.merge import MergeSpec, is_default_ordering
 
-__all__ = ["KeyChanges", "keys_by_last_block", "winning_deletes"]
+__all__ = ["CHANGES_SCHEMA", "KeyChanges", "change_rows", "keys_by_last_block", "winning_deletes"]
 
 _NO_KEYS = pa.array([], pa.string())
+
+# a commit's record index changes as rows: ``deleted=False`` places the key in that file group,
+# ``deleted=True`` removes it (unless the same commit places it somewhere)
+CHANGES_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string()),
+                            ("deleted", pa.bool_())])
+
+
+def change_rows(keys: pa.Array, partition: str | None, file_id: str | None, deleted: bool) -> pa.Table:
+    """``keys`` as change rows (:data:`CHANGES_SCHEMA`) of one file group."""
+    n = len(keys)
+    return pa.table([keys.cast(pa.string()), pa.repeat(pa.scalar(partition, pa.string()), n),
+                     pa.repeat(pa.scalar(file_id, pa.string()), n), pa.repeat(pa.scalar(deleted), n)],
+                    schema=CHANGES_SCHEMA)
 
 
 @attrs.frozen(eq=False)
@@ -40,6 +53,11 @@ class KeyChanges:
     def of(cls, upserted: pa.Array | pa.ChunkedArray | None = None,
            removed: pa.Array | pa.ChunkedArray | None = None) -> "KeyChanges":
         return cls(_strings(upserted), _strings(removed))
+
+    def rows(self, partition: str, file_id: str) -> pa.Table:
+        """These changes as change rows (:data:`CHANGES_SCHEMA`) of file group ``file_id``."""
+        return pa.concat_tables([change_rows(self.upserted, partition, file_id, False),
+                                 change_rows(self.removed, partition, file_id, True)])
 
 
 def _strings(keys: pa.Array | pa.ChunkedArray | None) -> pa.Array:

@@ -391,7 +391,7 @@ class Delta:
     index) change rows, written as an engine's workers write them."""
 
     upserts: dict = attrs.field(factory=dict)   # key -> encoded value (bytes)
-    changes: Any = None   # record_index: rows of record_index_update.CHANGES_SCHEMA
+    changes: Any = None   # record_index: rows of key_changes.CHANGES_SCHEMA
 
     def __bool__(self) -> bool:
         return bool(self.upserts) or (self.changes is not None and self.changes.num_rows > 0)

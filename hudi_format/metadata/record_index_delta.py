@@ -7,7 +7,7 @@ index already places there). Keys of file groups the commit replaces (clustering
 insert_overwrite) go unless placed again, or placed elsewhere since (a global index), which the
 record index itself tells.
 
-The delta is change rows (:data:`.record_index_update.CHANGES_SCHEMA`), the rows an engine's
+The delta is change rows (:data:`.key_changes.CHANGES_SCHEMA`), the rows an engine's
 workers write with :func:`.record_index_update.write_changes`: the commit writes them the same
 way, so both paths resolve a key placed twice, or placed and removed, by the same rule.
 """
@@ -24,23 +24,12 @@ from ..errors import HudiError
 from ..storage import FileInfo
 from ..view.file_names import parse_base_file_name, parse_log_file_name
 from .data_files import DataFiles
-from .key_changes import KeyChanges
+from .key_changes import CHANGES_SCHEMA, KeyChanges, change_rows
 from .reader import MetadataTable
-from .record_index_update import CHANGES_SCHEMA
 
 log = logging.getLogger(__name__)
 
 __all__ = ["record_index_delta"]
-
-_NO_KEYS = pa.array([], pa.string())
-
-
-def _rows(keys: pa.Array, part: str | None, fid: str | None, deleted: bool) -> pa.Table:
-    n = len(keys)
-    return pa.table([keys.cast(pa.string()), pa.repeat(pa.scalar(part, pa.string()), n),
-                     pa.repeat(pa.scalar(fid, pa.string()), n), pa.repeat(pa.scalar(deleted), n)],
-                    schema=CHANGES_SCHEMA)
-
 
 def record_index_delta(w: Any, written: list, replaced: Mapping[str, list], files: DataFiles,
                        given: Mapping[str, KeyChanges]) -> pa.Table:
@@ -75,7 +64,7 @@ def record_index_delta(w: Any, written: list, replaced: Mapping[str, list], file
         if changes is not None:   # the handle's changes cover every file of its stat
             if st.path not in applied:
                 applied.add(st.path)
-                pieces += [_rows(changes.upserted, part, fid, False), _rows(changes.removed, part, fid, True)]
+                pieces.append(changes.rows(part, fid))
             continue
         if rel.endswith(ext):
             new_keys = files.base_keys(rel)
@@ -83,14 +72,14 @@ def record_index_delta(w: Any, written: list, replaced: Mapping[str, list], file
             old = old_base(part, fid, prev) if prev is not None else None
             if old is not None:
                 old_keys = files.base_keys(old)
-                pieces.append(_rows(pc.filter(old_keys, pc.invert(pc.is_in(old_keys, value_set=new_keys))),
+                pieces.append(change_rows(pc.filter(old_keys, pc.invert(pc.is_in(old_keys, value_set=new_keys))),
                                     part, fid, True))
                 new_keys = pc.filter(new_keys, pc.invert(pc.is_in(new_keys, value_set=old_keys)))
-            pieces.append(_rows(new_keys, part, fid, False))
+            pieces.append(change_rows(new_keys, part, fid, False))
         else:
             ups, dels = files.log_keys(rel)
             from_logs.append(len(pieces))
-            pieces += [_rows(ups, part, fid, False), _rows(dels, part, fid, True)]
+            pieces += [change_rows(ups, part, fid, False), change_rows(dels, part, fid, True)]
     if from_logs:
         pieces = _without_updates_in_place(w, pieces, from_logs)
     changes = pa.concat_tables(pieces) if pieces else CHANGES_SCHEMA.empty_table()
@@ -109,7 +98,7 @@ def record_index_delta(w: Any, written: list, replaced: Mapping[str, list], file
         keys = pc.unique(pa.concat_arrays([k.cast(pa.string()) for k in from_replaced]))
         placed = changes.filter(pc.invert(changes.column("deleted"))).column("key").combine_chunks()
         keys = pc.filter(keys, pc.invert(pc.is_in(keys, value_set=placed)))
-        changes = pa.concat_tables([changes, _rows(_still_in(w, keys, replaced), None, None, True)])
+        changes = pa.concat_tables([changes, change_rows(_still_in(w, keys, replaced), None, None, True)])
     return changes
 
 

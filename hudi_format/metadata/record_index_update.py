@@ -33,12 +33,11 @@ from ..errors import InvalidOptionError
 from . import keys as K
 from . import payloads as P
 from .hfiles import cells_of, file_groups_of, hfile_data_block_of
+from .key_changes import CHANGES_SCHEMA
 
 __all__ = ["CHANGES_SCHEMA", "RecordIndexGroup", "RecordIndexTarget", "RecordIndexUpdate", "resolve",
            "write_changes", "write_group"]
 
-CHANGES_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string()),
-                            ("deleted", pa.bool_())])
 
 
 @attrs.frozen
