@@ -35,7 +35,7 @@ from ..byte_ranges import gather
 from ..errors import LogFormatError, SchemaError
 from ..schema import fullname, parse_avro_schema
 
-__all__ = ["FieldPlan", "plan_for", "frame_records", "decode_columns", "encode_rows", "frame_rows", "binary_data"]
+__all__ = ["FieldPlan", "ColumnDecoder", "plan_for", "frame_records", "decode_columns", "encode_rows", "frame_rows", "binary_data"]
 
 _INT = struct.Struct(">i")
 _PRIMITIVE = frozenset({"boolean", "int", "long", "float", "double", "string", "bytes"})
@@ -58,9 +58,12 @@ class FieldPlan:
     null_index: int | None = None  # branch index of "null" in a [null, T] union, None if required
     size: int = 0                  # fixed size
     symbols: tuple[str, ...] = ()  # enum symbols
+    branch: int | None = None      # the value's branch index where the union has more than two
 
     @property
     def value_index(self) -> int:
+        if self.branch is not None:
+            return self.branch
         return 1 - self.null_index if self.null_index is not None else 0
 
 
@@ -199,7 +202,7 @@ def _frame_uncounted(content: bytes, where: str) -> tuple[pa.Array, pa.Array]:
     return start, end
 
 
-class _Decoder:
+class ColumnDecoder:
     """Reads one field of every record at once, at per-record cursors over a block's content."""
 
     def __init__(self, content: bytes, where: str):
@@ -349,7 +352,7 @@ def decode_columns(content: bytes, plans: Sequence[FieldPlan], storage: pa.Schem
     pos, limit = frame_records(content, where)
     if len(pos) == 0:
         return storage.empty_table()
-    dec = _Decoder(content, where)
+    dec = ColumnDecoder(content, where)
     columns = []
     try:
         for plan, field in zip(plans, storage):

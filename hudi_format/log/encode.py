@@ -48,12 +48,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
-from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage,
-                           decimal_to_twos_complement)
+from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage)
 from ..options import default
 from .avro_columns import binary_data, encode_rows, frame_rows, plan_for
 from .block import BlockType, CommandType, HeaderKey
-from .delete import delete_record_list_schema
+from .delete import encode_record_list
 from .reader import LOG_FORMAT_VERSION, MAGIC
 
 __all__ = [
@@ -415,47 +414,6 @@ def _avro_groups(framed: pa.Array, max_block_size: int) -> list[tuple[int, int]]
 
 
 # -- delete blocks ---------------------------------------------------------------------------
-def _wrapper_values(col: pa.ChunkedArray | pa.Array) -> tuple[str | None, list]:
-    """(wrapper record name, raw Avro values) for an ordering-value column (``wrapValueIntoAvro``)."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        arr, t = arr.dictionary_decode(), t.value_type
-    if pa.types.is_null(t):
-        return None, [None] * len(arr)
-    if pa.types.is_boolean(t):
-        return "BooleanWrapper", arr.to_pylist()
-    if t in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16()):
-        return "IntWrapper", arr.to_pylist()
-    if pa.types.is_integer(t):
-        return "LongWrapper", arr.to_pylist()
-    if pa.types.is_float16(t) or pa.types.is_float32(t):
-        return "FloatWrapper", arr.cast(pa.float32()).to_pylist()
-    if pa.types.is_float64(t):
-        return "DoubleWrapper", arr.to_pylist()
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "StringWrapper", arr.to_pylist()
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) \
-            or pa.types.is_binary_view(t):
-        return "BytesWrapper", arr.cast(pa.binary()).to_pylist()
-    if pa.types.is_date(t):
-        return "DateWrapper", arr.cast(pa.date32()).cast(pa.int32()).to_pylist()
-    if pa.types.is_timestamp(t):
-        micros = arr.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
-        return "TimestampMicrosWrapper", micros.to_pylist()
-    if pa.types.is_time(t):
-        return "TimeMicrosWrapper", arr.cast(pa.time64("us")).cast(pa.int64()).to_pylist()
-    if pa.types.is_decimal(t):
-        # DecimalWrapper is decimal(30, 15) as minimal two's-complement bytes
-        try:
-            dec = arr.cast(pa.decimal128(30, 15))
-        except (pa.ArrowException, ValueError) as exc:
-            raise SchemaError(f"ordering value of type {t} does not fit Hudi's "
-                              f"decimal(30, 15): {exc}") from exc
-        return "DecimalWrapper", decimal_to_twos_complement(dec, pa.binary()).to_pylist()
-    raise SchemaError(f"ordering values of Arrow type {t} have no Hudi value wrapper")
-
-
 def encode_delete_content(keys: pa.Table) -> bytes:
     """Content of a delete block: version 3, length, Avro ``HoodieDeleteRecordList``.
 
@@ -463,6 +421,7 @@ def encode_delete_content(keys: pa.Table) -> bytes:
     ``ordering_value``, whose Arrow type picks the wrapper (int32 -> ``IntWrapper``, int64 ->
     ``LongWrapper``, string -> ``StringWrapper``, date -> ``DateWrapper``, decimal ->
     ``DecimalWrapper``, timestamp -> ``TimestampMicrosWrapper``, ...); null means no value.
+    Encoded column-wise (:func:`.delete.encode_record_list`).
     """
     keys = _as_table(keys)
     for name in ("record_key", "partition_path"):
@@ -472,29 +431,17 @@ def encode_delete_content(keys: pa.Table) -> bytes:
     if unknown:
         raise SchemaError(f"unexpected delete key columns {sorted(unknown)}")
 
-    def strings(name: str) -> list:
+    def strings(name: str) -> pa.Array:
         col = keys.column(name)
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
         try:
-            return col.cast(pa.string()).to_pylist() if col.type != pa.string() else col.to_pylist()
+            return col.cast(pa.string()) if col.type != pa.string() else col
         except (pa.ArrowException, ValueError) as exc:
             raise SchemaError(f"delete key column {name!r} of type {col.type} "
                               f"is not a string: {exc}") from exc
 
-    record_keys, partitions = strings("record_key"), strings("partition_path")
-    if "ordering_value" in keys.column_names:
-        kind, values = _wrapper_values(keys.column("ordering_value"))
-    else:
-        kind, values = None, [None] * keys.num_rows
-    wrapper = _WRAPPER_NS + kind if kind else None
-    records = [{"recordKey": k, "partitionPath": p,
-                "orderingVal": None if v is None else (wrapper, {"value": v})}
-               for k, p, v in zip(record_keys, partitions, values)]
-    buf = io.BytesIO()
-    try:
-        fastavro.schemaless_writer(buf, delete_record_list_schema(), {"deleteRecordList": records})
-    except Exception as exc:  # fastavro raises several kinds on bad values
-        raise SchemaError(f"delete keys cannot be encoded: {exc}") from exc
-    payload = buf.getvalue()
+    ordering = keys.column("ordering_value") if "ordering_value" in keys.column_names else None
+    payload = encode_record_list(strings("record_key"), strings("partition_path"), ordering)
     return _INT.pack(DELETE_BLOCK_VERSION) + _INT.pack(len(payload)) + payload
 
 
