@@ -82,11 +82,15 @@ def write_changes(storage: Storage, target: RecordIndexTarget, changes: pa.Table
         return []
     placed, gone = resolve(changes)
     ups = cells_of(placed.column("key").combine_chunks(), _encoded(placed, target.instant_millis), len(target.groups))
-    dels: dict[int, list[str]] = {}
+    dels: dict[int, pa.Array] = {}
     if len(gone):
-        for key, i in zip(gone.to_pylist(), target.group_indexes(gone).tolist()):
-            dels.setdefault(i, []).append(key)
-    return [write_group(storage, target, i, ups.get(i), dels.get(i, []), token) for i in sorted(set(ups) | set(dels))]
+        groups = target.group_indexes(gone)
+        order = np.argsort(groups, kind="stable")
+        bounds = np.searchsorted(groups[order], np.arange(len(target.groups) + 1))
+        taken = gone.take(pa.array(order))
+        dels = {i: taken.slice(a, b - a) for i, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+                if b > a}
+    return [write_group(storage, target, i, ups.get(i), dels.get(i), token) for i in sorted(set(ups) | set(dels))]
 
 
 def resolve(changes: pa.Table) -> tuple[pa.Table, pa.Array]:
@@ -116,7 +120,7 @@ def _encoded(placed: pa.Table, millis: int) -> pa.Array:
 
 
 def write_group(storage: Storage, target: RecordIndexTarget, index: int, upserts: tuple[pa.Array, pa.Array] | None,
-                deletes: list[str], token: str) -> WriteStat:
+                deletes: pa.Array | None, token: str) -> WriteStat:
     """One log file (or more, rolled over) on file group ``index`` of ``target``: an HFile data
     block of ``upserts`` (keys as bytes, sorted, and values) and a delete block of ``deletes``.
     ``storage``: the metadata table's."""
@@ -125,12 +129,12 @@ def write_group(storage: Storage, target: RecordIndexTarget, index: int, upserts
     blocks = []
     if upserts is not None and len(upserts[0]):
         blocks.append(hfile_data_block_of(*upserts, instant, part))
-    if deletes:
-        keys = sorted(deletes)
+    if deletes is not None and len(deletes):
+        n = len(deletes)
         blocks.append(encode_delete_block(pa.table({
-            "record_key": pa.array(keys, pa.string()),
-            "partition_path": pa.array([part] * len(keys), pa.string()),
-            "ordering_value": pa.array([0] * len(keys), pa.int32())}), instant, avro_schema=P.SCHEMA_JSON))
+            "record_key": deletes.take(pc.sort_indices(deletes)).cast(pa.string()),
+            "partition_path": pa.repeat(pa.scalar(part, pa.string()), n),
+            "ordering_value": pa.repeat(pa.scalar(0, pa.int32()), n)}), instant, avro_schema=P.SCHEMA_JSON))
     log_instant = instant if target.table_version >= 8 else g.base_instant
     results = None
     if target.table_version >= 8:   # named by this new instant: version 1 unless a leftover has it
@@ -141,7 +145,7 @@ def write_group(storage: Storage, target: RecordIndexTarget, index: int, upserts
     if results is None:
         results = write_log_file(storage, part, g.file_id, log_instant, blocks, token)
     last = results[-1]
-    nu, nd = (len(upserts[0]) if upserts is not None else 0), len(deletes)
+    nu, nd = (len(upserts[0]) if upserts is not None else 0), (len(deletes) if deletes is not None else 0)
     return WriteStat(file_id=g.file_id, path=last.path, partition_path=part, prev_commit=g.base_instant,
                      num_writes=nu, num_update_writes=nu, num_deletes=nd,
                      total_write_bytes=sum(r.size for r in results), log_version=last.version,

@@ -363,7 +363,7 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
                     group_stats = write_changes(self.md, target, delta.changes, f"{task}-1-{task}")
                 else:
                     ups = cells_by_file_group(delta.upserts, len(slices))
-                    group_stats = [write_group(self.md, target, i, ups[i], [], f"{task}-1-{task}") for i in sorted(ups)]
+                    group_stats = [write_group(self.md, target, i, ups[i], None, f"{task}-1-{task}") for i in sorted(ups)]
                 for st in group_stats:
                     written.extend(_paths([st]))
                     stats.append(st)
