@@ -18,6 +18,8 @@ kept for the record).
 - snapshot reads of the upserted tables: COW vs ``pq.read_table`` of its latest base files and
   vs hudi-rs, MOR (the updates in Avro log blocks) vs hudi-rs; each pair is checked to return
   the same rows (count and a checksum) before it is timed;
+- for the record: deleting a tenth of the keys, COW and MOR, vs deltalake's merge deleting the
+  matched rows, and the MOR snapshot read after it (those keys in delete blocks) vs hudi-rs;
 - the streaming case: a 1,000-row upsert into a 200k-row table, COW and MOR, vs deltalake merge;
 - record-index tagging vs simple-index tagging of the same 10% upsert (``index_bench.tagging``),
   and ``Table.lookup`` of 1,000 keys, on a table of the run's size written with the record index.
@@ -190,6 +192,47 @@ class _Run:
             self.add(f"{batch.num_rows:,}-row upsert {kind} keeping the record index vs without",
                      secs, self.upserted[(name, table_type)], None)
 
+    def deletes(self, data: pa.Table) -> None:
+        """For the record (issue 13 sets no target): deleting a tenth of the keys, spread over
+        every file group, COW and MOR vs deltalake's merge deleting the matched rows, and the
+        MOR snapshot read of those keys in delete blocks vs hudi-rs (the same rows checked)."""
+        gone = data.take(pa.array(range(0, data.num_rows, 10))).select(["id", "ts", "city"])
+        ours: dict[str, float] = {}
+        mor = self.root / "deletes_MERGE_ON_READ"
+        for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+            base, work = self.root / f"deletes_{table_type}_base", self.root / f"deletes_{table_type}"
+            hudi.write(str(base), data, operation="insert", table_type=table_type, options=self.opts, **KEY)
+            ours[table_type] = best_of(lambda: hudi.write(str(work), gone, operation="delete", options=self.opts),
+                                       self.repeat, _copy_of(base, work))
+            shutil.rmtree(base, ignore_errors=True)
+        peer = Seconds(float("nan"))
+        if self.dl:
+            dbase, dwork = self.root / "deletes_delta_base", self.root / "deletes_delta"
+            self._delta_write(dbase, data)
+
+            def delete() -> None:
+                (self.dl.DeltaTable(str(dwork))
+                 .merge(gone, predicate="t.id = s.id AND t.city = s.city", source_alias="s", target_alias="t",
+                        writer_properties=self._writer_properties())
+                 .when_matched_delete().execute())
+            peer = best_of(delete, self.repeat, _copy_of(dbase, dwork))
+            shutil.rmtree(dbase, ignore_errors=True)
+            shutil.rmtree(dwork, ignore_errors=True)
+        for table_type, secs in ours.items():
+            kind = "COW" if table_type == "COPY_ON_WRITE" else "MOR"
+            self.add(f"{gone.num_rows:,}-key delete from {data.num_rows:,} rows {kind} vs deltalake merge", secs,
+                     peer, None)
+        t_mor = best_of(lambda: hudi.open_table(str(mor)).read(), self.repeat)
+        try:
+            same = _same_rows(hudi.open_table(str(mor)).read(), hudi_rs_read(str(mor)))
+            rs = best_of(lambda: hudi_rs_read(str(mor)), self.repeat)
+        except ImportError:
+            same, rs = True, Seconds(float("nan"))
+        self.add(f"MOR snapshot read after it ({gone.num_rows:,} keys in delete blocks) vs hudi-rs"
+                 f"{'' if same else ' ROWS DIFFER'}", t_mor, rs, None)
+        for table_type in ours:
+            shutil.rmtree(self.root / f"deletes_{table_type}", ignore_errors=True)
+
     def reads(self, tables: dict[str, Path]) -> None:
         cow, mor = str(tables["COPY_ON_WRITE"]), str(tables["MERGE_ON_READ"])
         files = [str(Path(cow) / s.base_file) for s in hudi.open_table(cow).file_slices() if s.base_file]
@@ -240,6 +283,7 @@ def run(rows: int, codecs: tuple[str, ...] = ("snappy",), repeat: int = 3) -> li
             r.bulk_insert(data)
             r.insert(data)
             r.reads(r.upserts("upsert10", data, batch, TARGETS["upsert"]))
+            r.deletes(data)
             if not r.record:
                 r.record_index_upserts("upsert10", data, batch)
             r.upserts("small", small, small_batch, TARGETS["small_upsert"])
