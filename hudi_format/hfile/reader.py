@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
 from .blocks import BlockType, decode_block, key_row
 from . import framed
-from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, find_cells
+from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, decode_many, find_cells
 from .index import IndexBlock, parse_non_root_index, parse_root_index
 from .trailer import TRAILER_SIZE, Trailer, decode_file_info
 
@@ -454,6 +454,18 @@ class HFileReader:
                 out.append(i)
             lo = hi
         return out
+
+    def arrays(self) -> tuple[pa.Array, pa.Array]:
+        """Every cell's row and value as binary arrays, in key order: the data blocks read in
+        one range and decoded column-wise, runs of blocks at a time (what a compaction reads;
+        the block cache is left alone)."""
+        entries = [(offset, size) for _, offset, size in self.data_blocks()]
+        if not entries:
+            empty = pa.array([], pa.binary())
+            return empty, empty
+        payloads = self._payloads(entries)
+        wheres = [f"{self._where}: data block at offset {offset}" for offset, _ in entries]
+        return decode_many(payloads, self._mvcc, self._tags, wheres)
 
     def read_all(self) -> list[tuple[bytes, bytes]]:
         return list(self.scan())

@@ -27,7 +27,8 @@ from ..storage import Storage
 from . import keys as K
 from . import payloads as P
 
-__all__ = ["cells_by_file_group", "cells_of", "file_groups_of", "hfile_data_block", "hfile_data_block_of", "write_base_hfile", "RECORD_INDEX_BLOCK_SIZE"]
+__all__ = ["cells_by_file_group", "cells_of", "file_groups_of", "hfile_data_block", "hfile_data_block_of", "write_base_hfile",
+           "write_base_hfile_of", "RECORD_INDEX_BLOCK_SIZE"]
 
 RECORD_INDEX_BLOCK_SIZE = 16 * 1024
 _ROOT_BUDGET = 120 * 1024  # under the 128 KiB at which the block index goes multi-level
@@ -72,20 +73,26 @@ def hfile_data_block_of(keys: pa.Array, values: pa.Array, instant: str, partitio
 
 def write_base_hfile(storage: Storage, rel: str, items: list[tuple[bytes, bytes]],
                      partition: str | None = None) -> int:
-    """A base HFile of the metadata table (``HoodieAvroHFileWriter``): the cells, the schema,
-    a bloom filter of the keys and the min/max keys; returns its size."""
+    """A base HFile of the metadata table of sorted ``(key, value)`` cells; returns its size."""
+    return write_base_hfile_of(storage, rel, *_arrays(items), partition)
+
+
+def write_base_hfile_of(storage: Storage, rel: str, keys: pa.Array, values: pa.Array,
+                        partition: str | None = None) -> int:
+    """A base HFile of the metadata table (``HoodieAvroHFileWriter``) of cells given as Arrow
+    arrays (``keys`` binary, sorted): the cells, the schema, a bloom filter of the keys and the
+    min/max keys; returns its size."""
     from ..bloom import new_bloom_filter
-    keys, values = _arrays(items)
     bloom = new_bloom_filter(60000, 0.000000001, "DYNAMIC_V0", 100000)
-    if items:
+    if len(keys):
         bloom.add_all(keys)
     w = HFileWriter(storage, rel, compression="GZ", block_size=_block_size(partition, DEFAULT_BLOCK_SIZE, keys, values))
     w.append_sorted(keys, values)
     w.add_file_info("schema", P.SCHEMA_JSON)
     w.add_file_info("bloomFilterTypeCode", "DYNAMIC_V0")
-    if items:
-        w.add_file_info("minRecordKey", items[0][0])
-        w.add_file_info("maxRecordKey", items[-1][0])
+    if len(keys):
+        w.add_file_info("minRecordKey", keys[0].as_py())
+        w.add_file_info("maxRecordKey", keys[len(keys) - 1].as_py())
     w.add_meta_block("bloomFilter", bloom.serialize())
     w.close()
     return storage.size(rel)
