@@ -6,6 +6,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -246,29 +247,32 @@ class DataSnapshot:
                     if rec is not None:
                         out[rec["key"]] = P.encode_value(rec)
             return out
-        if partition == K.RECORD_INDEX:
-            return self.record_index()
         raise MetadataTableError(f"cannot bootstrap metadata partition {partition!r}")
 
-    def record_index(self) -> dict[str, bytes]:
+    def record_index_cells(self) -> tuple[pa.Array, pa.Array]:
+        """Every live key of the data table (string) and its record index value (binary),
+        column-wise: a value is encoded once per file group, then taken for its keys."""
         from ..read.table_schema import latest_data_schema
         from ..read.merge import existing_keys
         slices = self.state.file_slices(self.view)
         if not slices:
-            return {}
+            return pa.array([], pa.string()), pa.array([], pa.binary())
         schema = latest_data_schema(self.w.config, self.timeline)
         full = pa.schema([pa.field("_hoodie_record_key", pa.string())] + list(schema)) \
             if schema is not None and "_hoodie_record_key" not in schema.names else schema
         known = existing_keys(self.w.storage, slices, self.files.spec, full, self.state.visible)
+        keys = known.column("key").combine_chunks().cast(pa.string())
+        if pc.count_distinct(keys).as_py() != len(keys):   # a key in two file groups: the last one
+            last = pa.table({"k": keys, "i": pa.array(np.arange(len(keys)))}).group_by(
+                "k", use_threads=False).aggregate([("i", "max")]).column("i_max")
+            known = known.take(last)
+            keys = known.column("key").combine_chunks().cast(pa.string())
         by_slice = {(s.partition_path, s.file_id): s.base_instant for s in slices}
         tz = self.w.config.timeline_timezone
-        out: dict[str, bytes] = {}
-        cache: dict[tuple[str, str], bytes] = {}
-        for key, part, fid in zip(known.column("key").to_pylist(), known.column("partition").to_pylist(),
-                                  known.column("file_id").to_pylist()):
-            value = cache.get((part, fid))
-            if value is None:
-                value = cache[(part, fid)] = P.encode_record_index_value(
-                    part, fid, P.instant_millis(by_slice[(part, fid)], tz))
-            out[key] = value
-        return out
+        locs = pc.binary_join_element_wise(known.column("partition"), known.column("file_id"), "\x00")
+        encoded = locs.combine_chunks().dictionary_encode()
+        values = []
+        for loc in encoded.dictionary.to_pylist():
+            part, fid = loc.split("\x00", 1)
+            values.append(P.encode_record_index_value(part, fid, P.instant_millis(by_slice[(part, fid)], tz)))
+        return keys, pa.array(values, pa.binary()).take(encoded.indices)

@@ -44,8 +44,9 @@ hook of every data commit).
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
-from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Protocol
 
 import pyarrow as pa
@@ -73,7 +74,8 @@ from .data_files import DataFiles
 from .payloads import Delta, records_delta
 from .reader import MetadataTable
 from ..options import option
-from .hfiles import cells_by_file_group, hfile_data_block, hfile_data_block_of, write_base_hfile  # noqa: F401
+from .hfiles import (cells_by_file_group, hfile_data_block, hfile_data_block_of, write_base_hfile,  # noqa: F401
+                     write_base_hfile_of)
 from .compaction import MetadataCompaction
 from .rollback import MetadataRollback
 from .options import (_META_COLUMNS_INDEXED, _RECORD_INDEX_SKIPPED_OPS, _WRITE_ACTIONS,  # noqa: F401
@@ -86,14 +88,6 @@ __all__ = [
     "MetadataTableError", "MetadataWriter", "MetadataTableServices", "DataTableSnapshot", "Delta",
     "is_metadata_table", "metadata_enabled",
 ]
-
-
-def _file_groups(keys: list[str], n: int) -> list[int]:
-    """The file group of each key among ``n`` (Hudi's key hash), hashed column-wise: one Java
-    string hash per key in Python cost seconds for a record index of millions of keys."""
-    if n == 1 or not keys:
-        return [0] * len(keys)
-    return K.file_group_indexes(pa.array(keys, pa.string()), n).to_pylist()
 
 
 def _paths(stats: Iterable[WriteStat]) -> list[str]:
@@ -277,25 +271,27 @@ class MetadataWriter(MetadataRollback, MetadataCompaction):
         for fid in file_ids:
             write_log_file(self.md, partition, fid, instant, [block], I.INIT_WRITE_TOKEN, version=1)
 
-    def bulk_commit(self, instant: str, partition: str, file_ids: list[str], records: Mapping[str, bytes]) -> Instant:
-        """The initial deltacommit of a partition: one base HFile per file group with records."""
+    def bulk_commit(self, instant: str, partition: str, file_ids: list[str],
+                    cells: Mapping[int, tuple[pa.Array, pa.Array]]) -> Instant:
+        """The initial deltacommit of a partition: one base HFile per file group with records
+        (``cells``: each file group's keys, binary and sorted, and values, as ``cells_of``)."""
         writer = self._md_writer()
         inflight = writer.transition_to_inflight(writer.create_requested("deltacommit", instant))
-        groups: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
-        n = len(file_ids)
-        for key, i in zip(records, _file_groups(list(records), n)):
-            groups[i].append((key.encode("utf-8"), records[key]))
-        stats, written = [], []
+        written: list[str] = []
+
+        def one(i: int) -> WriteStat:
+            keys, values = cells[i]
+            fid = file_ids[i]
+            rel = posixpath.join(partition, BaseFileName(fid, f"{i}-0-{i}", instant, ".hfile").name)
+            written.append(rel)
+            size = write_base_hfile_of(self.md, rel, keys, values, partition)
+            return WriteStat(file_id=fid, path=rel, partition_path=partition, num_writes=len(keys),
+                             num_inserts=len(keys), total_write_bytes=size)
+
         try:
-            for i in sorted(groups):
-                items = sorted(groups[i])
-                fid = file_ids[i]
-                name = BaseFileName(fid, f"{i}-0-{i}", instant, ".hfile").name
-                rel = posixpath.join(partition, name)
-                written.append(rel)
-                size = write_base_hfile(self.md, rel, items, partition)
-                stats.append(WriteStat(file_id=fid, path=rel, partition_path=partition, num_writes=len(items),
-                                       num_inserts=len(items), total_write_bytes=size))
+            # file groups on threads: gzip and the bloom filter release the GIL
+            with ThreadPoolExecutor(max(1, min(len(cells), os.cpu_count() or 1))) as pool:
+                stats = list(pool.map(one, sorted(cells)))
             meta = commit_metadata(stats, operation_type="BULK_INSERT_PREPPED",
                                    extra_metadata={"schema": P.DATA_SCHEMA_JSON})
             return writer.complete(inflight, meta)

@@ -1,4 +1,7 @@
-"""Compacting the record index moves its cells as bytes (``compaction._record_index_cells``):
+"""The record index at scale is built and compacted column-wise.
+
+Bootstrapping it on an existing table (``DataSnapshot.record_index_cells``) places every key
+where a lookup finds its row. Compacting it moves its cells as bytes (``compaction._record_index_cells``):
 the base HFiles it writes hold exactly the cells the record-by-record merge (Avro decoded,
 merged, encoded again) writes, over histories of inserts, updates, deletes (small delete blocks
 and column-wise ones) and keys deleted and inserted again (both select log blocks with the
@@ -26,9 +29,9 @@ OPTS = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "REC
         "hoodie.metadata.compact.max.delta.commits": "1000", "hoodie.parquet.small.file.limit": "0"}
 
 
-def _write(path, rows: pa.Table, op: str, ttype: str, version: int) -> None:
+def _write(path, rows: pa.Table, op: str, ttype: str, version: int, options=None) -> None:
     hudi.write(str(path), rows, operation=op, record_key="id", ordering_field="ts", partition_by="p",
-               table_type=ttype, table_version=version, table_name="t", options=OPTS)
+               table_type=ttype, table_version=version, table_name="t", options=options or OPTS)
 
 
 def _rows(ids, ts: int) -> pa.Table:
@@ -38,26 +41,26 @@ def _rows(ids, ts: int) -> pa.Table:
                      "ts": pa.array([ts] * len(ids), pa.int64()), "v": pa.array([i * ts for i in ids], pa.int64())})
 
 
-def _history(path, seed: int, ttype: str, version: int) -> None:
+def _history(path, seed: int, ttype: str, version: int, options=None) -> None:
     rng = random.Random(seed)
     live: set[int] = set()
     for step in range(1, 9):
         kind = rng.choice(["insert", "upsert", "delete", "delete", "reinsert"]) if live else "insert"
         if kind == "insert":
             new = set(range(len(live) * 2 + step * 1000, len(live) * 2 + step * 1000 + rng.choice([50, 400])))
-            _write(path, _rows(new, step), "upsert", ttype, version)
+            _write(path, _rows(new, step), "upsert", ttype, version, options)
             live |= new
         elif kind == "upsert":
-            _write(path, _rows(rng.sample(sorted(live), min(len(live), 150)), step), "upsert", ttype, version)
+            _write(path, _rows(rng.sample(sorted(live), min(len(live), 150)), step), "upsert", ttype, version, options)
         elif kind == "delete":   # a few keys (fastavro's delete block) or many (column-wise)
             gone = set(rng.sample(sorted(live), min(len(live) - 1, rng.choice([5, 300]))))
-            _write(path, _rows(gone, step), "delete", ttype, version)
+            _write(path, _rows(gone, step), "delete", ttype, version, options)
             live -= gone
         else:                    # keys deleted earlier, inserted again
             back = set(range(1000, 1000 + rng.choice([20, 200]))) - live
             if not back:
                 continue
-            _write(path, _rows(back, step), "upsert", ttype, version)
+            _write(path, _rows(back, step), "upsert", ttype, version, options)
             live |= back
 
 
@@ -99,3 +102,18 @@ def test_record_index_compaction_keeps_the_cells_the_record_merge_keeps(tmp_path
     got = hudi.open_table(str(a)).lookup(want.column("id"), columns=["id", "v"])
     assert sorted(got.to_pylist(), key=str) == sorted(want.to_pylist(), key=str)
 
+
+
+@pytest.mark.parametrize("ttype,version,seed", [("MERGE_ON_READ", 8, 5), ("COPY_ON_WRITE", 6, 6)])
+def test_a_record_index_bootstrapped_on_an_existing_table_finds_every_row(tmp_path, ttype, version, seed):
+    path = tmp_path / "t"
+    _history(path, seed, ttype, version, {"hoodie.metadata.record.index.enable": "false",
+                                          "hoodie.parquet.small.file.limit": "0"})
+    assert K.RECORD_INDEX not in TableConfig.load(Storage(str(path))).metadata_partitions
+    _write(path, _rows(range(7), 100), "upsert", ttype, version)   # enabling it bootstraps it
+    st = Storage(str(path))
+    assert K.RECORD_INDEX in TableConfig.load(st).metadata_partitions
+    want = hudi.open_table(str(path), options={"hoodie.metadata.enable": "false"}).read(columns=["id", "v"])
+    got = hudi.open_table(str(path)).lookup(want.column("id"), columns=["id", "v"])
+    assert sorted(got.to_pylist(), key=str) == sorted(want.to_pylist(), key=str)
+    assert len(MetadataWriter(st, TableConfig.load(st), OPTS).latest_slices(K.RECORD_INDEX)) == 3
