@@ -361,7 +361,6 @@ def test_validate_finds_no_errors_in_tables_apache_hudi_wrote(fixture_tables, na
 
 def test_validate_checks_the_record_index_against_the_snapshot(tmp_path, monkeypatch):
     """A key the record index lacks, one it keeps after its delete, one it misplaces: each an error."""
-    from hudi_format.metadata.keys import RecordIndexLocation
     from hudi_format.metadata.reader import MetadataTable
     path = tmp_path / "ri"
     opts = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX"}
@@ -369,18 +368,18 @@ def test_validate_checks_the_record_index_against_the_snapshot(tmp_path, monkeyp
                partition_by="city", options=opts)
     hudi.open_table(path).write(trips(range(15, 25)), options=opts)
     assert cli_json("validate", path)["problems"] == []
-    real = MetadataTable.all_record_locations
-    locs = real(MetadataTable(hudi.open_table(path).storage, hudi.open_table(path).config))
-    some, other = sorted(locs)[:2]
+    real = MetadataTable.record_index_entries
+    rows = real(MetadataTable(hudi.open_table(path).storage, hudi.open_table(path).config)).to_pylist()
+    some, other = sorted(r["key"] for r in rows)[:2]
 
     def damaged(self):
-        out = dict(real(self))
+        out = {r["key"]: r for r in real(self).to_pylist()}
         del out[some]
-        out["gone"] = out[other]
-        out[other] = RecordIndexLocation(out[other].partition, "00000000-0000-0000-0000-000000000000-0")
-        return out
+        out["gone"] = dict(out[other], key="gone")
+        out[other] = dict(out[other], file_id="00000000-0000-0000-0000-000000000000-0")
+        return pa.Table.from_pylist(list(out.values()), schema=real(self).schema)
 
-    monkeypatch.setattr(MetadataTable, "all_record_locations", damaged)
+    monkeypatch.setattr(MetadataTable, "record_index_entries", damaged)
     from hudi_format.cli.validate import validate_table
     problems = [p for p in validate_table(str(path)) if p.check == "record-index"]
     assert sorted(p.severity for p in problems) == ["error", "error", "warning"], problems

@@ -5,7 +5,8 @@ where a lookup finds its row. Compacting it moves its cells as bytes (``compacti
 the base HFiles it writes hold exactly the cells the record-by-record merge (Avro decoded,
 merged, encoded again) writes, over histories of inserts, updates, deletes (small delete blocks
 and column-wise ones) and keys deleted and inserted again (both select log blocks with the
-readers' rule); and lookups through the compacted index find every live row."""
+readers' rule); and lookups through the compacted index find every live row. Reading the whole
+index (``validate``) column-wise gives what decoding every record gives."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from hudi_format.config import TableConfig
 from hudi_format.hfile import HFileReader
 from hudi_format.metadata import compaction
 from hudi_format.metadata import keys as K
+from hudi_format.metadata.reader import MetadataTable
+from hudi_format.metadata.records import record_location_of
 from hudi_format.metadata.writer import MetadataWriter
 from hudi_format.storage import Storage
 from hudi_format.timeline import Timeline
@@ -90,6 +93,13 @@ def test_record_index_compaction_keeps_the_cells_the_record_merge_keeps(tmp_path
                                                                          seed):
     a, b = tmp_path / "a", tmp_path / "b"
     _history(a, seed, ttype, version)
+    # the whole index read column-wise (validate, all_record_locations) = the records decoded one by one
+    st = Storage(str(a))
+    mdt = MetadataTable(st, TableConfig.load(st))
+    entries = {r["key"]: (r["partition"], r["file_id"], r["instant_ms"]) for r in mdt.record_index_entries().to_pylist()}
+    decoded = {k: tuple(loc) for k, rec in mdt.read(K.RECORD_INDEX).items()
+               if (loc := record_location_of(rec)) is not None}
+    assert entries == decoded and len(entries) == len(_ids(a))
     shutil.copytree(a, b)
     moved = _compact(a)
     monkeypatch.setattr(compaction, "_record_index_cells", lambda s, reader: None)

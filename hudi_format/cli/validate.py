@@ -434,10 +434,9 @@ class _Checker:
         snap = pa.concat_tables(pieces) if pieces else pa.table({"key": pa.array([], pa.string()),
                                                                  part: pa.array([], pa.string()),
                                                                  "file_id": pa.array([], pa.string())})
-        locs = mdt.all_record_locations()
-        index = pa.table({"key": pa.array(list(locs), pa.string()),
-                          "ri_partition": pa.array([v.partition for v in locs.values()], pa.string()),
-                          "ri_file_id": pa.array([v.file_id for v in locs.values()], pa.string())})
+        entries = mdt.record_index_entries()
+        index = pa.table({"key": entries["key"], "ri_partition": entries["partition"],
+                          "ri_file_id": entries["file_id"]})
         lacks = snap.filter(pc.invert(pc.is_in(snap["key"], index["key"])))
         stale = index.filter(pc.invert(pc.is_in(index["key"], snap["key"])))
         both = snap.join(index, "key", join_type="inner")
@@ -456,9 +455,9 @@ class _Checker:
                      f"(deleted keys kept), e.g. {stale['key'][0].as_py()!r} at "
                      f"{stale['ri_partition'][0].as_py() or '.'}/{stale['ri_file_id'][0].as_py()}")
         if len(wrong):
-            k = wrong[0].as_py()
+            at = index.filter(pc.equal(index["key"], wrong[0])).slice(0, 1).to_pylist()[0]
             self.add(ERROR, "record-index", where, f"{len(wrong)} keys are indexed at a file group that does not "
-                     f"hold them, e.g. {k!r} at {locs[k].partition or '.'}/{locs[k].file_id}")
+                     f"hold them, e.g. {at['key']!r} at {at['ri_partition'] or '.'}/{at['ri_file_id']}")
 
 
 def _is_initial(ts: str) -> bool:

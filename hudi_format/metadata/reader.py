@@ -42,7 +42,7 @@ from ..view import FileSlice, FileSystemView
 from . import keys as K
 from .options import MetadataTableError
 from .records import (BloomFilterEntry, ColumnStats, bloom_filter_of, column_stats_of, combine,
-                      decode_entries, files_of, record_location_of)
+                      decode_entries, files_of)
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ class MetadataTable:
         self._log_blocks: dict[tuple[str, ...], list] = {}
         self._hfiles: dict[object, HFileReader] = {}
         self._failure: str | None = None  # why a read failed: the table is then not used
+        self._read_whole = False          # read_failure found every partition readable
 
     def __repr__(self) -> str:
         return f"MetadataTable({self.mdt_storage.url!r})"
@@ -230,12 +231,17 @@ class MetadataTable:
     def read_failure(self) -> str | None:
         """Why the metadata table cannot be read whole (``None``: every declared partition
         reads without damage). Reads each partition fully: a deep check, for ``validate``."""
-        if self._failure is None and self.exists:
+        if self._failure is None and not self._read_whole and self.exists:
             for partition in self.enabled_partitions:
                 try:
-                    self.read(partition)
+                    if partition == K.RECORD_INDEX:   # millions of entries: column-wise
+                        self.record_index_entries()
+                    else:
+                        self.read(partition)
                 except HudiError:
                     break
+            else:
+                self._read_whole = True
         return self._failure
 
     # -- file slices of the metadata table ----------------------------------------------------
@@ -498,14 +504,17 @@ class MetadataTable:
         return {k: K.RecordIndexLocation(p, f, ms) for k, p, f, ms in
                 zip(*(found.column(c).to_pylist() for c in cols))}
 
+    def record_index_entries(self) -> pa.Table:
+        """Every entry of the record index, ``(key, partition, file_id, instant_ms)``: a full
+        read of the partition, column-wise (:func:`.record_index.entries`)."""
+        from .record_index import entries
+        return self._guarded(lambda: entries(self))
+
     def all_record_locations(self) -> dict[str, K.RecordIndexLocation]:
         """Every entry of the record index (a full read of the partition)."""
-        out = {}
-        for key, rec in self.read(K.RECORD_INDEX).items():
-            loc = record_location_of(rec)
-            if loc is not None:
-                out[key] = loc
-        return out
+        t = self.record_index_entries()
+        cols = ("key", "partition", "file_id", "instant_ms")
+        return {k: K.RecordIndexLocation(p, f, ms) for k, p, f, ms in zip(*(t.column(c).to_pylist() for c in cols))}
 
     # -- file skipping ---------------------------------------------------------------------------
     def prune_slices(self, slices: list[FileSlice], filters, schema) -> list[FileSlice]:

@@ -32,7 +32,7 @@ from . import keys as K
 from .options import MetadataTableError
 from .records import decode_record, record_location_of
 
-__all__ = ["RECORD_INDEX_SCHEMA", "lookup", "slice_entries"]
+__all__ = ["RECORD_INDEX_SCHEMA", "lookup", "entries", "slice_entries"]
 
 RECORD_INDEX_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()),
                                  ("file_id", pa.string()), ("instant_ms", pa.int64())])
@@ -56,16 +56,18 @@ def _locations(keys: pa.Array, values: pa.Array, seq: int, schema_json: str, whe
                      pc.take(pa.array(instants, pa.int64()), indices)], schema=_SOURCE)
 
 
-def _deleted(keys: pa.Array, deleted: pa.Array, seq: int) -> pa.Table:
-    hit = pc.filter(keys, pc.is_in(keys, value_set=pc.drop_null(deleted.cast(pa.binary()))))
+def _deleted(keys: pa.Array | None, deleted: pa.Array, seq: int) -> pa.Table:
+    gone = pc.drop_null(deleted.cast(pa.binary()))
+    hit = gone if keys is None else pc.filter(keys, pc.is_in(keys, value_set=gone))
     nulls = pa.nulls(len(hit), pa.string())
     return pa.table([hit, pa.repeat(pa.scalar(seq, pa.int32()), len(hit)), nulls, nulls,
                      pa.nulls(len(hit), pa.int64())], schema=_SOURCE)
 
 
-def slice_entries(mdt, s: FileSlice, keys: pa.Array) -> pa.Table:
+def slice_entries(mdt, s: FileSlice, keys: pa.Array | None) -> pa.Table:
     """``(key, partition, file_id)`` of the sorted distinct binary ``keys`` that file slice
-    ``s`` of the record index holds (merged over its base file and log blocks)."""
+    ``s`` of the record index holds (merged over its base file and log blocks); ``keys``
+    ``None``: every entry (each HFile read whole)."""
     storage = mdt.mdt_storage
     parts: list[pa.Table] = []
     if s.base_file:
@@ -74,7 +76,7 @@ def slice_entries(mdt, s: FileSlice, keys: pa.Array) -> pa.Table:
             schema = reader.avro_schema
             if not schema:
                 raise HudiError(f"{storage.uri(s.base_file)} has no Avro schema in its file info")
-            found, values = reader.lookup_arrays(keys, search=True)
+            found, values = reader.arrays() if keys is None else reader.lookup_arrays(keys, search=True)
             parts.append(_locations(found, values, 0, schema, storage.uri(s.base_file)))
     for seq, block in enumerate(mdt.log_blocks(s.log_files) if s.log_files else (), start=1):
         where = block.describe()
@@ -84,7 +86,7 @@ def slice_entries(mdt, s: FileSlice, keys: pa.Array) -> pa.Table:
             reader = mdt.block_reader(block)
             if not reader.num_entries:
                 continue
-            found, values = reader.lookup_arrays(keys, search=True)
+            found, values = reader.arrays() if keys is None else reader.lookup_arrays(keys, search=True)
             parts.append(_locations(found, values, seq, block.schema_json or reader.avro_schema, where))
         else:
             raise MetadataTableError(f"{where}: a {block.block_type.name} block, but the "
@@ -125,4 +127,21 @@ def lookup(mdt, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
             out = list(pool.map(one, wanted))
     else:
         out = [one(i) for i in wanted]
+    return pa.concat_tables(out) if out else RECORD_INDEX_SCHEMA.empty_table()
+
+
+def entries(mdt) -> pa.Table:
+    """Every ``(key, partition, file_id, instant_ms)`` of the record index: each file group read
+    whole and merged column-wise (file groups on threads), each distinct value decoded once."""
+    slices = mdt.file_slices(K.RECORD_INDEX)
+
+    def one(s: FileSlice) -> pa.Table:
+        return mdt.read_slice_guarded(s, lambda s: slice_entries(mdt, s, None))
+
+    workers = min(len(slices), os.cpu_count() or 1)
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            out = list(pool.map(one, slices))
+    else:
+        out = [one(s) for s in slices]
     return pa.concat_tables(out) if out else RECORD_INDEX_SCHEMA.empty_table()
