@@ -14,6 +14,9 @@ One run, one data set: a COPY_ON_WRITE table of ``rows`` trip-like records (``co
 - the same with a 1,000-row upsert (simple vs record index), for the record: the case the
   record index is for, few keys into a big table.
 - a point lookup of ``lookups`` keys: ``Table.lookup`` (record index) vs a filtered scan.
+- for the record, the operations that touch every entry of the record index: compacting the
+  metadata table (on a copy of the table) and ``hudi-format validate``, each against reading
+  every record key of the table (the least any of them could do).
 
 Issue 13's targets (at 5M rows, 100k upserts): the record index tags faster than the simple
 index, and ``Table.lookup`` of 1,000 keys takes under 100 ms.
@@ -132,6 +135,35 @@ def lookup_keys(rows: int, n: int) -> list[str]:
     return [f"trip-{i}" for i in rng.choice(rows, size=min(n, rows), replace=False).tolist()]
 
 
+def whole_index_cases(path: str) -> list[Result]:
+    """For the record: compacting the metadata table (the record index's every entry rewritten)
+    and ``validate`` (every entry checked), against reading every record key of the table."""
+    from hudi_format.cli.validate import validate_table
+    from hudi_format.config import TableConfig
+    from hudi_format.metadata.writer import MetadataWriter
+    from hudi_format.storage import Storage
+
+    keys = best_of(lambda: hudi.open_table(path).read(columns=["id"]), 1)
+    work = path + "-compacted"
+
+    def copy() -> None:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(path, work)
+
+    def compact() -> None:
+        st = Storage(work)
+        if MetadataWriter(st, TableConfig.load(st), INDEX_OPTIONS).compact() is None:
+            raise AssertionError("nothing to compact")
+    compaction = best_of(compact, 1, copy)
+    shutil.rmtree(work, ignore_errors=True)
+
+    def validate() -> None:
+        if validate_table(path):
+            raise AssertionError("validate found problems")
+    return [Result("compact the metadata table (the whole record index) vs read every key", compaction, keys),
+            Result("hudi-format validate (record index checked) vs read every key", best_of(validate, 1), keys)]
+
+
 def run(rows: int = 5_000_000, updates: int = 100_000, lookups: int = 1_000, repeat: int = 3) -> list[Result]:
     updates = min(updates, rows)
     batch = upsert_batch(rows, updates)
@@ -155,6 +187,7 @@ def run(rows: int = 5_000_000, updates: int = 100_000, lookups: int = 1_000, rep
         results.append(Result(f"tag {few:,}-row upsert: record index vs simple (global)",
                               small["record index"], small["simple (global)"]))
         results.append(lookup_case(path, lookup_keys(rows, lookups), repeat))
+        results += whole_index_cases(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print_table(f"index benchmark, {rows:,}-row table, best of {repeat} (ratio = ours / reference)", results)
