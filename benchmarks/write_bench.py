@@ -116,6 +116,18 @@ class _Run:
     def _delta_best(self, fn: Callable[[], None], setup: Callable[[], None]) -> Seconds:
         return best_of(fn, self.repeat, setup) if self.dl else Seconds(float("nan"))
 
+    def _on_copies(self, name: str, data: pa.Table, batch: pa.Table, operation: str) -> dict[str, Seconds]:
+        """``operation`` of ``batch`` timed on fresh copies of a COW and a MOR table of ``data``
+        (``<name>_<table type>``, the last copy left for reads)."""
+        out: dict[str, Seconds] = {}
+        for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+            base, work = self.root / f"{name}_{table_type}_base", self.root / f"{name}_{table_type}"
+            hudi.write(str(base), data, operation="insert", table_type=table_type, options=self.opts, **KEY)
+            out[table_type] = best_of(lambda: hudi.write(str(work), batch, operation=operation, options=self.opts),
+                                      self.repeat, _copy_of(base, work))
+            shutil.rmtree(base, ignore_errors=True)
+        return out
+
     # -- cases ------------------------------------------------------------------------------------
     def bulk_insert(self, data: pa.Table) -> None:
         out = self.root / "bulk"
@@ -153,16 +165,9 @@ class _Run:
     def upserts(self, name: str, data: pa.Table, batch: pa.Table, target: float) -> dict[str, Path]:
         """Upsert ``batch`` into COW and MOR copies of ``data`` and deltalake's merge into a copy
         of the same rows; returns the upserted tables (for the reads)."""
-        out: dict[str, Path] = {}
-        ours: dict[str, float] = {}
-        for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-            base, work = self.root / f"{name}_{table_type}_base", self.root / f"{name}_{table_type}"
-            hudi.write(str(base), data, operation="insert", table_type=table_type, options=self.opts, **KEY)
-            ours[table_type] = best_of(lambda: hudi.write(str(work), batch, operation="upsert", options=self.opts),
-                                       self.repeat, _copy_of(base, work))
-            shutil.rmtree(base, ignore_errors=True)
-            out[table_type] = work
-            self.upserted[(name, table_type)] = ours[table_type]
+        ours = self._on_copies(name, data, batch, "upsert")
+        out = {table_type: self.root / f"{name}_{table_type}" for table_type in ours}
+        self.upserted.update({(name, table_type): secs for table_type, secs in ours.items()})
         dbase, dwork = self.root / f"{name}_delta_base", self.root / f"{name}_delta"
         peer = Seconds(float("nan"))
         if self.dl:
@@ -197,14 +202,8 @@ class _Run:
         every file group, COW and MOR vs deltalake's merge deleting the matched rows, and the
         MOR snapshot read of those keys in delete blocks vs hudi-rs (the same rows checked)."""
         gone = data.take(pa.array(range(0, data.num_rows, 10))).select(["id", "ts", "city"])
-        ours: dict[str, float] = {}
+        ours = self._on_copies("deletes", data, gone, "delete")
         mor = self.root / "deletes_MERGE_ON_READ"
-        for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-            base, work = self.root / f"deletes_{table_type}_base", self.root / f"deletes_{table_type}"
-            hudi.write(str(base), data, operation="insert", table_type=table_type, options=self.opts, **KEY)
-            ours[table_type] = best_of(lambda: hudi.write(str(work), gone, operation="delete", options=self.opts),
-                                       self.repeat, _copy_of(base, work))
-            shutil.rmtree(base, ignore_errors=True)
         peer = Seconds(float("nan"))
         if self.dl:
             dbase, dwork = self.root / "deletes_delta_base", self.root / "deletes_delta"

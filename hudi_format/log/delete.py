@@ -239,6 +239,17 @@ def _string_end(b: bytes, p: int) -> int:
     return p + (length >> 1)
 
 
+def _past_string(b: bytes, p: int) -> int:
+    """Where the ``[null, string]`` field at ``p`` ends (``IndexError``: not such a field)."""
+    t = b[p]
+    if t == 2:
+        x = b[p + 1]   # a short string's length is one byte
+        return p + 2 + (x >> 1) if x < 0x80 and not x & 1 else _string_end(b, p + 1)
+    if t == 0:
+        return p + 1
+    raise IndexError("not a union tag of [null, string]")
+
+
 def _starts(b: bytes, p: int, count: int) -> tuple[list[int], int] | None:
     """Where each of ``count`` records from ``p`` on starts, and where the last one ends;
     ``None`` where a record is not one this decoder takes, or does not parse."""
@@ -247,22 +258,7 @@ def _starts(b: bytes, p: int, count: int) -> tuple[list[int], int] | None:
     try:
         for i in range(count):
             starts[i] = p
-            t = b[p]                     # recordKey: [null, string]
-            if t == 2:
-                x = b[p + 1]
-                p = p + 2 + (x >> 1) if x < 0x80 and not x & 1 else _string_end(b, p + 1)
-            elif t == 0:
-                p += 1
-            else:
-                return None
-            t = b[p]                     # partitionPath: [null, string]
-            if t == 2:
-                x = b[p + 1]
-                p = p + 2 + (x >> 1) if x < 0x80 and not x & 1 else _string_end(b, p + 1)
-            elif t == 0:
-                p += 1
-            else:
-                return None
+            p = _past_string(b, _past_string(b, p))   # recordKey, partitionPath
             t = b[p]                     # orderingVal: null or a wrapper
             p += 1
             if t:
@@ -324,9 +320,8 @@ def _by_partition(dec: ColumnDecoder, b: bytes, p: int, count: int) -> pa.Table 
     result the record-by-record parse's, so anything else (a key holding those bytes, another
     partition path) returns ``None`` and the records are walked."""
     try:
-        t = b[p]
-        q = p + 1 if t == 0 else _string_end(b, p + 1) if t == 2 else -1
-        if q < 0 or b[q] != 2:
+        q = _past_string(b, p)
+        if b[q] != 2:
             return None
         end = _string_end(b, q + 1)
         text = b[q:end]
