@@ -127,3 +127,15 @@ def test_a_record_index_bootstrapped_on_an_existing_table_finds_every_row(tmp_pa
     got = hudi.open_table(str(path)).lookup(want.column("id"), columns=["id", "v"])
     assert sorted(got.to_pylist(), key=str) == sorted(want.to_pylist(), key=str)
     assert len(MetadataWriter(st, TableConfig.load(st), OPTS).latest_slices(K.RECORD_INDEX)) == 3
+
+
+def test_file_groups_no_key_hashed_to_compact_too(tmp_path, monkeypatch):
+    """Three file groups, two keys: a group holding only its first empty delete block."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for i in (1, 2):
+        _write(a, _rows([i], i), "upsert", "MERGE_ON_READ", 8)
+    shutil.copytree(a, b)
+    moved = _compact(a)
+    monkeypatch.setattr(compaction, "_record_index_cells", lambda s, reader: None)
+    assert moved == _compact(b)
+    assert sorted(len(k) for k, _ in moved.values()) in ([0, 0, 2], [0, 1, 1])

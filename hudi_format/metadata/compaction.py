@@ -245,10 +245,10 @@ def _record_index_cells(s: FileSlice, reader: "MetadataTable") -> tuple[pa.Array
                                      "metadata table only holds HFile data and delete blocks")
         keys.append(k)
         values.append(v)
-    if not keys:
-        empty = pa.array([], pa.binary())
-        return empty, empty, len(blocks)
-    k, v = pa.concat_arrays(keys), pa.concat_arrays(values)
+    k = pa.concat_arrays(keys) if keys else pa.array([], pa.binary())
+    if not len(k):   # a file group no key hashed to yet: its first log's empty delete block
+        return k, k, len(blocks)
+    v = pa.concat_arrays(values)
     # each key's last entry: sorted by key, the later entry first, the first of each run kept
     order = pa.table({"k": k, "i": pa.array(np.arange(len(k)))}).sort_by([("k", "ascending"), ("i", "descending")])
     ks, idx = order.column("k").combine_chunks(), order.column("i").combine_chunks()
