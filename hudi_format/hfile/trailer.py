@@ -21,6 +21,7 @@ from typing import Iterator
 import attrs
 
 from ..errors import CorruptFileError, UnsupportedFeatureError
+from ..varint import decode_varint, encode_varint
 
 __all__ = [
     "TRAILER_SIZE", "TRAILER_MAGIC", "Trailer", "encode_varint", "decode_varint",
@@ -40,32 +41,6 @@ COMPRESSION_CODECS = {0: "LZO", 1: "GZ", 2: "NONE", 3: "SNAPPY", 4: "LZ4", 5: "B
 
 
 # -- protobuf wire format ----------------------------------------------------------------
-def encode_varint(value: int) -> bytes:
-    """Unsigned base-128 varint; negative numbers as their 64-bit two's complement (10 bytes)."""
-    value &= _U64
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def decode_varint(buf, pos: int) -> tuple[int, int]:
-    """(value, next position); ``IndexError``/``ValueError`` on truncated or overlong input."""
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise ValueError("varint longer than 10 bytes")
 
 
 def decode_fields(buf) -> Iterator[tuple[int, int | bytes]]:

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from ..avro_values import decimal_to_twos_complement, restore_logical
 from ..errors import LogFormatError, SchemaError, UnsupportedFeatureError
 from ..schema import strip_json_comments
+from ..varint import avro_long, decode_varint
 from .avro_columns import ColumnDecoder, FieldPlan, binary_data, encode_rows
 
 __all__ = ["decode_delete_block", "encode_record_list", "wrapper_values", "delete_record_list_schema"]
@@ -181,16 +182,6 @@ def _wrapped(arr: pa.Array, t: pa.DataType) -> tuple[str | None, pa.Array]:
     raise SchemaError(f"ordering values of Arrow type {t} have no Hudi value wrapper")
 
 
-def _long(value: int) -> bytes:
-    """An Avro ``long`` (zig-zag varint)."""
-    z, out = (value << 1) ^ (value >> 63), bytearray()
-    while z >= 0x80:
-        out.append(z & 0x7F | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def encode_record_list(keys: pa.Array, partitions: pa.Array, ordering: pa.Array | pa.ChunkedArray | None) -> bytes:
     """The Avro ``HoodieDeleteRecordList`` of these deletes (string keys and partition paths,
     null allowed; ``ordering``: the ordering values, ``None`` for none)."""
@@ -202,7 +193,7 @@ def encode_record_list(keys: pa.Array, partitions: pa.Array, ordering: pa.Array 
     plans = (_KEY, _PARTITION, FieldPlan("orderingVal", _STORED.get(kind or "", "int"), null_index=0, branch=branch))
     records = encode_rows(pa.table({"recordKey": keys, "partitionPath": partitions, "orderingVal": stored}), plans)
     # one array block (count, items) then the empty block that ends the array, as Avro writes it
-    return _long(n) + binary_data(records) + b"\x00"
+    return avro_long(n) + binary_data(records) + b"\x00"
 
 
 def _record_list_row_wise(keys: pa.Array, partitions: pa.Array, kind: str | None, stored: pa.Array) -> bytes:
@@ -219,21 +210,9 @@ def _record_list_row_wise(keys: pa.Array, partitions: pa.Array, kind: str | None
 
 
 # -- decoding, column-wise ---------------------------------------------------------------------
-def _varint(b: bytes, p: int) -> tuple[int, int]:
-    """(unsigned value, position after) of the varint at ``p``."""
-    value, shift = 0, 0
-    while True:
-        x = b[p]
-        p += 1
-        value |= (x & 0x7F) << shift
-        if x < 0x80:
-            return value, p
-        shift += 7
-
-
 def _string_end(b: bytes, p: int) -> int:
     """Where the string or bytes whose (zig-zag) length starts at ``p`` ends."""
-    length, p = _varint(b, p)
+    length, p = decode_varint(b, p)
     if length & 1:
         raise IndexError("a negative length")
     return p + (length >> 1)
@@ -275,7 +254,7 @@ def _starts(b: bytes, p: int, count: int) -> tuple[list[int], int] | None:
                     p = _string_end(b, p)
         if b[p] != 0:                    # the array's closing empty block
             return None
-    except IndexError:
+    except (IndexError, ValueError):     # past the end, an overlong varint
         return None
     return starts, p
 
@@ -284,8 +263,8 @@ def _decode_columns(payload: bytes, where: str) -> pa.Table | None:
     """The deletes of a ``HoodieDeleteRecordList`` read column-wise, or ``None`` when it is not
     one array block of records this decoder takes (fastavro reads those)."""
     try:
-        raw, p = _varint(payload, 0)
-    except IndexError:
+        raw, p = decode_varint(payload, 0)
+    except (IndexError, ValueError):
         return None
     count = (raw >> 1) ^ -(raw & 1)
     if count < _COLUMNS_FROM or count > len(payload):
@@ -325,8 +304,8 @@ def _by_partition(dec: ColumnDecoder, b: bytes, p: int, count: int) -> pa.Table 
             return None
         end = _string_end(b, q + 1)
         text = b[q:end]
-        path = pa.scalar(b[end - _varint(b, q + 1)[0] // 2:end].decode("utf-8"), pa.string())
-    except (IndexError, UnicodeDecodeError):
+        path = pa.scalar(b[end - decode_varint(b, q + 1)[0] // 2:end].decode("utf-8"), pa.string())
+    except (IndexError, ValueError):     # past the end, an overlong varint, not UTF-8
         return None
     region = pa.array([b[p:]], pa.large_binary())
     if pc.count_substring(region, text)[0].as_py() != count:

@@ -44,6 +44,7 @@ import attrs
 import fastavro
 
 from ..timeline.avro_schemas import strip_comments
+from ..varint import avro_long
 from . import keys as K
 
 __all__ = [
@@ -294,19 +295,9 @@ def decode_value(value: bytes, key: str, schema_text: str | None = None) -> dict
     return rec
 
 
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _avro_string(s: str) -> bytes:
     raw = s.encode("utf-8")
-    return _zigzag(len(raw)) + raw
+    return avro_long(len(raw)) + raw
 
 
 # meta fields null (5), key "", type 5 (zigzag 10), files/bloom/colstats null, union branch 1
@@ -319,12 +310,12 @@ def encode_record_index_value(partition: str, file_id: str, instant_ms: int) -> 
     return b"".join((
         _RLI_PREFIX,
         b"\x02", _avro_string(partition),               # partitionName: ["null", string]
-        b"\x02", _zigzag(info["fileIdHighBits"]),       # ["null", long]
-        b"\x02", _zigzag(info["fileIdLowBits"]),        # ["null", long]
-        b"\x02", _zigzag(info["fileIndex"]),            # ["null", int]
+        b"\x02", avro_long(info["fileIdHighBits"]),       # ["null", long]
+        b"\x02", avro_long(info["fileIdLowBits"]),        # ["null", long]
+        b"\x02", avro_long(info["fileIndex"]),            # ["null", int]
         b"\x02", _avro_string(info["fileId"]),          # ["null", string]
-        b"\x02", _zigzag(int(instant_ms)),              # instantTime: ["null", long]
-        _zigzag(info["fileIdEncoding"]),                # int
+        b"\x02", avro_long(int(instant_ms)),              # instantTime: ["null", long]
+        avro_long(info["fileIdEncoding"]),                # int
         b"\x00",                                        # position: null
         b"\x00",                                        # SecondaryIndexMetadata: null
     ))
