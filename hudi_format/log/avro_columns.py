@@ -35,7 +35,7 @@ from ..byte_ranges import gather
 from ..errors import LogFormatError, SchemaError
 from ..schema import fullname, parse_avro_schema
 
-__all__ = ["FieldPlan", "ColumnDecoder", "plan_for", "frame_records", "decode_columns", "encode_rows", "frame_rows", "binary_data"]
+__all__ = ["FieldPlan", "ColumnDecoder", "row_offsets", "plan_for", "frame_records", "decode_columns", "encode_rows", "frame_rows", "binary_data"]
 
 _INT = struct.Struct(">i")
 _PRIMITIVE = frozenset({"boolean", "int", "long", "float", "double", "string", "bytes"})
@@ -403,12 +403,12 @@ def _varints(values: pa.Array) -> pa.Array:
         data, stride = words[0].buffers()[1], 8
     else:  # interleave the two words per row: row-major 16 bytes
         data, stride = _interleave_u64(words[0], words[1]), 16
-    starts = _row_offsets(n, stride)
+    starts = row_offsets(n, stride)
     out = gather(data, starts, pc.add(starts, lengths), pa.binary())
     return _with_validity(out, values)
 
 
-def _row_offsets(n: int, stride: int) -> pa.Array:
+def row_offsets(n: int, stride: int) -> pa.Array:
     """0, stride, 2 * stride, ... (n values)."""
     ones = pa.repeat(pa.scalar(stride, _I64), n)  # type: ignore[arg-type]
     return pc.subtract(pc.cumulative_sum(ones), stride)
@@ -416,8 +416,8 @@ def _row_offsets(n: int, stride: int) -> pa.Array:
 
 def _interleave_u64(a: pa.Array, b: pa.Array) -> pa.Buffer:
     n = len(a)
-    idx = pc.add(pc.shift_right(_row_offsets(2 * n, 1), 1),
-                 pc.multiply(pc.bit_wise_and(_row_offsets(2 * n, 1), 1), n))
+    idx = pc.add(pc.shift_right(row_offsets(2 * n, 1), 1),
+                 pc.multiply(pc.bit_wise_and(row_offsets(2 * n, 1), 1), n))
     return pc.take(pa.concat_arrays([a, b]), idx).buffers()[1]
 
 

@@ -39,7 +39,7 @@ from ..avro_values import decimal_to_twos_complement, restore_logical
 from ..errors import LogFormatError, SchemaError, UnsupportedFeatureError
 from ..schema import strip_json_comments
 from ..varint import avro_long, decode_varint
-from .avro_columns import ColumnDecoder, FieldPlan, binary_data, encode_rows
+from .avro_columns import ColumnDecoder, FieldPlan, binary_data, encode_rows, row_offsets
 
 __all__ = ["decode_delete_block", "encode_record_list", "wrapper_values", "delete_record_list_schema"]
 
@@ -313,7 +313,7 @@ def _by_partition(dec: ColumnDecoder, b: bytes, p: int, count: int) -> pa.Table 
     pieces = pc.list_flatten(pc.split_pattern(region, text))
     gaps = pc.binary_length(pieces.slice(0, count)).cast(pa.int64())
     # occurrence j starts after pieces 0..j and j earlier occurrences
-    marks = pc.add(pc.cumulative_sum(gaps), pc.add(_row_numbers(count, len(text)), p))
+    marks = pc.add(pc.cumulative_sum(gaps), pc.add(row_offsets(count, len(text)), p))
     nxt = pa.concat_arrays([marks.slice(1), pa.array([len(b) - 1], pa.int64())])
     ordering, ends = _ordering(dec, pc.add(marks, len(text)), nxt)
     if ordering is None or b[ends[count - 1].as_py()] != 0:
@@ -323,11 +323,6 @@ def _by_partition(dec: ColumnDecoder, b: bytes, p: int, count: int) -> pa.Table 
     if not pc.all(pc.equal(key_ends, marks)).as_py():
         return None
     return pa.table({"record_key": keys, "partition_path": pa.repeat(path, count), "ordering_value": ordering})
-
-
-def _row_numbers(n: int, step: int) -> pa.Array:
-    """0, step, 2 * step, ... (n int64 values)."""
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(step, pa.int64()), n)), step)
 
 
 def _ordering(dec: ColumnDecoder, pos: pa.Array, limit: pa.Array) -> tuple[pa.Array | None, pa.Array]:

@@ -17,7 +17,6 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -33,7 +32,8 @@ from ..view.file_names import BaseFileName
 from . import init as I
 from . import payloads as P
 from . import keys as K
-from .hfiles import write_base_hfile_of
+from .hfiles import write_base_hfile, write_base_hfile_of
+from .record_index import last_of_each
 from .options import MetadataTableError
 
 if TYPE_CHECKING:
@@ -144,23 +144,22 @@ class MetadataCompaction:
         reader.__dict__.update(mdt_config=self.md_config, mdt_timeline=md_tl)
 
         def one(task: int, s: FileSlice) -> WriteStat:
+            name = BaseFileName(s.file_id, f"{task}-0-{task}", instant, ".hfile").name
+            rel = posixpath.join(s.partition_path, name)
             cells = _record_index_cells(s, reader) if s.partition_path == K.RECORD_INDEX else None
+            written.append(rel)
             if cells is None:
                 merged, blocks = self._merge_slice(s, reader)
                 items = sorted((k.encode("utf-8"), P.encode_value(r)) for k, r in merged.items())
-                keys = pa.array([k for k, _ in items], pa.binary())
-                values = pa.array([v for _, v in items], pa.binary())
+                n, size = len(items), write_base_hfile(self.md, rel, items, s.partition_path)
             else:
                 keys, values, blocks = cells
-            name = BaseFileName(s.file_id, f"{task}-0-{task}", instant, ".hfile").name
-            rel = posixpath.join(s.partition_path, name)
-            written.append(rel)
-            size = write_base_hfile_of(self.md, rel, keys, values, s.partition_path)
+                n, size = len(keys), write_base_hfile_of(self.md, rel, keys, values, s.partition_path)
             return WriteStat(file_id=s.file_id, path=rel, partition_path=s.partition_path,
-                             num_writes=len(keys), total_write_bytes=size,
+                             num_writes=n, total_write_bytes=size,
                              total_log_files_compacted=len(s.log_files),
                              total_log_size_compacted=int(sum(s.log_file_sizes)),
-                             total_log_blocks=blocks, total_log_records=len(keys))
+                             total_log_blocks=blocks, total_log_records=n)
 
         try:
             # file groups on threads: gzip, the bloom filter and Arrow's sorting release the GIL
@@ -249,10 +248,6 @@ def _record_index_cells(s: FileSlice, reader: "MetadataTable") -> tuple[pa.Array
     if not len(k):   # a file group no key hashed to yet: its first log's empty delete block
         return k, k, len(blocks)
     v = pa.concat_arrays(values)
-    # each key's last entry: sorted by key, the later entry first, the first of each run kept
-    order = pa.table({"k": k, "i": pa.array(np.arange(len(k)))}).sort_by([("k", "ascending"), ("i", "descending")])
-    ks, idx = order.column("k").combine_chunks(), order.column("i").combine_chunks()
-    first = pa.concat_arrays([pa.array([True]), pc.not_equal(ks.slice(1), ks.slice(0, len(ks) - 1))])
-    last = idx.filter(first)
+    last = last_of_each(k)                          # each key's last entry, in key order
     last = last.filter(pc.is_valid(v.take(last)))   # a delete last: gone
     return k.take(last), v.take(last), len(blocks)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -17,6 +16,8 @@ from . import keys as K
 from . import payloads as P
 from ..options import option
 from .key_changes import keys_by_last_block, winning_deletes
+from .record_index import last_of_each
+from .record_index_update import encoded_values
 from .options import _META_COLUMNS_INDEXED, MetadataTableError
 
 
@@ -263,16 +264,8 @@ class DataSnapshot:
         known = existing_keys(self.w.storage, slices, self.files.spec, full, self.state.visible)
         keys = known.column("key").combine_chunks().cast(pa.string())
         if pc.count_distinct(keys).as_py() != len(keys):   # a key in two file groups: the last one
-            last = pa.table({"k": keys, "i": pa.array(np.arange(len(keys)))}).group_by(
-                "k", use_threads=False).aggregate([("i", "max")]).column("i_max")
-            known = known.take(last)
+            known = known.take(last_of_each(keys))
             keys = known.column("key").combine_chunks().cast(pa.string())
         by_slice = {(s.partition_path, s.file_id): s.base_instant for s in slices}
         tz = self.w.config.timeline_timezone
-        locs = pc.binary_join_element_wise(known.column("partition"), known.column("file_id"), "\x00")
-        encoded = locs.combine_chunks().dictionary_encode()
-        values = []
-        for loc in encoded.dictionary.to_pylist():
-            part, fid = loc.split("\x00", 1)
-            values.append(P.encode_record_index_value(part, fid, P.instant_millis(by_slice[(part, fid)], tz)))
-        return keys, pa.array(values, pa.binary()).take(encoded.indices)
+        return keys, encoded_values(known, lambda part, fid: P.instant_millis(by_slice[(part, fid)], tz))

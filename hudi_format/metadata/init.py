@@ -30,15 +30,13 @@ import logging
 import math
 from typing import Any, Iterable, Mapping
 
-import pyarrow as pa
-
 from ..config import PROPS_PATH, TableConfig, replace_properties
 from ..errors import HudiError
 from ..storage import Storage
 from ..table_init import properties_text
 from . import keys as K
 from ..options import option
-from .hfiles import cells_of
+from .hfiles import cells_by_file_group, cells_of
 from .options import MetadataTableError
 
 log = logging.getLogger(__name__)
@@ -259,16 +257,18 @@ def initialize_partitions(writer, partitions: list[str]) -> None:
     for partition, instant in zip(ordered, times):
         if partition == K.RECORD_INDEX:   # millions of keys: column-wise
             keys, values = snapshot.record_index_cells()
+            count = file_group_count(partition, writer.options, len(keys))
+            cells = cells_of(keys, values, count)
         else:
             records = snapshot.records_for(partition)
-            keys, values = pa.array(list(records), pa.string()), pa.array(list(records.values()), pa.binary())
-        count = file_group_count(partition, writer.options, len(keys))
+            count = file_group_count(partition, writer.options, len(records))
+            cells = cells_by_file_group(records, count)
         fids = K.file_group_ids(partition, count)
         writer.clear_partition(partition)
         writer.create_file_groups(partition, fids, instant)
-        writer.bulk_commit(instant, partition, fids, cells_of(keys, values, count))
+        writer.bulk_commit(instant, partition, fids, cells)
         done.append(partition)
         writer.config = set_metadata_partitions(writer.storage, writer.config, done)
         log.info("initialised metadata partition %s of %s at %s (%d file groups, %d records)",
-                 partition, writer.storage.url, instant, count, len(keys))
+                 partition, writer.storage.url, instant, count, sum(len(k) for k, _ in cells.values()))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -32,12 +33,23 @@ from . import keys as K
 from .options import MetadataTableError
 from .records import decode_record, record_location_of
 
-__all__ = ["RECORD_INDEX_SCHEMA", "lookup", "entries", "slice_entries"]
+__all__ = ["RECORD_INDEX_SCHEMA", "lookup", "entries", "last_of_each", "slice_entries"]
 
 RECORD_INDEX_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()),
                                  ("file_id", pa.string()), ("instant_ms", pa.int64())])
 _SOURCE = pa.schema([("key", pa.binary()), ("seq", pa.int32()), ("partition", pa.string()),
                      ("file_id", pa.string()), ("instant_ms", pa.int64())])
+
+
+def last_of_each(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The row of each distinct key's last occurrence (keys without nulls), in key order: the
+    merge rule wherever rows come in log order (a later entry of a key wins)."""
+    order = pa.table({"k": keys, "i": pa.array(np.arange(len(keys)))}).sort_by(
+        [("k", "ascending"), ("i", "descending")])
+    ks, idx = order.column("k").combine_chunks(), order.column("i").combine_chunks()
+    if len(ks) < 2:
+        return idx
+    return idx.filter(pa.concat_arrays([pa.array([True]), pc.not_equal(ks.slice(1), ks.slice(0, len(ks) - 1))]))
 
 
 def _locations(keys: pa.Array, values: pa.Array, seq: int, schema_json: str, where: str) -> pa.Table:
@@ -94,12 +106,9 @@ def slice_entries(mdt, s: FileSlice, keys: pa.Array | None) -> pa.Table:
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return RECORD_INDEX_SCHEMA.empty_table()
-    merged = pa.concat_tables(parts)
-    if len(parts) > 1:  # newest source first within each key, then keep each key's first row
-        merged = merged.sort_by([("key", "ascending"), ("seq", "descending")]).combine_chunks()
-        key = merged.column("key")
-        first = pc.not_equal(key.slice(1), key.slice(0, len(key) - 1))
-        merged = merged.filter(pa.concat_arrays([pa.array([True]), first.combine_chunks()]))
+    merged = pa.concat_tables(parts).combine_chunks()
+    if len(parts) > 1:  # sources in log order: each key's last row is its newest
+        merged = merged.take(last_of_each(merged.column("key")))
     merged = merged.filter(pc.is_valid(merged.column("file_id")))
     return pa.table([merged.column("key").cast(pa.string()), merged.column("partition"),
                      merged.column("file_id"), merged.column("instant_ms")], schema=RECORD_INDEX_SCHEMA)

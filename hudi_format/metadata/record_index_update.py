@@ -18,7 +18,7 @@ key in that file group; ``deleted=True`` removes it unless the same commit place
 from __future__ import annotations
 
 import posixpath
-from typing import Protocol
+from typing import Callable, Protocol
 
 import attrs
 import numpy as np
@@ -34,6 +34,7 @@ from . import keys as K
 from . import payloads as P
 from .hfiles import cells_of, file_groups_of, hfile_data_block_of
 from .key_changes import CHANGES_SCHEMA
+from .record_index import last_of_each
 
 __all__ = ["CHANGES_SCHEMA", "RecordIndexGroup", "RecordIndexTarget", "RecordIndexUpdate", "resolve",
            "write_changes", "write_group"]
@@ -81,7 +82,7 @@ def write_changes(storage: Storage, target: RecordIndexTarget, changes: pa.Table
     if not changes.num_rows:
         return []
     placed, gone = resolve(changes)
-    ups = cells_of(placed.column("key").combine_chunks(), _encoded(placed, target.instant_millis), len(target.groups))
+    ups = cells_of(placed.column("key").combine_chunks(), encoded_values(placed, target.instant_millis), len(target.groups))
     dels: dict[int, pa.Array] = {}
     if len(gone):
         groups = target.group_indexes(gone)
@@ -99,23 +100,22 @@ def resolve(changes: pa.Table) -> tuple[pa.Table, pa.Array]:
     places (a key moved between partitions is deleted from one group, placed in another)."""
     deleted = pc.fill_null(changes.column("deleted"), False)
     placed = changes.filter(pc.invert(deleted))
-    placed = placed.take(_last_of_each(placed.column("key")))
+    placed = placed.take(last_of_each(placed.column("key")))
     gone = pc.unique(changes.filter(deleted).column("key").combine_chunks())
     gone = gone.filter(pc.invert(pc.is_in(gone, value_set=placed.column("key").combine_chunks())))
     return placed, gone
 
 
-def _last_of_each(keys: pa.ChunkedArray) -> pa.Array:
-    rows = pa.table({"k": keys, "i": pa.array(np.arange(len(keys)))})
-    return rows.group_by("k", use_threads=False).aggregate([("i", "max")]).column("i_max")
-
-
-def _encoded(placed: pa.Table, millis: int) -> pa.Array:
-    """The ``HoodieRecordIndexInfo`` value of each placed key: encoded once per distinct file
-    group, then taken for every key."""
+def encoded_values(placed: pa.Table, millis: int | Callable[[str, str], int]) -> pa.Array:
+    """The ``HoodieRecordIndexInfo`` value of each row's ``(partition, file_id)``: encoded once
+    per distinct file group, then taken for every row. ``millis``: the entries' instant, or a
+    function of the file group giving it (a bootstrap: each slice's base instant)."""
     locs = pc.binary_join_element_wise(placed.column("partition"), placed.column("file_id"), "\x00")
     encoded = locs.combine_chunks().dictionary_encode()
-    values = [P.encode_record_index_value(*loc.split("\x00", 1), millis) for loc in encoded.dictionary.to_pylist()]
+    values = []
+    for loc in encoded.dictionary.to_pylist():
+        part, fid = loc.split("\x00", 1)
+        values.append(P.encode_record_index_value(part, fid, millis if isinstance(millis, int) else millis(part, fid)))
     return pa.array(values, pa.binary()).take(encoded.indices)
 
 
