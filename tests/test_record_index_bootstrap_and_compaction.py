@@ -21,6 +21,7 @@ from hudi_format.config import TableConfig
 from hudi_format.hfile import HFileReader
 from hudi_format.metadata import compaction
 from hudi_format.metadata import keys as K
+from hudi_format.metadata import payloads as P
 from hudi_format.metadata.reader import MetadataTable
 from hudi_format.metadata.records import record_location_of
 from hudi_format.metadata.writer import MetadataWriter
@@ -139,3 +140,26 @@ def test_file_groups_no_key_hashed_to_compact_too(tmp_path, monkeypatch):
     monkeypatch.setattr(compaction, "_record_index_cells", lambda s, reader: None)
     assert moved == _compact(b)
     assert sorted(len(k) for k, _ in moved.values()) in ([0, 0, 2], [0, 1, 1])
+
+
+def _fixtures_with_record_index() -> list[str]:
+    from test_metadata_reader import META
+    return META
+
+
+@pytest.mark.parametrize("name", _fixtures_with_record_index())
+def test_record_index_cells_hudi_wrote_move_as_they_decode(fixture_tables, name):
+    """Apache Hudi's record index (its schema, its blocks): the cells compaction would move are
+    exactly its entries, each value decoding to the location Hudi's own reader path gives."""
+    st = Storage(str(fixture_tables(name)))
+    mdt = MetadataTable(st, TableConfig.load(st))
+    want = mdt.all_record_locations()
+    got = {}
+    for s in mdt.file_slices(K.RECORD_INDEX):
+        cells = compaction._record_index_cells(s, mdt)
+        assert cells is not None, "Hudi 1.x writes our metadata schema: the cells move as bytes"
+        keys, values, _ = cells
+        assert keys.to_pylist() == sorted(keys.to_pylist())
+        for k, v in zip(keys.to_pylist(), values.to_pylist()):
+            got[k.decode()] = tuple(record_location_of(P.decode_value(v, k.decode())))
+    assert got == {k: tuple(v) for k, v in want.items()} and got
