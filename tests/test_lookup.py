@@ -13,6 +13,7 @@ import pytest
 import hudi_format as hudi
 from canonical import canonical_rows, sort_expected
 from conftest import FIXTURE_TABLES, expected, has_metadata_table
+from hudi_format.metadata import record_index
 from hudi_format.storage import Storage
 from hudi_format.view.file_names import parse_base_file_name, parse_log_file_name
 from test_metadata_reader import _add_bloom_partition
@@ -76,8 +77,11 @@ def test_lookup_via_record_index(fixture_tables, name, monkeypatch):
     assert not set(opened) & _slice_files(table, others)
 
 
+@pytest.mark.parametrize("threaded", [True, False])
 @pytest.mark.parametrize("name", META)
-def test_lookup_every_key_and_columns(fixture_tables, name):
+def test_lookup_every_key_and_columns(fixture_tables, name, threaded, monkeypatch):
+    # the record index's file groups read on threads (many keys) or one after another (few)
+    monkeypatch.setattr(record_index, "THREADED_FROM", 0 if threaded else 10**9)
     rows = expected(name)["snapshot"]
     table = hudi.open_table(fixture_tables(name))
     keys = pa.array([r["_hoodie_record_key"] for r in rows])
