@@ -42,9 +42,11 @@ def test_write_suite_runs(capsys):
     pytest.importorskip("deltalake")
     pytest.importorskip("hudi")
     results = write_bench.run(2_000, repeat=1)
-    # 12 targeted or compared rows, plus two for the record: the insert with bloom filters off
-    # and the upserts that keep the record index (COW, MOR)
-    assert len(results) == 14
+    # 12 targeted or compared rows, plus five for the record: the insert with bloom filters off,
+    # the upserts that keep the record index (COW, MOR), the deletes (COW, MOR) and the MOR read
+    # after the delete
+    assert len(results) == 17
+    assert sum("-key delete from" in r.case for r in results) == 2
     assert sum("keeping the record index" in r.case for r in results) == 2
     assert all("DIFFER" not in r.case for r in results)
     assert "| case" in capsys.readouterr().out

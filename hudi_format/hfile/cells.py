@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..byte_ranges import gather
 from ..errors import CorruptFileError
+from ..membership import is_in
 from .blocks import LATEST_TIMESTAMP, TYPE_PUT, decode_vint
 
 __all__ = ["decode_cells", "decode_many", "find_cells", "find_cell", "NOT_HUDI_LAYOUT", "decode_cells_sequential",
@@ -301,14 +302,14 @@ def find_cells(payloads: list, mvcc: bool, tags: bool, wheres: list[str],
                 rows.append(got)
                 values.append(spans.values())
             else:
-                idx = pc.indices_nonzero(pc.is_in(got, value_set=keys))
+                idx = pc.indices_nonzero(is_in(got, keys))
                 rows.append(pc.take(got, idx))
                 values.append(spans.values(idx))
             continue
         for p, w in zip(payloads[i:j], wheres[i:j]):
             r, v = decode_cells(p, mvcc, tags, w)
             if keys is not None:
-                hit = pc.is_in(r, value_set=keys)
+                hit = is_in(r, keys)
                 r, v = pc.filter(r, hit), pc.filter(v, hit)
             rows.append(r)
             values.append(v)

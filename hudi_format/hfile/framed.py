@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..byte_ranges import gather
+from ..membership import is_in
 from .cells import KEY_SUFFIX, NOT_HUDI_LAYOUT, binary_of, find_cell, hudi_layout, runs
 
 __all__ = ["lookup", "search_each", "match_framed", "candidates"]
@@ -122,7 +123,7 @@ def match_framed(blocks: list[bytes], framed: dict[int, pa.Array]) -> tuple[pa.A
         if length > 0x7FFF:
             return None
         tails = pc.binary_slice(heads, -(length + 3))
-        hit = pc.indices_nonzero(pc.is_in(tails, value_set=frames)).to_numpy().astype(np.int64)
+        hit = pc.indices_nonzero(is_in(tails, frames)).to_numpy().astype(np.int64)
         hits.append(hit)
         lengths.append(np.full(len(hit), length, np.int64))
     piece = np.concatenate(hits)

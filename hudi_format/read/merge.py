@@ -326,7 +326,9 @@ def _touched_plan(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sche
     n_t = touched_rows.num_rows
     merged_rows = _winner_rows([touched_rows] + pieces[1:], delete_at, schema, spec)
     is_base = pc.less(merged_rows, pa.scalar(n_t, pa.int64()))
-    base_won = pc.is_in(row_numbers(n_t), value_set=merged_rows.filter(is_base))
+    base_won = np.zeros(n_t, np.bool_)                  # which touched base rows won
+    base_won[merged_rows.filter(is_base).to_numpy()] = True
+    base_won = pa.array(base_won)
     keep = pc.replace_with_mask(_flat(keep), _flat(touched), base_won)   # scatter into touched rows
     log_rows = pc.subtract(merged_rows.filter(pc.invert(is_base)), pa.scalar(n_t, pa.int64()))
     return keep, log_rows

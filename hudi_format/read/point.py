@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorruptFileError
+from ..membership import is_in
 from ..storage import Storage
 from .align import align_table
 from .merge import MergeSpec, record_keys
@@ -88,7 +89,7 @@ def _read_one(storage: Storage, task: ScanTask, keys: pa.Array, spec: MergeSpec,
     if table.num_rows:
         if found is None:
             found = record_keys(table, spec)
-        table = table.filter(pc.is_in(pc.cast(found, pa.string()), value_set=keys))
+        table = table.filter(is_in(pc.cast(found, pa.string()), keys))
     return table.select(list(task.columns))
 
 

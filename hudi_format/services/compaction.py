@@ -34,6 +34,7 @@ from ..base_file import footer_bloom, parquet_format, unique_key_columns, with_f
 from ..config import TableConfig
 from ..errors import HudiError, TimelineError
 from ..log import BlockType
+from ..membership import is_in
 from ..options import option
 from ..read.align import align_table
 from ..read.merge import MergeSpec, merge_pieces, collect_log_blocks, read_base_file, record_keys
@@ -324,7 +325,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     new_keys = pc.cast(record_keys(merged, spec), pa.string()) if keys is None else keys
     touched = pa.chunked_array(log_keys, pa.string()) if log_keys else pa.chunked_array([], pa.string())
     in_old = pc.is_in(new_keys, value_set=old_keys)
-    updated = int(pc.sum(pc.and_(in_old, pc.is_in(new_keys, value_set=touched))).as_py() or 0)
+    updated = int(pc.sum(pc.and_(in_old, is_in(new_keys, touched))).as_py() or 0)
     inserted = int(pc.sum(pc.invert(in_old)).as_py() or 0)
     deleted = old.num_rows - int(pc.sum(pc.is_in(old_keys, value_set=new_keys)).as_py() or 0)
     log_size = int(op.get("metrics", {}).get("TOTAL_LOG_FILES_SIZE") or 0)

@@ -15,9 +15,11 @@ from typing import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..membership import is_in
 from ..options import option
 from ..read.merge import MergeSpec, merge_file_slice, merge_pieces, record_keys, row_numbers
 from ..storage import Storage
@@ -262,7 +264,7 @@ def matching_keys(storage: Storage, slices: list[FileSlice], spec: MergeSpec, sc
             return None
         rows = merge_file_slice(storage, s, with_logs if s.log_files else base_only, spec, visible)
         found = pc.cast(record_keys(rows, spec), pa.string()) if rows.num_rows else pa.array([], pa.string())
-        found = found.filter(pc.is_in(found, value_set=wanted))
+        found = found.filter(is_in(found, wanted))
         n = len(found)
         if not n:
             return None
@@ -316,7 +318,7 @@ def stored_outranks(storage: Storage, slices: list[FileSlice], spec: MergeSpec, 
         if not rows.num_rows:
             continue
         found = pc.cast(record_keys(rows, spec), pa.string())
-        hit = pc.is_in(found, value_set=pc.take(keys, idx))
+        hit = is_in(found, pc.take(keys, idx))
         rows = rows.filter(hit)
         stored.append(pa.table({"_hoodie_record_key": found.filter(hit),
                                 **{f: rows.column(f) for f in ordering}}))
@@ -332,4 +334,6 @@ def stored_outranks(storage: Storage, slices: list[FileSlice], spec: MergeSpec, 
     merge_spec = attrs.evolve(spec, has_meta_fields=True, ordering_fields=tuple(ordering), keygen=None)
     won = merge_pieces([base, mine], [], types, merge_spec).column(_SOURCE)
     mine_won = pc.filter(won, pc.greater_equal(won, 0))
-    return pc.invert(pc.is_in(row_numbers(n), value_set=mine_won))
+    lost = np.ones(n, np.bool_)
+    lost[mine_won.to_numpy()] = False
+    return pa.array(lost)

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TableConfig
+from ..membership import is_in
 from ..read.merge import MergeSpec, existing_keys, live_keys, row_numbers
 from ..read.snapshot import Visibility
 from ..storage import Storage
@@ -261,7 +262,7 @@ def _found_in(storage: Storage, slices: list[FileSlice], task: LookupTask, keys:
     slices, and no partition or file id built for the stored keys no record brings."""
     assert task.merge is not None and task.key_schema is not None and task.visibility is not None
     stored = live_keys(storage, slices, task.merge, task.key_schema, task.visibility)
-    hit = pc.is_in(pa.chunked_array(stored, pa.string()), value_set=keys).to_numpy(zero_copy_only=False)
+    hit = is_in(pa.chunked_array(stored, pa.string()), keys).to_numpy(zero_copy_only=False)
     bounds = np.cumsum([0] + [len(k) for k in stored]).tolist()
     out = []
     for s, k, lo, hi in zip(slices, stored, bounds, bounds[1:]):

@@ -28,6 +28,7 @@ from ..base_file import (BaseFileFooter, BaseFileWriter, KeptIndex, bloom_filter
                          unique_key_columns, with_file_name)
 from ..bloom import SIMPLE, BloomFilter, holds_as_is, resume
 from ..errors import CorruptFileError
+from ..membership import is_in
 from ..metadata.key_changes import KeyChanges
 from ..read.align import align_table
 from ..read.merge import IS_DELETED, live_rows, merge_pieces, record_keys, touched_plan
@@ -346,7 +347,7 @@ def _in_place_plan(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
     old_keys = _flat(pc.cast(record_keys(old, ctx.spec), pa.string()))
     if len(pc.unique(new_keys)) != len(new_keys):
         return None
-    hit = pc.is_in(old_keys, value_set=new_keys)                 # the few old rows in play
+    hit = is_in(old_keys, new_keys)                              # the few old rows in play
     old_pos = pc.indices_nonzero(hit).to_numpy().astype(np.int64)
     if len(pc.unique(old_keys.take(pa.array(old_pos)))) != len(old_pos):
         return None   # an updated key the old file holds twice: the general merge decides
@@ -395,9 +396,9 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged_keys: pa.Array | pa.C
     merged_keys = pc.cast(merged_keys, pa.string())
     mentioned = new_keys if delete_keys is None else pa.chunked_array([new_keys, delete_keys], pa.string())
     mentioned = mentioned.combine_chunks() if isinstance(mentioned, pa.ChunkedArray) else mentioned
-    in_merged = pc.is_in(merged_keys, value_set=mentioned)
-    old_mentioned = old_keys.filter(pc.is_in(old_keys, value_set=mentioned))   # the few old rows in play
-    wanted = pc.is_in(merged_keys, value_set=new_keys)
+    in_merged = is_in(merged_keys, mentioned)
+    old_mentioned = old_keys.filter(is_in(old_keys, mentioned))   # the few old rows in play
+    wanted = is_in(merged_keys, new_keys)
     if from_fresh is not None:
         wanted = pc.and_(wanted, from_fresh)
     won = _flat(merged_keys.filter(wanted))
@@ -406,7 +407,7 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged_keys: pa.Array | pa.C
     inserted = won.filter(pc.invert(is_update))
     if live_rows(old) is not None:
         # rows flagged deleted in the old file drop out whether or not this write names them
-        present = pc.is_in(old_keys, value_set=_flat(merged_keys))
+        present = is_in(old_keys, _flat(merged_keys))
         return updates, inserted, old.num_rows - (pc.sum(present).as_py() or 0), old_keys.filter(pc.invert(present))
     still = _flat(merged_keys.filter(in_merged))
     stays = pc.is_in(old_mentioned, value_set=still)
