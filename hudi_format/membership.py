@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["is_in", "JOIN_FROM"]
+__all__ = ["is_in", "rows_in", "JOIN_FROM"]
 
 # probed values from which the join is used (below, its plan's fixed cost, ~0.3 ms, is
 # a sizeable part of the work)
@@ -48,6 +48,12 @@ def _by_join(values: pa.Array | pa.ChunkedArray, wanted: pa.Array | pa.ChunkedAr
     n = len(values)
     probe = pa.table({"k": values, "i": pa.array(np.arange(n, dtype=np.int64))})
     hit = probe.join(pa.table({"k": wanted}), "k", join_type="left semi", use_threads=False).column("i")
+    return rows_in(n, hit)
+
+
+def rows_in(n: int, rows: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
+    """Which of the row numbers ``0 .. n - 1`` are among ``rows`` (integers in that range, no
+    nulls): ``is_in(row numbers, rows)`` by scattering into a mask, with no hashing."""
     mask = np.zeros(n, np.bool_)
-    mask[hit.to_numpy()] = True
+    mask[rows if isinstance(rows, np.ndarray) else rows.to_numpy()] = True
     return pa.array(mask)

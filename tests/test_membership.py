@@ -74,3 +74,13 @@ def test_the_join_is_taken_above_the_threshold(monkeypatch):
     calls.clear()
     assert pc.sum(is_in(values.slice(1), pa.array(["k1", "k2"]))).as_py() == 2   # one below: is_in
     assert calls == []
+
+
+@pytest.mark.parametrize("kind", ["arrow", "chunked", "numpy"])
+def test_rows_in_is_is_in_of_row_numbers(kind):
+    rng = np.random.default_rng(7)
+    rows = rng.choice(1000, 300)            # repeats included
+    given = {"arrow": pa.array(rows), "chunked": pa.chunked_array([rows[:100], rows[100:]]), "numpy": rows}[kind]
+    want = pc.is_in(pa.array(np.arange(1000)), value_set=pa.array(rows))
+    assert membership.rows_in(1000, given).to_pylist() == want.to_pylist()
+    assert membership.rows_in(5, pa.array([], pa.int64())).to_pylist() == [False] * 5

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +45,7 @@ RECORD_INDEX_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()
 # 95-113 ms on two (min-median), 10,000 keys 266-363 against 319-451 ms; at 30,000 the two
 # were even, at 100,000 (the whole index inflated and matched) threads won by ~10%
 THREADED_FROM = 2000
+T = TypeVar("T")
 _SOURCE = pa.schema([("key", pa.binary()), ("seq", pa.int32()), ("partition", pa.string()),
                      ("file_id", pa.string()), ("instant_ms", pa.int64())])
 
@@ -137,13 +139,7 @@ def lookup(mdt, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
         return mdt.read_slice_guarded(slices[i], lambda s: slice_entries(mdt, s, mine))
 
     wanted = pc.unique(groups).to_pylist()
-    workers = min(len(wanted), os.cpu_count() or 1) if len(keys) >= THREADED_FROM * len(wanted) else 1
-    if workers > 1:  # inflating and the Arrow kernels release the GIL
-        with ThreadPoolExecutor(workers) as pool:
-            out = list(pool.map(one, wanted))
-    else:
-        out = [one(i) for i in wanted]
-    return pa.concat_tables(out) if out else RECORD_INDEX_SCHEMA.empty_table()
+    return _each(one, wanted, threaded=len(keys) >= THREADED_FROM * len(wanted))
 
 
 def entries(mdt) -> pa.Table:
@@ -154,10 +150,16 @@ def entries(mdt) -> pa.Table:
     def one(s: FileSlice) -> pa.Table:
         return mdt.read_slice_guarded(s, lambda s: slice_entries(mdt, s, None))
 
-    workers = min(len(slices), os.cpu_count() or 1)
+    return _each(one, slices, threaded=True)
+
+
+def _each(read: Callable[[T], pa.Table], items: list[T], threaded: bool) -> pa.Table:
+    """``read`` of each file group, concatenated; on threads when ``threaded`` (inflating and
+    the Arrow kernels release the GIL) and there are several."""
+    workers = min(len(items), os.cpu_count() or 1) if threaded else 1
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
-            out = list(pool.map(one, slices))
+            out = list(pool.map(read, items))
     else:
-        out = [one(s) for s in slices]
+        out = [read(i) for i in items]
     return pa.concat_tables(out) if out else RECORD_INDEX_SCHEMA.empty_table()

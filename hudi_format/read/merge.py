@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from ..config import TableConfig
 from ..keygen import KeyGenerator
 from ..log import BlockType, CommandType, read_log_file
+from ..membership import rows_in
 from ..storage import Storage
 from ..view import FileSlice
 from .align import align_table
@@ -326,9 +327,7 @@ def _touched_plan(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sche
     n_t = touched_rows.num_rows
     merged_rows = _winner_rows([touched_rows] + pieces[1:], delete_at, schema, spec)
     is_base = pc.less(merged_rows, pa.scalar(n_t, pa.int64()))
-    base_won = np.zeros(n_t, np.bool_)                  # which touched base rows won
-    base_won[merged_rows.filter(is_base).to_numpy()] = True
-    base_won = pa.array(base_won)
+    base_won = rows_in(n_t, merged_rows.filter(is_base))
     keep = pc.replace_with_mask(_flat(keep), _flat(touched), base_won)   # scatter into touched rows
     log_rows = pc.subtract(merged_rows.filter(pc.invert(is_base)), pa.scalar(n_t, pa.int64()))
     return keep, log_rows

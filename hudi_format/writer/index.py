@@ -15,11 +15,10 @@ from typing import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import attrs
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..membership import is_in
+from ..membership import is_in, rows_in
 from ..options import option
 from ..read.merge import MergeSpec, merge_file_slice, merge_pieces, record_keys, row_numbers
 from ..storage import Storage
@@ -334,6 +333,4 @@ def stored_outranks(storage: Storage, slices: list[FileSlice], spec: MergeSpec, 
     merge_spec = attrs.evolve(spec, has_meta_fields=True, ordering_fields=tuple(ordering), keygen=None)
     won = merge_pieces([base, mine], [], types, merge_spec).column(_SOURCE)
     mine_won = pc.filter(won, pc.greater_equal(won, 0))
-    lost = np.ones(n, np.bool_)
-    lost[mine_won.to_numpy()] = False
-    return pa.array(lost)
+    return pc.invert(rows_in(n, mine_won))

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
+from ..membership import rows_in
 from ..read.merge import MergeSpec, live_rows, row_numbers
 from ..storage import Storage
 from .grouping import groups_of
@@ -224,9 +225,8 @@ class WritePlanner:
                                     located, incoming)
         if not pc.any(outranked).as_py():
             return acts
-        flip = np.zeros(len(acts), dtype=bool)
-        flip[np.asarray(pc.indices_nonzero(moved).to_numpy())[np.asarray(outranked.to_numpy(zero_copy_only=False))]] = True
-        return pc.if_else(pa.array(flip), pa.scalar(UPDATE, acts.type), acts)
+        flip = rows_in(len(acts), pc.indices_nonzero(moved).to_numpy()[np.asarray(outranked.to_numpy(zero_copy_only=False))])
+        return pc.if_else(flip, pa.scalar(UPDATE, acts.type), acts)
 
     def size_inserts(self, counts: Mapping[str, int], slices, state, clustering: set) -> dict[str, list]:
         """Per partition, how its ``counts`` inserts are split: small files first (their
