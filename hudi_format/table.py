@@ -41,6 +41,8 @@ Filters = Union[Iterable[Sequence[Any]], None]
 #: an instant bound: ``yyyyMMddHHmmssSSS`` (shorter prefixes too) or a ``datetime``
 InstantLike = Union[str, int, dt.datetime, None]
 _T = TypeVar("_T")
+#: Listings a read takes at most while each attempt misses another file a failed write undid.
+LISTINGS = 5
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +70,28 @@ class Table:
         return self
 
     def _listed_again(self, run: Callable[[], _T]) -> _T:
-        """``run()``, once more over a fresh listing if a file it listed is gone: the listing is
+        """``run()``, again over a fresh listing if a file it listed is gone: the listing is
         made at the first read and kept, and meanwhile a failed write may have deleted a file
         this snapshot never needed (version 6 names a log file after its slice, so the new log
-        of a write in flight is listed) or a clean one it needed (the second listing then
-        fails naming that clean; see ``ScanPlanner.check_not_cleaned``)."""
-        try:
-            return run()
-        except FileMissingError:
-            self._relist()
-            return run()
+        of a write in flight is listed), and each new listing may hold the next failed write's
+        file, so it lists again while every attempt misses another file (at most
+        :data:`LISTINGS` times). A file missing twice, or a clean's (the listing then fails
+        naming that clean; see ``ScanPlanner.check_not_cleaned``), fails the read."""
+        missed: list[str] = []
+        while True:
+            try:
+                return run()
+            except FileMissingError as exc:
+                self._list_again(exc, missed)
+
+    def _list_again(self, exc: FileMissingError, missed: list[str]) -> None:
+        """Relist after ``exc``, or raise it when listing again cannot help (see
+        :meth:`_listed_again`); ``missed``: the attempts' errors so far."""
+        if str(exc) in missed or len(missed) + 1 >= LISTINGS:
+            raise exc
+        missed.append(str(exc))
+        log.info("%s: listing again (%s)", self.storage.url, exc)
+        self._relist()
 
     # -- metadata table ----------------------------------------------------------------------
     @property
@@ -147,18 +161,19 @@ class Table:
         if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
                                        or batch_size < 0):
             raise InvalidOptionError(f"batch_size must be a positive number of rows, got {batch_size!r}")
-        started = False
-        try:
-            for task in self.plan_scan(columns, filters, as_of, read_optimized):
-                for batch in read_task_batches(self.storage, task, batch_size):
-                    started = True
-                    yield batch
-        except FileMissingError:
-            if started:   # rows already given cannot be taken back: the caller reads again
-                raise
-            self._relist()   # as read() does (see _listed_again), before the first batch only
-            for task in self.plan_scan(columns, filters, as_of, read_optimized):
-                yield from read_task_batches(self.storage, task, batch_size)
+        missed: list[str] = []
+        while True:
+            started = False
+            try:
+                for task in self.plan_scan(columns, filters, as_of, read_optimized):
+                    for batch in read_task_batches(self.storage, task, batch_size):
+                        started = True
+                        yield batch
+                return
+            except FileMissingError as exc:
+                if started:   # rows already given cannot be taken back: the caller reads again
+                    raise
+                self._list_again(exc, missed)   # as read() does, before the first batch only
 
     def read(self, columns: Sequence[str] | None = None, filters: Filters = None, as_of: InstantLike = None,
              read_optimized: bool = False) -> pa.Table:

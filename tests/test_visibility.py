@@ -106,3 +106,47 @@ def test_a_file_gone_since_the_listing_is_listed_again_not_failed(tmp_path):
     logs[-1].unlink()
     with pytest.raises(FileMissingError):
         table.read(columns=["id", "ts"])
+
+
+def test_files_gone_since_each_listing_are_listed_again_until_one_holds(tmp_path, monkeypatch):
+    """Failed writes keep coming while a version-6 reader reads (a loaded machine, a writer
+    losing conflicts): each listing may hold another failed write's log file, gone by the time
+    it is read. The read lists again as long as each attempt misses a different file (and no
+    more than a few times), instead of failing at the second. (``test_concurrent_readers``
+    failed once so under load: a read missed a second failed write's log file.)"""
+    import pyarrow as pa
+
+    import hudi_format.table as table_module
+    path = tmp_path / "t"
+    for ts in (1, 2):
+        hudi.write(str(path), pa.table({"id": ["a", "b"], "ts": [ts, ts], "p": ["x", "x"]}), operation="upsert",
+                   record_key="id", ordering_field="ts", partition_by="p", table_type="MERGE_ON_READ",
+                   table_version=6, options={"hoodie.compact.inline": "false"})
+    last = sorted((path / "x").glob(".*.log.*"))[-1]
+    stem, version_token = last.name.rsplit(".log.", 1)
+    version, token = version_token.split("_", 1)
+    debris = [last.with_name(f"{stem}.log.{int(version) + i}_{token}") for i in (1, 2, 3)]
+    for d in debris:
+        d.write_bytes(last.read_bytes())
+    real, attempts = table_module.read_task_tables, []
+
+    def undone_before_each_read(storage, tasks):
+        attempts.append(1)
+        left = [d for d in debris if d.exists()]
+        if left:
+            left[0].unlink()                          # the next failed write undoes itself
+        return real(storage, tasks)
+
+    monkeypatch.setattr(table_module, "read_task_tables", undone_before_each_read)
+    table = hudi.open_table(path, options={"hoodie.metadata.enable": "false"})
+    got = table.read(columns=["id", "ts"])
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [{"id": "a", "ts": 2}, {"id": "b", "ts": 2}]
+    assert len(attempts) == 4
+    # the same file missing again is no race the next listing resolves: it fails at once
+    table = hudi.open_table(path)                     # listed by the metadata table: committed files
+    table.file_slices()
+    attempts.clear()
+    last.unlink()
+    with pytest.raises(hudi.errors.FileMissingError):
+        table.read(columns=["id", "ts"])
+    assert len(attempts) == 2
