@@ -363,6 +363,30 @@ def test_min_max_follow_the_cleaner(tmp_path):
         archival.archive(st, cfg, {"hoodie.keep.min.commits": 5, "hoodie.keep.max.commits": 5})
 
 
+def test_min_raised_warns_of_the_setting_not_of_a_pending_instant(tmp_path, caplog):
+    """A keep.min.commits at or below the cleaner's retained commits is a setting to fix (a
+    warning); a pending write or service that pins the cleaner (every commit since it retained
+    while it runs, so archival keeps them too) is the table at work, logged at debug only."""
+    path = tmp_path / "t"
+    _grow(path, "COPY_ON_WRITE", 8, 14, LOW, archive_each=False)
+    st, cfg = storage_config(path)
+    few = values({"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5}, archival.OPTION_KEYS)
+    ok = values({"hoodie.keep.min.commits": 6, "hoodie.keep.max.commits": 8,
+                 "hoodie.cleaner.commits.retained": 4}, archival.OPTION_KEYS)
+    with caplog.at_level("DEBUG", logger="hudi_format.services.archival"):
+        assert archival.min_max_to_keep(Timeline.load(st, cfg), ok) == (6, 8)
+        assert not caplog.records
+        archival.min_max_to_keep(Timeline.load(st, cfg), few)
+        assert [r.levelname for r in caplog.records] == ["WARNING"]
+        caplog.clear()
+        second = Timeline.load(st, cfg).write_instants()[1].timestamp   # a write pending since then
+        pinned = str(int(second) + 1)
+        (Path(path) / cfg.timeline_dir / f"{pinned}.commit.requested").write_bytes(b"")
+        lo, hi = archival.min_max_to_keep(Timeline.load(st, cfg), ok)
+        assert lo > 6 and hi - lo == 2
+        assert [r.levelname for r in caplog.records] == ["DEBUG"]
+
+
 def test_nothing_to_archive_below_max(tmp_path):
     path = tmp_path / "t"
     _grow(path, "COPY_ON_WRITE", 6, 5, LOW, archive_each=False)

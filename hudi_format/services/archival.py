@@ -97,8 +97,13 @@ def min_max_to_keep(timeline: Timeline, opts: Mapping[str, Any]) -> tuple[int, i
     if ectr is not None:
         needed = sum(1 for i in completed if i.timestamp > ectr.timestamp) + 2
         if lo < needed:
-            log.warning("hoodie.keep.min.commits=%d keeps fewer commits than the cleaner retains; "
-                        "using min %d, max %d", lo, needed, needed + hi - lo)
+            # a warning for a setting below the cleaner's; a pending write or service pinning
+            # the cleaner's retention (every commit since it is kept while it runs) is no news
+            misset = opts["hoodie.cleaner.policy"] == "KEEP_LATEST_COMMITS" and \
+                lo <= opts["hoodie.cleaner.commits.retained"]
+            log.log(logging.WARNING if misset else logging.DEBUG,
+                    "hoodie.keep.min.commits=%d keeps fewer commits than the cleaner retains; "
+                    "using min %d, max %d", lo, needed, needed + hi - lo)
             lo, hi = needed, needed + hi - lo
     return lo, hi
 
