@@ -14,7 +14,7 @@ import posixpath
 import re
 import threading
 import uuid
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 import fsspec
@@ -41,9 +41,24 @@ def _folder_key(fs: fsspec.AbstractFileSystem, folder: str, hidden: bool) -> tup
     return (_protocols(fs)[0] if _protocols(fs) else type(fs).__name__, folder.rstrip("/"), hidden)
 
 
+#: ``drop(protocol, path)`` of each cache of immutable files (see :func:`on_file_changed`).
+_DROPPERS: list[Callable[[str, str], None]] = []
+
+
+def on_file_changed(drop: Callable[[str, str], None]) -> None:
+    """Have ``drop(protocol, full path)`` called whenever this process writes, renames or
+    deletes a file: a cache of what immutable files hold (keyed by
+    :meth:`Storage.immutable_key`) forgets it, as the small-file cache does."""
+    _DROPPERS.append(drop)
+
+
 def _changed(fs: fsspec.AbstractFileSystem, path: str) -> None:
     path = path.rstrip("/")
     _drop_cached(fs, path)
+    if _DROPPERS:
+        proto = _protocols(fs)[0] if _protocols(fs) else type(fs).__name__
+        for drop in _DROPPERS:
+            drop(proto, path)
     key = _folder_key(fs, posixpath.dirname(path), posixpath.basename(path).startswith("."))
     with _CHANGES_LOCK:
         _CHANGES[key] = _CHANGES.get(key, 0) + 1
@@ -188,8 +203,7 @@ class Storage:
         caller reads it its usual way). Only for files never rewritten under their name."""
         if not self.is_object_store or not 0 < size <= _SMALL_FILE_MAX:
             return None
-        proto = _protocols(self.fs)[0]
-        key = (proto, self.full(rel), int(size))
+        key = self.immutable_key(rel, size)
         with _SMALL_CACHE_LOCK:
             data = _SMALL_CACHE.get(key)
             if data is not None:
@@ -205,6 +219,13 @@ class Storage:
                 _, dropped = _SMALL_CACHE.popitem(last=False)
                 total -= len(dropped)
         return data
+
+    def immutable_key(self, rel: str, size: int) -> tuple[str, str, int]:
+        """``(protocol, full path, size)``: what names a committed file of ``size`` bytes (as
+        listed) in a process-wide cache of what it holds; only for files never rewritten
+        under their name (see :func:`on_file_changed` for this process's own changes)."""
+        protos = _protocols(self.fs)
+        return (protos[0] if protos else type(self.fs).__name__, self.full(rel), int(size))
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
         if length <= 0:

@@ -5,6 +5,13 @@ at (root data index, meta index, file info). Data blocks and deeper index levels
 demand, one ranged read per block, through small LRU caches, so memory stays bounded by the
 block size whatever the file size.
 
+A committed HFile is never rewritten under its name, so what opening it parses (the trailer,
+the root and meta indexes, the file info) is kept process-wide for files opened with
+``immutable=True`` and their listed size: a lookup or an upsert through the record index opens
+every index file group's base HFile, whose root index (thousands of entries at millions of
+keys) took a quarter of a small lookup. Bounded by :data:`OPENED_MAX_ENTRIES` root entries;
+files this process changes are dropped (``storage.on_file_changed``).
+
 Keys compare as unsigned bytes of the row only, as Hudi's reader compares them (HBase's
 comparator would also look at family, qualifier, timestamp and type, which Hudi leaves fixed).
 Repeated rows are allowed; lookups return the first one. Index entries may be shortened
@@ -14,13 +21,15 @@ Repeated rows are allowed; lookups return the first one. Index entries may be sh
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import OrderedDict
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
+from ..storage import on_file_changed
 from .blocks import BlockType, decode_block, key_row
 from . import framed
 from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, decode_many, find_cells
@@ -34,6 +43,46 @@ SEEK_FOUND = 0  # the key is in the file
 SEEK_IN_RANGE = 1  # absent; positioned at the greatest key below it (HBase semantics)
 
 _INDEX_MAGICS = (BlockType.LEAF_INDEX, BlockType.INTERMEDIATE_INDEX)
+
+
+class _Opened(NamedTuple):
+    """What opening an HFile parses; shared, read only, by every reader of that file."""
+
+    trailer: Trailer
+    root: IndexBlock
+    meta_index: IndexBlock
+    file_info: dict[bytes, bytes]
+    mvcc: bool
+    tags: bool
+    first_key: bytes | None
+    last_key: bytes | None
+
+
+#: Root index entries kept, over every opened file (~250 bytes each: ~50 MB).
+OPENED_MAX_ENTRIES = 200_000
+_OPENED: "OrderedDict[tuple, _Opened]" = OrderedDict()
+_OPENED_LOCK = threading.Lock()
+
+
+def _forget_opened(protocol: str, path: str) -> None:
+    if _OPENED:
+        with _OPENED_LOCK:
+            for key in [k for k in _OPENED if k[0] == protocol and k[1] == path]:
+                del _OPENED[key]
+
+
+on_file_changed(_forget_opened)
+
+
+def _keep_opened(key: tuple, opened: _Opened) -> None:
+    with _OPENED_LOCK:
+        _OPENED[key] = opened
+        total = sum(len(o.root) for o in _OPENED.values())
+        while total > OPENED_MAX_ENTRIES and len(_OPENED) > 1:
+            _, dropped = _OPENED.popitem(last=False)
+            total -= len(dropped.root)
+        if total > OPENED_MAX_ENTRIES:   # one file's root alone is over the bound
+            _OPENED.clear()
 
 
 def _key(key) -> bytes:
@@ -80,17 +129,25 @@ class HFileReader:
     """
 
     def __init__(self, storage, rel_path: str, *, verify_checksums: bool = True,
-                 block_cache_size: int = 8, index_cache_size: int = 64,
+                 block_cache_size: int = 8, index_cache_size: int = 64, size: int | None = None,
+                 immutable: bool = False, cache_key: tuple | None = None,
                  _read: Callable[[int, int], bytes] | None = None, _size: int | None = None):
+        """``size``: the file's size when a listing gave it (else asked of storage);
+        ``immutable``: the file is committed and ``size`` is as listed, so what opening it
+        parses may come from (and go to) the process-wide cache (see the module docstring);
+        ``cache_key``: the key there of an HFile read through ``_read`` (a log block's, whose
+        key starts as :meth:`Storage.immutable_key` of its log file)."""
         self.path = rel_path
         self._where = storage.uri(rel_path) if storage is not None else rel_path
         self._verify = verify_checksums
         if _read is None:
             def _read(start: int, length: int, _s=storage, _p=rel_path) -> bytes:
                 return _s.read_range(_p, start, length)
-            _size = storage.size(rel_path)
+            _size = size if size else storage.size(rel_path)
         self._read_raw = _read
         self.size = _size
+        self._cache_key = cache_key if cache_key is not None else (
+            storage.immutable_key(rel_path, size) if immutable and size and storage is not None else None)
         self._blocks: OrderedDict[int, _DataBlock] = OrderedDict()
         self._block_cache_size = max(1, block_cache_size)
         self._index_blocks: OrderedDict[int, IndexBlock] = OrderedDict()
@@ -119,11 +176,26 @@ class HFileReader:
         return data
 
     def _open(self) -> None:
+        opened = None
+        if self._cache_key is not None:
+            with _OPENED_LOCK:
+                opened = _OPENED.get(self._cache_key)
+                if opened is not None:
+                    _OPENED.move_to_end(self._cache_key)
+        if opened is None:
+            opened = self._parse_opening()
+            if self._cache_key is not None:
+                _keep_opened(self._cache_key, opened)
+        self.trailer, self._root, self._meta_index, self.file_info, self._mvcc, self._tags, \
+            self._first_key, self._last_key = opened
+        self.compression = self.trailer.compression
+
+    def _parse_opening(self) -> _Opened:
         w = self._where
         if self.size < TRAILER_SIZE:
             raise CorruptFileError(f"{w}: {self.size} bytes is too short for an HFile "
                                    f"(the trailer alone is {TRAILER_SIZE})")
-        t = self.trailer = Trailer.parse(self._read(self.size - TRAILER_SIZE, TRAILER_SIZE), w)
+        t = Trailer.parse(self._read(self.size - TRAILER_SIZE, TRAILER_SIZE), w)
         if t.compression not in ("NONE", "GZ"):
             raise UnsupportedFeatureError(f"{w}: HFile compression {t.compression} is not "
                                           "supported (NONE, GZ)")
@@ -137,24 +209,26 @@ class HFileReader:
         section = self._read(lo, end - lo)
         h, root = decode_block(section, 0, self.compression, w, expect=(BlockType.ROOT_INDEX,),
                                file_offset=lo, verify=self._verify)
-        self._root = parse_root_index(root, t.data_index_count, w)
+        root_index = parse_root_index(root, t.data_index_count, w)
         _, meta = decode_block(section, h.on_disk_size, self.compression, w,
                                 expect=(BlockType.ROOT_INDEX,), file_offset=lo + h.on_disk_size,
                                 verify=self._verify)
-        self._meta_index = parse_root_index(meta, t.meta_index_count, w, key_only=True)
+        meta_index = parse_root_index(meta, t.meta_index_count, w, key_only=True)
         fi_at = t.file_info_offset - lo
         _, info = decode_block(section, fi_at, self.compression, w, expect=(BlockType.FILE_INFO,),
                                file_offset=t.file_info_offset, verify=self._verify)
-        self.file_info: dict[bytes, bytes] = decode_file_info(info, w)
-        version = self.file_info.get(b"KEY_VALUE_VERSION")
-        self._mvcc = version is not None and int.from_bytes(version, "big", signed=True) == 1
-        self._tags = b"MAX_TAGS_LEN" in self.file_info
-        if t.entry_count and not len(self._root):
+        file_info = decode_file_info(info, w)
+        version = file_info.get(b"KEY_VALUE_VERSION")
+        if t.entry_count and not len(root_index):
             raise CorruptFileError(f"{w}: {t.entry_count} entries but an empty data index")
-        # the first data block's index key is never shortened, so it is the first key
-        self._first_key = self._root.rows[0] if t.entry_count else None
-        last = self.file_info.get(b"hfile.LASTKEY")
-        self._last_key = key_row(last) if last and len(last) >= 2 and t.entry_count else None
+        last = file_info.get(b"hfile.LASTKEY")
+        return _Opened(
+            t, root_index, meta_index, file_info,
+            version is not None and int.from_bytes(version, "big", signed=True) == 1,
+            b"MAX_TAGS_LEN" in file_info,
+            # the first data block's index key is never shortened, so it is the first key
+            root_index.rows[0] if t.entry_count else None,
+            key_row(last) if last and len(last) >= 2 and t.entry_count else None)
 
     # -- metadata ----------------------------------------------------------------------
     @property

@@ -123,6 +123,21 @@ class LogBlock:
             raise LogFormatError(f"{self.describe()}: file is shorter than the block's content")
         return data
 
+    def read_content(self, start: int, length: int) -> bytes:
+        """``length`` bytes of the content from ``start`` (an HFile block's trailer or index,
+        say, without reading the rest)."""
+        if start < 0 or length < 0 or start + length > self.content_length:
+            raise LogFormatError(f"{self.describe()}: bytes {start}..{start + length} lie outside "
+                                 f"its {self.content_length}-byte content")
+        if length == 0:
+            return b""
+        if self._read is None:
+            raise LogFormatError(f"{self.describe()} has no readable source")
+        data = self._read(self.content_offset + start, length)
+        if len(data) != length:
+            raise LogFormatError(f"{self.describe()}: file is shorter than the block's content")
+        return data
+
     def records(self, arrow_schema: pa.Schema | None = None) -> pa.Table:
         """Records of a data block, with every field of the block's writer schema.
 

@@ -222,7 +222,7 @@ def _record_index_cells(s: FileSlice, reader: "MetadataTable") -> tuple[pa.Array
     keys: list[pa.Array] = []
     values: list[pa.Array] = []
     if s.base_file:
-        base = reader.hfile_reader(s.base_file)
+        base = reader.hfile_reader(s.base_file, s.base_file_size)
         if base.num_entries:
             if base.avro_schema not in (None, P.SCHEMA_JSON):
                 return None

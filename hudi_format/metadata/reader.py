@@ -276,18 +276,34 @@ class MetadataTable:
                                                          self._block_visible, corrupt)
         return list(self._log_blocks[files])
 
-    def hfile_reader(self, rel_path: str) -> HFileReader:
-        """The (cached) reader of a base HFile of the metadata table."""
+    def hfile_reader(self, rel_path: str, size: int = 0) -> HFileReader:
+        """The (cached) reader of a base HFile of the metadata table; ``size``: as listed (a
+        committed base HFile of known size is opened from the process-wide cache of opened
+        HFiles when another table opened it before)."""
         if rel_path not in self._hfiles:
-            self._hfiles[rel_path] = HFileReader(self.mdt_storage, rel_path, verify_checksums=False)
+            self._hfiles[rel_path] = HFileReader(self.mdt_storage, rel_path, verify_checksums=False,
+                                                 size=size, immutable=bool(size))
         return self._hfiles[rel_path]
 
     def block_reader(self, block) -> HFileReader:
-        """The (cached) reader of the HFile inside an ``HFILE_DATA`` log block."""
+        """The (cached) reader of the HFile inside an ``HFILE_DATA`` log block, what opening it
+        parses kept process-wide (a written log block never changes; this process's own
+        changes to the file drop it). On a local disk it is read in ranges as a base HFile is
+        (a lookup of a few keys reads the index and the blocks holding them, not all of a
+        record index's 14 MB block); on an object store in one request, as many ranges would
+        each cost a round trip."""
         key = (block.describe(), id(block))
         if key not in self._hfiles:
-            self._hfiles[key] = HFileReader.from_bytes(block.content(), block.describe(),
-                                                       verify_checksums=False)
+            where = f"the HFile in {block.describe()}"
+            cache_key = self.mdt_storage.immutable_key(block.path, block.content_length) + (
+                block.content_offset, block.instant_time or "")
+            if self.mdt_storage.is_local:
+                reader = HFileReader(None, where, verify_checksums=False, cache_key=cache_key,
+                                     _read=block.read_content, _size=block.content_length)
+            else:
+                reader = HFileReader.from_bytes(block.content(), where, verify_checksums=False,
+                                                cache_key=cache_key)
+            self._hfiles[key] = reader
         return self._hfiles[key]
 
     def _read_slice(self, s: FileSlice, select: Select,
@@ -314,7 +330,7 @@ class MetadataTable:
                      wanted: Callable[[str], bool]) -> dict[str, dict | None]:
         out: dict[str, dict | None] = {}
         if s.base_file:
-            reader = self.hfile_reader(s.base_file)
+            reader = self.hfile_reader(s.base_file, s.base_file_size)
             schema = reader.avro_schema
             if reader.num_entries and not schema:
                 raise HudiError(f"{self.mdt_storage.uri(s.base_file)} has no Avro schema in its file info")

@@ -92,7 +92,7 @@ def slice_entries(mdt, s: FileSlice, keys: pa.Array | None) -> pa.Table:
     storage = mdt.mdt_storage
     parts: list[pa.Table] = []
     if s.base_file:
-        reader = mdt.hfile_reader(s.base_file)
+        reader = mdt.hfile_reader(s.base_file, s.base_file_size)
         if reader.num_entries:
             schema = reader.avro_schema
             if not schema:
