@@ -38,7 +38,7 @@ _GLOB = re.compile(r"[*?[]")   # characters fsspec expands in a path
 def _folder_key(fs: fsspec.AbstractFileSystem, folder: str, hidden: bool) -> tuple[str, str, bool]:
     # by protocol and path, not filesystem instance: two Storage objects of one location count
     # each other's changes
-    return (_protocols(fs)[0] if _protocols(fs) else type(fs).__name__, folder.rstrip("/"), hidden)
+    return (_protocol(fs), folder.rstrip("/"), hidden)
 
 
 #: ``drop(protocol, path)`` of each cache of immutable files (see :func:`on_file_changed`).
@@ -54,11 +54,9 @@ def on_file_changed(drop: Callable[[str, str], None]) -> None:
 
 def _changed(fs: fsspec.AbstractFileSystem, path: str) -> None:
     path = path.rstrip("/")
-    _drop_cached(fs, path)
-    if _DROPPERS:
-        proto = _protocols(fs)[0] if _protocols(fs) else type(fs).__name__
-        for drop in _DROPPERS:
-            drop(proto, path)
+    proto = _protocol(fs)
+    for drop in _DROPPERS:
+        drop(proto, path)
     key = _folder_key(fs, posixpath.dirname(path), posixpath.basename(path).startswith("."))
     with _CHANGES_LOCK:
         _CHANGES[key] = _CHANGES.get(key, 0) + 1
@@ -92,13 +90,15 @@ _SMALL_CACHE: "collections.OrderedDict[tuple[str, str, int], bytes]" = collectio
 _SMALL_CACHE_LOCK = threading.Lock()
 
 
-def _drop_cached(fs: fsspec.AbstractFileSystem, path: str) -> None:
+def _drop_cached(proto: str, path: str) -> None:
     if not _SMALL_CACHE:
         return
-    proto = _protocols(fs)[0] if _protocols(fs) else type(fs).__name__
     with _SMALL_CACHE_LOCK:
         for key in [k for k in _SMALL_CACHE if k[0] == proto and k[1] == path]:
             del _SMALL_CACHE[key]
+
+
+on_file_changed(_drop_cached)
 
 
 _OBJECT_STORES = ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl")
@@ -224,8 +224,7 @@ class Storage:
         """``(protocol, full path, size)``: what names a committed file of ``size`` bytes (as
         listed) in a process-wide cache of what it holds; only for files never rewritten
         under their name (see :func:`on_file_changed` for this process's own changes)."""
-        protos = _protocols(self.fs)
-        return (protos[0] if protos else type(self.fs).__name__, self.full(rel), int(size))
+        return (_protocol(self.fs), self.full(rel), int(size))
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
         if length <= 0:
@@ -526,6 +525,12 @@ class Storage:
                 self.fs.mv(a, b)
             except OSError as exc:
                 raise StorageError(f"cannot rename {self.uri(src)} to {self.uri(dst)}: {exc}") from exc
+
+
+def _protocol(fs: fsspec.AbstractFileSystem) -> str:
+    """The name caches and change counts know a filesystem by (its first protocol)."""
+    protos = _protocols(fs)
+    return protos[0] if protos else type(fs).__name__
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
