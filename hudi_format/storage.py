@@ -90,12 +90,18 @@ _SMALL_CACHE: "collections.OrderedDict[tuple[str, str, int], bytes]" = collectio
 _SMALL_CACHE_LOCK = threading.Lock()
 
 
-def _drop_cached(proto: str, path: str) -> None:
-    if not _SMALL_CACHE:
+def drop_entries_of(cache: dict, lock: threading.Lock, proto: str, path: str) -> None:
+    """Remove from ``cache`` every entry whose key starts as :meth:`Storage.immutable_key` of
+    the file at ``path`` (any size): what a dropper given to :func:`on_file_changed` does."""
+    if not cache:
         return
-    with _SMALL_CACHE_LOCK:
-        for key in [k for k in _SMALL_CACHE if k[0] == proto and k[1] == path]:
-            del _SMALL_CACHE[key]
+    with lock:
+        for key in [k for k in cache if k[0] == proto and k[1] == path]:
+            del cache[key]
+
+
+def _drop_cached(proto: str, path: str) -> None:
+    drop_entries_of(_SMALL_CACHE, _SMALL_CACHE_LOCK, proto, path)
 
 
 on_file_changed(_drop_cached)

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
-from ..storage import on_file_changed
+from ..storage import drop_entries_of, on_file_changed
 from .blocks import BlockType, decode_block, key_row
 from . import framed
 from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, decode_many, find_cells
@@ -65,10 +65,7 @@ _OPENED_LOCK = threading.Lock()
 
 
 def _forget_opened(protocol: str, path: str) -> None:
-    if _OPENED:
-        with _OPENED_LOCK:
-            for key in [k for k in _OPENED if k[0] == protocol and k[1] == path]:
-                del _OPENED[key]
+    drop_entries_of(_OPENED, _OPENED_LOCK, protocol, path)
 
 
 on_file_changed(_forget_opened)

@@ -114,14 +114,7 @@ class LogBlock:
     # -- content -----------------------------------------------------------------------------
     def content(self) -> bytes:
         """The block's content bytes, read from storage now (nothing is kept in the block)."""
-        if self.content_length == 0:
-            return b""
-        if self._read is None:
-            raise LogFormatError(f"{self.describe()} has no readable source")
-        data = self._read(self.content_offset, self.content_length)
-        if len(data) != self.content_length:
-            raise LogFormatError(f"{self.describe()}: file is shorter than the block's content")
-        return data
+        return self.read_content(0, self.content_length)
 
     def read_content(self, start: int, length: int) -> bytes:
         """``length`` bytes of the content from ``start`` (an HFile block's trailer or index,
