@@ -26,9 +26,29 @@ def _canon(value):
     return value
 
 
+def _plain(t: pa.DataType) -> bool:
+    """Whether ``to_pylist`` of a column of type ``t`` is canonical already (no value to convert)."""
+    if pa.types.is_dictionary(t):
+        return _plain(t.value_type)
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_null(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _table_rows(table: pa.Table) -> list[dict]:
+    """``table``'s rows canonicalised column by column: values of plain columns as they are."""
+    if not table.num_columns:
+        return [{} for _ in range(table.num_rows)]
+    columns = [col.to_pylist() if _plain(col.type) else [_canon(v) for v in col.to_pylist()]
+               for col in table.columns]
+    names = table.column_names
+    return [dict(zip(names, values)) for values in zip(*columns)]
+
+
 def canonical_rows(table: pa.Table | list[dict]) -> list[dict]:
-    rows = table.to_pylist() if isinstance(table, pa.Table) else table
-    rows = [{k: _canon(v) for k, v in row.items()} for row in rows]
+    if isinstance(table, pa.Table):
+        rows = _table_rows(table)
+    else:
+        rows = [{k: _canon(v) for k, v in row.items()} for row in table]
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
 
 

@@ -46,27 +46,23 @@ _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
+# a backslash and what it escapes: ``\uxxxx`` (up to four characters, checked) or one character
+_ESCAPE = re.compile(r"\\(?:u(.{0,4})|(.))", re.DOTALL)
+
+
+def _unescape_one(m: "re.Match[str]") -> str:
+    digits = m.group(1)
+    if digits is None:
+        return _ESCAPES.get(m.group(2), m.group(2))
+    if len(digits) != 4 or any(d not in _HEX for d in digits):   # Java's Properties.load refuses it too
+        raise TableConfigError(f"malformed \\uxxxx escape {m.group()!r}")
+    return chr(int(digits, 16))
+
+
 def _unescape(s: str) -> str:
-    if "\\" not in s:        # nothing escaped (nearly every value): no character loop
-        return s
-    out, i = [], 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s):
-            n = s[i + 1]
-            if n == "u":   # Java's Properties.load refuses a malformed \uxxxx too
-                digits = s[i + 2:i + 6]
-                if len(digits) != 4 or any(d not in _HEX for d in digits):
-                    raise TableConfigError(f"malformed \\uxxxx escape {s[i:i + 6]!r}")
-                out.append(chr(int(digits, 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+    # a regex pass, not a character loop: the table's schema (kilobytes, ``\:`` escaped) is
+    # read at every table load
+    return _ESCAPE.sub(_unescape_one, s) if "\\" in s else s
 
 
 def _logical_lines(text: str) -> Iterator[str]:

@@ -10,6 +10,7 @@ creation (a lower layer than the timeline) use it.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Iterable, Mapping
 
 from .errors import InvalidOptionError
@@ -51,18 +52,18 @@ _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n
                   "\r": "\\r", "\t": "\\t"}
 
 
+# what Jackson escapes: the quote, the backslash and the control characters (nothing else)
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _escape_one(m: "re.Match[str]") -> str:
+    c = m.group()
+    return _SHORT_ESCAPES.get(c) or "\\u%04X" % ord(c)
+
+
 def _json_string(s: str) -> str:
-    out = ['"']
-    for c in s:
-        esc = _SHORT_ESCAPES.get(c)
-        if esc is not None:
-            out.append(esc)
-        elif ord(c) < 0x20:
-            out.append("\\u%04X" % ord(c))
-        else:
-            out.append(c)
-    out.append('"')
-    return "".join(out)
+    # a regex pass, not a character loop: a commit's metadata quotes ~60 strings per file
+    return '"' + _NEEDS_ESCAPE.sub(_escape_one, s) + '"'
 
 
 def _java_double(x: float) -> str:
