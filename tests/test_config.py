@@ -97,6 +97,46 @@ def test_java_properties_syntax_round_trips():
     assert table_checksum("trips") == 3761586722  # the value Hudi wrote in table_props_valid
 
 
+def test_properties_escapes_read_as_javas_rule_says():
+    """Random values of backslashes, ``u``, hex digits and separators read as Java's
+    ``Properties.load`` rule goes, one character at a time: ``\\t \\n \\r \\f``, ``\\uxxxx`` (four
+    hex digits, else an error), any other escaped character itself, a last lone backslash kept."""
+    import random
+    from hudi_format.config import _unescape
+    from hudi_format.errors import TableConfigError
+    named = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+    def by_character(s: str) -> str:
+        out, i = [], 0
+        while i < len(s):
+            if s[i] == "\\" and i + 1 < len(s):
+                if s[i + 1] == "u":
+                    digits = s[i + 2:i + 6]
+                    if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                        return "malformed"
+                    out.append(chr(int(digits, 16)))
+                    i += 6
+                else:
+                    out.append(named.get(s[i + 1], s[i + 1]))
+                    i += 2
+            else:
+                out.append(s[i])
+                i += 1
+        return "".join(out)
+
+    def read(s: str) -> str:
+        try:
+            return _unescape(s)
+        except TableConfigError as exc:
+            assert "malformed" in str(exc)
+            return "malformed"
+    rng = random.Random(3)
+    alphabet = list("\\\\u0aF9gtnrf:= é")
+    for _ in range(20_000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert read(s) == by_character(s), repr(s)
+
+
 def test_replace_properties_is_whole_or_nothing(tmp_path):
     """A rewrite of hoodie.properties never shows a part: the new file replaces the old one in one
     step (a hidden temp file renamed over it), and a file another writer's rewrite left broken is

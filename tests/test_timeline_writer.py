@@ -490,3 +490,19 @@ def test_a_write_syncs_the_files_with_content_only(tmp_path, monkeypatch):
     synced.clear()
     hudi.write(path, data, operation="upsert")
     assert synced == []   # the switch the suite uses (PostgreSQL's fsync=off) syncs nothing
+
+
+def test_jackson_strings_escape_as_the_character_rule_says():
+    """Random strings of quotes, backslashes, control and non-ASCII characters quoted as
+    Jackson's rule reads, one character at a time: ``\\"``, ``\\\\``, the short forms of
+    ``\\b\\f\\n\\r\\t``, ``\\u00XX`` for every other control, anything else as it is."""
+    import random
+    short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+    def by_character(s: str) -> str:
+        return '"' + "".join(short.get(c) or ("\\u%04X" % ord(c) if ord(c) < 0x20 else c) for c in s) + '"'
+    rng = random.Random(5)
+    alphabet = [chr(i) for i in range(0x30)] + list("az\\\"/é€\u2028\x7f😀")
+    for _ in range(20_000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        assert jackson_json(s) == by_character(s), repr(s)
