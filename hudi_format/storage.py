@@ -7,7 +7,6 @@ and S3, and lets the format layers name files exactly as Hudi does (``.hoodie/..
 
 from __future__ import annotations
 
-import collections
 import errno
 import os
 import posixpath
@@ -23,6 +22,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from .errors import FileMissingError, StorageError
+from .file_cache import FileCache
 
 
 # Folder -> how many times this process changed something in it (created, wrote, deleted,
@@ -86,18 +86,7 @@ _CREATE_LOCK = threading.RLock()
 # (a retry or a new commit writes a new name), and files this process changes are dropped.
 _SMALL_FILE_MAX = 8 << 20
 _SMALL_CACHE_MAX = 64 << 20
-_SMALL_CACHE: "collections.OrderedDict[tuple[str, str, int], bytes]" = collections.OrderedDict()
-_SMALL_CACHE_LOCK = threading.Lock()
-
-
-def drop_entries_of(cache: dict, lock: threading.Lock, proto: str, path: str) -> None:
-    """Remove from ``cache`` every entry whose key starts as :meth:`Storage.immutable_key` of
-    the file at ``path`` (any size): what a dropper given to :func:`on_file_changed` does."""
-    if not cache:
-        return
-    with lock:
-        for key in [k for k in cache if k[0] == proto and k[1] == path]:
-            del cache[key]
+_SMALL_CACHE: "FileCache[bytes]" = FileCache(len)
 
 
 def _local_entries(base: str) -> list[tuple[str, int, bool]]:
@@ -125,11 +114,7 @@ def _local_entries(base: str) -> list[tuple[str, int, bool]]:
     return out
 
 
-def _drop_cached(proto: str, path: str) -> None:
-    drop_entries_of(_SMALL_CACHE, _SMALL_CACHE_LOCK, proto, path)
-
-
-on_file_changed(_drop_cached)
+on_file_changed(_SMALL_CACHE.drop_file)
 
 
 _OBJECT_STORES = ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl")
@@ -235,20 +220,13 @@ class Storage:
         if not self.is_object_store or not 0 < size <= _SMALL_FILE_MAX:
             return None
         key = self.immutable_key(rel, size)
-        with _SMALL_CACHE_LOCK:
-            data = _SMALL_CACHE.get(key)
-            if data is not None:
-                _SMALL_CACHE.move_to_end(key)
-                return data
+        data = _SMALL_CACHE.get(key)
+        if data is not None:
+            return data
         data = self.read_bytes(rel)
         if len(data) != size:
             return data    # not the file that was listed: do not keep it
-        with _SMALL_CACHE_LOCK:
-            _SMALL_CACHE[key] = data
-            total = sum(len(v) for v in _SMALL_CACHE.values())
-            while total > _SMALL_CACHE_MAX and _SMALL_CACHE:
-                _, dropped = _SMALL_CACHE.popitem(last=False)
-                total -= len(dropped)
+        _SMALL_CACHE.put(key, data, _SMALL_CACHE_MAX)
         return data
 
     def immutable_key(self, rel: str, size: int) -> tuple[str, str, int]:

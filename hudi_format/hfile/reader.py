@@ -21,7 +21,6 @@ Repeated rows are allowed; lookups return the first one. Index entries may be sh
 from __future__ import annotations
 
 import bisect
-import threading
 from collections import OrderedDict
 from typing import Callable, Iterable, Iterator, NamedTuple
 
@@ -29,7 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, StorageError, UnsupportedFeatureError
-from ..storage import drop_entries_of, on_file_changed
+from ..file_cache import FileCache
+from ..storage import on_file_changed
 from .blocks import BlockType, decode_block, key_row
 from . import framed
 from .cells import SMALL_BLOCK, decode_cells, decode_cells_sequential, decode_many, find_cells
@@ -60,26 +60,8 @@ class _Opened(NamedTuple):
 
 #: Root index entries kept, over every opened file (~250 bytes each: ~50 MB).
 OPENED_MAX_ENTRIES = 200_000
-_OPENED: "OrderedDict[tuple, _Opened]" = OrderedDict()
-_OPENED_LOCK = threading.Lock()
-
-
-def _forget_opened(protocol: str, path: str) -> None:
-    drop_entries_of(_OPENED, _OPENED_LOCK, protocol, path)
-
-
-on_file_changed(_forget_opened)
-
-
-def _keep_opened(key: tuple, opened: _Opened) -> None:
-    with _OPENED_LOCK:
-        _OPENED[key] = opened
-        total = sum(len(o.root) for o in _OPENED.values())
-        while total > OPENED_MAX_ENTRIES and len(_OPENED) > 1:
-            _, dropped = _OPENED.popitem(last=False)
-            total -= len(dropped.root)
-        if total > OPENED_MAX_ENTRIES:   # one file's root alone is over the bound
-            _OPENED.clear()
+_OPENED: "FileCache[_Opened]" = FileCache(lambda opened: len(opened.root))
+on_file_changed(_OPENED.drop_file)
 
 
 def _key(key) -> bytes:
@@ -175,14 +157,11 @@ class HFileReader:
     def _open(self) -> None:
         opened = None
         if self._cache_key is not None:
-            with _OPENED_LOCK:
-                opened = _OPENED.get(self._cache_key)
-                if opened is not None:
-                    _OPENED.move_to_end(self._cache_key)
+            opened = _OPENED.get(self._cache_key)
         if opened is None:
             opened = self._parse_opening()
             if self._cache_key is not None:
-                _keep_opened(self._cache_key, opened)
+                _OPENED.put(self._cache_key, opened, OPENED_MAX_ENTRIES)
         self.trailer, self._root, self._meta_index, self.file_info, self._mvcc, self._tags, \
             self._first_key, self._last_key = opened
         self.compression = self.trailer.compression
