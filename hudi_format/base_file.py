@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import parquet_codec
 from .bloom import SIMPLE, BloomFilter, new_bloom_filter
 from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError, StorageError
 from .options import default, option
@@ -63,8 +64,6 @@ WRITER_MODEL_KEY = "writer.model.name"
 DEFAULT_COMPRESSION: str = default("hoodie.parquet.compression.codec")
 DEFAULT_BLOCK_SIZE: int = default("hoodie.parquet.block.size")
 DEFAULT_PAGE_SIZE: int = default("hoodie.parquet.page.size")
-_CODECS = {"gzip": "gzip", "snappy": "snappy", "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4",
-           "brotli": "brotli", "uncompressed": "none", "none": "none"}
 _TAIL_GUESS = 1 << 20   # one ranged read usually covers a footer with a 2-row DYNAMIC filter
 
 
@@ -113,14 +112,6 @@ def parquet_format(options: Mapping[str, Any] | None = None) -> dict:
     every writer of base files (writes, compaction, clustering) honours the same options."""
     opts = options or {}
     return {name: option(opts, key) for key, name in _PARQUET_OPTIONS}
-
-
-def _codec(name: str) -> str:
-    codec = _CODECS.get(str(name).lower())
-    if codec is None:
-        raise InvalidOptionError(f"hoodie.parquet.compression.codec: unsupported codec {name!r} "
-                                 f"(supported: {', '.join(sorted(_CODECS))})")
-    return codec
 
 
 # -- record keys ------------------------------------------------------------------------------
@@ -262,7 +253,9 @@ class BaseFileWriter:
             self.bloom = None
         if block_size <= 0 or page_size <= 0:
             raise InvalidOptionError(f"hoodie.parquet.block.size/page.size must be > 0, got {block_size}/{page_size}")
-        self._codec, self._level = _codec(compression), compression_level
+        # without a level, the one Hudi's writer compresses with (gzip 6, zstd 3: not pyarrow's)
+        self._codec = parquet_codec.arrow_codec(compression)
+        self._level = compression_level if compression_level is not None else parquet_codec.level(self._codec)
         self._block_size, self._page_size, self._dictionary = block_size, page_size, dictionary
         self._extra = dict(extra_metadata or {})
         self._batch_schema: pa.Schema | None = None   # self.schema, or with dictionary-encoded columns

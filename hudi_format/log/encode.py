@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
 from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage)
+from .. import parquet_codec
 from ..options import default
 from .avro_columns import binary_data, encode_rows, frame_rows, plan_for
 from .block import BlockType, CommandType, HeaderKey
@@ -223,9 +224,10 @@ def encode_parquet_content(table: pa.Table, avro_schema: str | dict,
     import pyarrow.parquet as pq
 
     aligned = align_to_avro_schema(_as_table(table), avro_schema)
+    codec = parquet_codec.write_options(compression or "none")   # at Hudi's level
     sink = pa.BufferOutputStream()
     try:
-        pq.write_table(aligned, sink, compression=compression or "none", use_dictionary=True,
+        pq.write_table(aligned, sink, **codec, use_dictionary=True,
                        write_statistics=True, data_page_version="1.0",
                        use_compliant_nested_type=True, store_schema=False,
                        store_decimal_as_integer=True)

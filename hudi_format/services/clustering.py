@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..base_file import footer_bloom, parquet_format, unique_key_columns, with_file_name, write_base_file
+from .. import parquet_codec
 from ..config import TableConfig
 from ..errors import FileMissingError, InvalidOptionError, UnsupportedFeatureError
 from ..log import read_log_file
@@ -335,7 +336,7 @@ def _bytes_per_row(sample: pa.Table, codec: str) -> float:
     if part.num_rows == 0:
         return 1.0
     buf = io.BytesIO()
-    pq.write_table(part, buf, compression=None if codec == "uncompressed" else codec)
+    pq.write_table(part, buf, **parquet_codec.write_options(codec))
     return max(buf.tell() / part.num_rows, 1.0)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import parquet_codec
 from ..config import TableConfig
 from ..errors import ConcurrentWriteError, HudiError, InvalidOptionError
 from ..membership import rows_in
@@ -349,7 +350,7 @@ class WritePlanner:
             return sizing_config(self.options).record_size_estimate
         buf = io.BytesIO()
         codec = option(self.options, "hoodie.parquet.compression.codec")
-        pq.write_table(sample, buf, compression=None if codec == "uncompressed" else codec)
+        pq.write_table(sample, buf, **parquet_codec.write_options(codec))
         meta_overhead = 40 if self.config.populate_meta_fields else 0  # seqno + key, compressed
         return max(1, buf.tell() // sample.num_rows + meta_overhead)
 
