@@ -3,13 +3,14 @@ ratio table, one run, one data set (``common.make_data``: 6 columns, 4 partition
 
 Every case is the best of ``repeat`` runs. Writes go to a fresh directory each time; upserts go
 into a fresh copy of a base table made once (the copy is outside the timing). Both sides write
-with the same Parquet codec (ours through ``hoodie.parquet.compression.codec``, deltalake through
-``WriterProperties``); snappy unless ``codecs`` says otherwise (gzip, Hudi's own default, is
-kept for the record).
+with the same Parquet codec at the same level (ours through ``hoodie.parquet.compression.codec``
+at the level Hudi's writer uses, ``parquet_codec.LEVELS``; the peers at that level too); snappy
+unless ``codecs`` says otherwise (gzip, Hudi's own default, is kept for the record).
 
 - bulk_insert vs ``pq.write_table`` of the very same output: the base files Hudi wrote are read
   back (all 11 columns, ``_hoodie_*`` meta columns included) and each is written again by
-  pyarrow, one file per Hudi base file (one per partition at these sizes), pyarrow's defaults;
+  pyarrow, one file per Hudi base file (one per partition at these sizes), pyarrow's defaults
+  but the codec's level;
 - insert vs ``deltalake.write_deltalake`` (partitioned by the same column), and for the record
   with ``hoodie.parquet.bloom.filter.enabled=false`` (no footer bloom filter, as Hudi allows
   where no bloom index reads it);
@@ -40,6 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import hudi_format as hudi
+from hudi_format import parquet_codec
 
 from . import index_bench
 from .common import Result, Seconds, best_of, hudi_rs_read, make_data, print_table, upsert_batch, versions
@@ -102,7 +104,8 @@ class _Run:
         self.results.append(Result(label, ours, peer, target, record=self.record))
 
     def _writer_properties(self) -> Any:
-        return self.dl.WriterProperties(compression=self.codec.upper())
+        return self.dl.WriterProperties(compression=self.codec.upper(),
+                                        compression_level=parquet_codec.level(self.codec))
 
     def _delta_write(self, path: Path, data: pa.Table) -> None:
         self.dl.write_deltalake(str(path), data, partition_by=["city"], writer_properties=self._writer_properties())
@@ -140,7 +143,8 @@ class _Run:
         def limit() -> None:
             plain.mkdir()
             for i, t in enumerate(written):
-                pq.write_table(t, plain / f"{i}.parquet", compression=self.codec)
+                # the same codec at the same level (Hudi's: gzip 6, where pyarrow's default is 9)
+                pq.write_table(t, plain / f"{i}.parquet", **parquet_codec.write_options(self.codec))
         peer = best_of(limit, self.repeat, _fresh(plain))
         cols = written[0].num_columns if written else 0
         self.add(f"bulk_insert vs pq.write_table of its output ({cols} cols, {len(files)} files)", ours, peer,
