@@ -89,7 +89,7 @@ declare(
        "partition that take inserts into their logs.", minimum=0),
     # -- file formats -------------------------------------------------------------------------
     _w("hoodie.parquet.compression.codec", "str", "gzip", "Parquet codec: gzip, snappy, zstd, lz4, "
-       "brotli, uncompressed."),
+       "brotli, uncompressed; gzip and zstd at the levels Hudi's writer uses (zlib 6, zstd 3)."),
     _w("hoodie.parquet.block.size", "int", 120 * MB, "Parquet row group size in bytes, of the Arrow rows buffered "
        "(base files of writes, compaction and clustering; a streamed write or merge caps it to its memory budget).", minimum=1),
     _w("hoodie.parquet.page.size", "int", MB, "Parquet data page size in bytes (base files of writes, "
