@@ -21,19 +21,9 @@ import hudi_format as hudi
 from hudi_format import parquet_codec
 from hudi_format.errors import InvalidOptionError
 from hudi_format.log.encode import encode_parquet_content
+from hudi_format.varint import decode_varint
 
 from conftest import table_names
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        out |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return out, pos
-
 
 def _skip(buf: bytes, pos: int, ftype: int) -> int:
     """The position after a Thrift compact value of type ``ftype`` at ``pos``."""
@@ -42,18 +32,18 @@ def _skip(buf: bytes, pos: int, ftype: int) -> int:
     if ftype == 3:
         return pos + 1
     if ftype in (4, 5, 6):              # zigzag varints
-        return _varint(buf, pos)[1]
+        return decode_varint(buf, pos)[1]
     if ftype == 7:
         return pos + 8
     if ftype == 8:
-        n, pos = _varint(buf, pos)
+        n, pos = decode_varint(buf, pos)
         return pos + n
     if ftype in (9, 10):
         head = buf[pos]
         pos += 1
         n = head >> 4
         if n == 15:
-            n, pos = _varint(buf, pos)
+            n, pos = decode_varint(buf, pos)
         for _ in range(n):
             pos = _skip(buf, pos, head & 0x0F)
         return pos
@@ -67,7 +57,7 @@ def _struct_end(buf: bytes, pos: int) -> int:
         head = buf[pos]
         pos += 1
         if not head >> 4:                # long form: the field id follows as a zigzag varint
-            pos = _varint(buf, pos)[1]
+            pos = decode_varint(buf, pos)[1]
         pos = _skip(buf, pos, head & 0x0F)
     return pos + 1
 
@@ -88,7 +78,7 @@ def first_pages(raw: bytes) -> list[tuple[str, bytes, bytes]]:
             at = pos
             for _ in range(3):
                 assert raw[at] == 0x15, "page header: an i32 field expected"
-                z, at = _varint(raw, at + 1)
+                z, at = decode_varint(raw, at + 1)
                 sizes.append((z >> 1) ^ -(z & 1))
             _, plain_size, packed_size = sizes
             start = _struct_end(raw, pos)
