@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import InvalidOptionError
 
-__all__ = ["CODECS", "LEVELS", "arrow_codec", "level", "write_options"]
+__all__ = ["CODECS", "LEVELS", "arrow_codec", "level", "write_options", "compressed_size"]
 
 # Hudi's codec names (any case) -> pyarrow's
 CODECS = {"gzip": "gzip", "snappy": "snappy", "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4",
@@ -45,3 +45,14 @@ def write_options(name: Any) -> dict[str, Any]:
     writing with Hudi codec ``name`` as Hudi does."""
     codec = arrow_codec(name)
     return {"compression": codec, "compression_level": level(codec)}
+
+
+def compressed_size(table: Any, name: Any) -> int:
+    """Bytes of ``table`` (a ``pyarrow.Table``) written as one Parquet file with Hudi codec
+    ``name`` as Hudi does: what file sizing measures of a sample of the rows it writes."""
+    import io
+
+    import pyarrow.parquet as pq
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **write_options(name))
+    return buf.tell()

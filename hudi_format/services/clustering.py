@@ -25,7 +25,6 @@ to after planning: completing would drop that write.
 
 from __future__ import annotations
 
-import io
 import logging
 import math
 import os
@@ -38,7 +37,6 @@ from typing import Any, Mapping, Sequence
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..base_file import footer_bloom, parquet_format, unique_key_columns, with_file_name, write_base_file
 from .. import parquet_codec
@@ -335,9 +333,7 @@ def _bytes_per_row(sample: pa.Table, codec: str) -> float:
     part = sample.slice(0, min(sample.num_rows, 20_000))
     if part.num_rows == 0:
         return 1.0
-    buf = io.BytesIO()
-    pq.write_table(part, buf, **parquet_codec.write_options(codec))
-    return max(buf.tell() / part.num_rows, 1.0)
+    return max(parquet_codec.compressed_size(part, codec) / part.num_rows, 1.0)
 
 
 def _read_group(ts: TableState, slices: list[FileSlice], schema: pa.Schema, spec: MergeSpec) -> pa.Table:

@@ -342,17 +342,12 @@ class WritePlanner:
 
     def measured_record_size(self, table: pa.Table) -> int:
         """Compressed bytes per record of a sample of ``table``, meta fields included."""
-        import io
-
-        import pyarrow.parquet as pq
         sample = table.slice(0, min(table.num_rows, SAMPLE_ROWS))
         if sample.num_rows == 0:
             return sizing_config(self.options).record_size_estimate
-        buf = io.BytesIO()
-        codec = option(self.options, "hoodie.parquet.compression.codec")
-        pq.write_table(sample, buf, **parquet_codec.write_options(codec))
+        size = parquet_codec.compressed_size(sample, option(self.options, "hoodie.parquet.compression.codec"))
         meta_overhead = 40 if self.config.populate_meta_fields else 0  # seqno + key, compressed
-        return max(1, buf.tell() // sample.num_rows + meta_overhead)
+        return max(1, size // sample.num_rows + meta_overhead)
 
     def commit_sizes(self, state):
         """(bytes, records) written to base files by each commit, newest first."""
