@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InvalidOptionError
+from .options.write import PARQUET_CODECS
 
 __all__ = ["CODECS", "LEVELS", "arrow_codec", "level", "write_options", "compressed_size"]
 
-# Hudi's codec names (any case) -> pyarrow's
-CODECS = {"gzip": "gzip", "snappy": "snappy", "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4",
-          "brotli": "brotli", "uncompressed": "none", "none": "none"}
+# Hudi's codec names (any case; the option's choices) -> pyarrow's
+CODECS = {name: {"lz4_raw": "lz4", "uncompressed": "none"}.get(name, name) for name in PARQUET_CODECS}
 # pyarrow codec -> the level parquet-java compresses at by default
 LEVELS = {"gzip": 6, "zstd": 3}
 

@@ -131,6 +131,22 @@ def spark_java_home() -> str:
     return java_home
 
 
+@pytest.fixture()
+def codec_executors_refuse(monkeypatch) -> str:
+    """A codec that passes the driver's option check and fails every Spark task that opens a
+    base file with it, mid-write (as one an executor's pyarrow was built without would): only
+    the driver's check is patched; the Python workers check it as shipped."""
+    from hudi_format.options import registry
+    name, real = "no-such-codec", registry.parse_choice
+
+    def driver_check(key, value, allowed):
+        if key == "hoodie.parquet.compression.codec" and value == name:
+            return name
+        return real(key, value, allowed)
+    monkeypatch.setattr(registry, "parse_choice", driver_check)
+    return name
+
+
 @pytest.fixture(scope="session")
 def spark(spark_java_home):
     """One local[2] SparkSession for every Spark test of the run, with ``hudi_format`` registered.

@@ -259,9 +259,9 @@ def _unchanged(path, before_files, before_rows):
     assert content(path) == before_rows
 
 
-@pytest.mark.parametrize("case", ["schema", "missing_key", "missing_column", "unknown_option", "null_keys",
-                                  "task_fails"])
-def test_bad_input_fails_on_the_driver_and_leaves_the_table(spark, table, monkeypatch, case):
+@pytest.mark.parametrize("case", ["schema", "missing_key", "missing_column", "unknown_option", "bad_codec",
+                                  "null_keys", "task_fails"])
+def test_bad_input_fails_on_the_driver_and_leaves_the_table(spark, table, request, case):
     before_files, before_rows = _files(table), content(table)
     o = opts("SIMPLE", "MERGE_ON_READ", 8, "upsert")
     data = rows(range(90, 130), ts=2)
@@ -273,15 +273,23 @@ def test_bad_input_fails_on_the_driver_and_leaves_the_table(spark, table, monkey
         data = data.drop_columns(["v"])
     elif case == "unknown_option":
         o["hoodie.datasource.write.no.such.option"] = "1"
+    elif case == "bad_codec":     # Hudi's lzo: no pyarrow writer, refused before any task runs
+        data = pa.concat_tables([data, rows(range(200, 230), ts=2, partitions=("z",))])
+        o["hoodie.parquet.compression.codec"] = "lzo"
     elif case == "null_keys":
         data = data.set_column(0, "id", pa.array([None if i % 7 == 0 else f"k{i:07d}" for i in range(90, 130)],
                                                  pa.string()))
     elif case == "task_fails":    # logs appended to existing groups, then base files of z fail
         data = pa.concat_tables([data, rows(range(200, 230), ts=2, partitions=("z",))])
-        o["hoodie.parquet.compression.codec"] = "no-such-codec"
+        o["hoodie.parquet.compression.codec"] = request.getfixturevalue("codec_executors_refuse")
     with pytest.raises(hudi.HudiError) as err:
         spark_write(spark, table, data, o)
     assert str(err.value)
+    if case == "bad_codec":
+        assert "hoodie.parquet.compression.codec" in str(err.value) and "lzo" in str(err.value)
+        assert "Spark task" not in str(err.value)
+    if case == "task_fails":
+        assert "Spark task" in str(err.value)
     _unchanged(table, before_files, before_rows)
     shutil.rmtree(table / ".hoodie" / ".temp", ignore_errors=True)
 

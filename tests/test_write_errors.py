@@ -41,6 +41,9 @@ def table_path(tmp_path):
     (pa.table({"id": ["c"], "ts": [1], "n": [1], "p": ["x"]}), {"record_key": "n"}, hudi.InvalidOptionError, "record key"),
     (pa.table({"id": ["c"], "ts": [1], "n": [1], "p": ["x"]}), {"options": {"hoodie.parquet.small.file.limit": "lots"}},
      hudi.InvalidOptionError, "integer"),
+    # a codec Hudi names but pyarrow cannot write: refused before anything is written
+    (pa.table({"id": ["c"], "ts": [1], "n": [1], "p": ["z"]}), {"options": {"hoodie.parquet.compression.codec": "lzo"}},
+     hudi.InvalidOptionError, "hoodie.parquet.compression.codec.*lzo"),
 ])
 def test_bad_input_writes_nothing(table_path, data, kwargs, error, match):
     before = _listing(table_path)
@@ -59,6 +62,10 @@ def test_bad_first_write_creates_no_table(tmp_path):
         hudi.write(str(path), pa.table({"id": ["a"]}))
     with pytest.raises(hudi.InvalidOptionError, match="table_type"):
         hudi.write(str(path), pa.table({"id": ["a"]}), record_key="id", table_type="LSM")
+    with pytest.raises(hudi.InvalidOptionError, match="hoodie.parquet.compression.codec.*lzo"):
+        hudi.write(str(path), pa.table({"id": ["a"], "p": ["x"]}), record_key="id", partition_by="p",
+                   options={"hoodie.parquet.compression.codec": "lzo"})
+    assert not path.exists() or not os.listdir(path)
 
 
 def test_all_error_types_are_hudi_errors():

@@ -16,6 +16,9 @@ BULK_INSERT_SORT_MODES = ("NONE", "GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PA
                           "PARTITION_PATH_REPARTITION_AND_SORT")
 # the modes that sort the records by partition path and record key
 KEY_SORTING_MODES = ("GLOBAL_SORT", "PARTITION_SORT")
+# Hudi's Parquet codec names pyarrow writes (``hudi_format.parquet_codec`` maps them); Hudi's
+# lzo has no pyarrow writer
+PARQUET_CODECS = ("gzip", "snappy", "zstd", "lz4", "lz4_raw", "brotli", "uncompressed", "none")
 INDEX_TYPES = ("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "RECORD_INDEX")
 MB = 1024 * 1024
 
@@ -88,8 +91,9 @@ declare(
     _w("hoodie.merge.small.file.group.candidates.limit", "int", 1, "MERGE_ON_READ: small file groups per "
        "partition that take inserts into their logs.", minimum=0),
     # -- file formats -------------------------------------------------------------------------
-    _w("hoodie.parquet.compression.codec", "str", "gzip", "Parquet codec: gzip, snappy, zstd, lz4, "
-       "brotli, uncompressed; gzip and zstd at the levels Hudi's writer uses (zlib 6, zstd 3)."),
+    _w("hoodie.parquet.compression.codec", "choice", "gzip", "Parquet codec of base files and Parquet log "
+       "blocks; gzip and zstd at the levels Hudi's writer uses (zlib 6, zstd 3). Hudi's lzo has no "
+       "pyarrow writer: refused before anything is written.", allowed=PARQUET_CODECS),
     _w("hoodie.parquet.block.size", "int", 120 * MB, "Parquet row group size in bytes, of the Arrow rows buffered "
        "(base files of writes, compaction and clustering; a streamed write or merge caps it to its memory budget).", minimum=1),
     _w("hoodie.parquet.page.size", "int", MB, "Parquet data page size in bytes (base files of writes, "
