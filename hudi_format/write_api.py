@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from .config import TableConfig
-from .services.inline import run_inline_services
+from .services.inline import check_inline_options, run_inline_services
 from .services.rollback import rollback_failed_writes
 from .storage import Storage
 from .timeline import Timeline
@@ -105,6 +105,7 @@ def _write_once(storage: Storage, config: TableConfig | None, data: Any, operati
             config = None
     if config is not None:
         check_against_table(config, opts, storage.url, **table_args)
+        check_inline_options(opts, config.is_mor)
         # Load once: recovery, planning, the commit's metadata-table step and the inline
         # services share one snapshot of the table (listed again only when one changed it).
         snapshot = recover(storage, config, opts, TableSnapshot.load(storage, config))
@@ -112,6 +113,7 @@ def _write_once(storage: Storage, config: TableConfig | None, data: Any, operati
         instant = client.write(data, operation)
         return WriteResult.of(instant, post_commit(storage, client.config, opts, client.snapshot))
     new = new_table_config(storage, opts, **table_args)
+    check_inline_options(opts, new.is_mor)
     client = WriteClient(storage, new, opts, create=True)
     instant = client.write(data, operation)
     # the first commit wrote hoodie.properties (and may have declared the metadata table)

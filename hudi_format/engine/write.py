@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..config import TableConfig
 from ..metadata.record_index_update import RecordIndexUpdate
-from ..services.inline import run_inline_services
+from ..services.inline import check_inline_options, run_inline_services
 from ..services.rollback import rollback_failed_writes
 from ..storage import Storage
 from ..errors import InvalidOptionError, TableNotFoundError
@@ -67,6 +67,7 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
         check_against_table(config, opts, storage.url, record_key=record_key, partition_by=partition_by,
                             ordering_field=ordering_field, table_type=table_type,
                             table_version=table_version, table_name=table_name)
+        check_inline_options(opts, config.is_mor)
         # load once: recovery, planning, the commit and the inline services share one snapshot
         snapshot = TableSnapshot.load(storage, config)
         rollback_failed_writes(storage, config, opts, timeline=snapshot.timeline)
@@ -74,6 +75,7 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
     config = new_table_config(storage, opts, record_key=record_key, ordering_field=ordering_field,
                               partition_by=partition_by, table_type=table_type,
                               table_version=table_version, table_name=table_name)
+    check_inline_options(opts, config.is_mor)
     return prepare_write(storage, config, op, opts, schema, create=True)
 
 

@@ -119,18 +119,29 @@ def clustering_due(timeline: Timeline, opts: Mapping[str, Any]) -> bool:
 # -- planning ---------------------------------------------------------------------------------
 
 
+def _partition_regex(opts: Mapping[str, Any]) -> "re.Pattern[str] | None":
+    pattern = option(opts, "hoodie.clustering.plan.strategy.partition.regex.pattern")
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise InvalidOptionError(f"option hoodie.clustering.plan.strategy.partition.regex.pattern: "
+                                 f"invalid regex {pattern!r}: {exc}") from None
+
+
 def _partitions(ts: TableState, opts: Mapping[str, Any]) -> list[str]:
     selected = split_partitions(option(opts, "hoodie.clustering.plan.strategy.partition.selected"))
     parts = selected if selected else ts.view.partitions()
-    pattern = option(opts, "hoodie.clustering.plan.strategy.partition.regex.pattern")
-    if pattern:
-        try:
-            rx = re.compile(pattern)
-        except re.error as exc:
-            raise InvalidOptionError(f"option hoodie.clustering.plan.strategy.partition.regex.pattern: "
-                                     f"invalid regex {pattern!r}: {exc}") from None
-        parts = [p for p in parts if rx.fullmatch(p)]
-    return parts
+    rx = _partition_regex(opts)
+    return [p for p in parts if rx.fullmatch(p)] if rx is not None else parts
+
+
+def check_options(opts: Mapping[str, Any]) -> None:
+    """The clustering options whose values cannot work whatever the table holds (strategy
+    classes, the partition regex), checked before a write whose inline clustering reads them."""
+    _check_strategies(opts)
+    _partition_regex(opts)
 
 
 def _groups_for_partition(slices: list[FileSlice], opts: Mapping[str, Any],

@@ -19,6 +19,20 @@ from ..transaction.snapshot import TableSnapshot
 log = logging.getLogger(__name__)
 
 
+def check_inline_options(opts: Mapping[str, Any], is_mor: bool) -> None:
+    """Before a write: the options its commit's lock and its inline services read, so a value
+    that cannot work fails the write before anything is written, not after its commit (where a
+    service's failure is only logged and the service never runs)."""
+    from ..transaction.locks import lock_provider_class
+    from . import clustering, common
+
+    lock_provider_class(opts)
+    if is_mor and (option(opts, "hoodie.compact.inline") or option(opts, "hoodie.compact.schedule.inline")):
+        common.compaction_strategy(opts)
+    if option(opts, "hoodie.clustering.inline") or option(opts, "hoodie.clustering.schedule.inline"):
+        clustering.check_options(opts)
+
+
 def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str, Any],
                         timeline: Timeline | None = None, *,
                         snapshot: "TableSnapshot | Timeline | None" = None) -> tuple[Exception, ...]:

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from ..errors import InvalidOptionError, LockError
 from ..options import option
@@ -136,20 +136,27 @@ class FileSystemLockProvider:
             self.storage.delete(self.path)
 
 
-def lock_provider(storage: Storage, options: Mapping[str, Any] | None) -> LockProvider:
-    opts = dict(options or {})
-    name = str(option(opts, "hoodie.write.lock.provider")).strip()
+def lock_provider_class(options: Mapping[str, Any] | None) -> Callable[..., LockProvider]:
+    """The class ``hoodie.write.lock.provider`` names (Hudi's two names for ours, or a Python
+    class ``module.Class``); ``InvalidOptionError`` when it cannot be loaded. A write checks
+    it before anything is written: its commit takes the lock only at the end."""
+    name = str(option(dict(options or {}), "hoodie.write.lock.provider")).strip()
     key = name.lower()
     if key in _INPROCESS:
-        return InProcessLockProvider(storage, opts)
+        return InProcessLockProvider
     if key in _FILESYSTEM:
-        return FileSystemLockProvider(storage, opts)
+        return FileSystemLockProvider
     module, _, cls = name.replace(":", ".").rpartition(".")
     try:
-        provider = getattr(importlib.import_module(module), cls)
+        provider: Callable[..., LockProvider] = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError, ValueError) as exc:
         raise InvalidOptionError(f"hoodie.write.lock.provider: cannot load {name!r}: {exc}") from None
-    return provider(storage, opts)
+    return provider
+
+
+def lock_provider(storage: Storage, options: Mapping[str, Any] | None) -> LockProvider:
+    opts = dict(options or {})
+    return lock_provider_class(opts)(storage, opts)
 
 
 _HELD = threading.local()   # table url -> how deep this thread holds its lock

@@ -7,11 +7,13 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Mapping
 
-from ..config import TableConfig
-from ..errors import InvalidOptionError
+from ..config import _KEYGEN_TYPE_BY_CLASS, TableConfig
+from ..errors import InvalidOptionError, UnsupportedFeatureError
+from ..keygen import KEYGEN_CLASSES
 from ..options import default, option
 from ..storage import Storage
 from ..table_init import table_properties
+from .options import check_arguments_agree, payload_mode, payload_of
 
 __all__ = ["as_list", "new_table_config"]
 
@@ -31,6 +33,8 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key: A
                      table_name: str | None = None) -> TableConfig:
     """The config of a table the first write creates, from the arguments and Hudi's options
     (the options win over ``table_type``); nothing is written yet."""
+    check_arguments_agree(opts, record_key=record_key, ordering_field=ordering_field, partition_by=partition_by,
+                          table_type=table_type, table_version=table_version, table_name=table_name)
     keys = as_list(record_key or opts.get("hoodie.datasource.write.recordkey.field")
                     or opts.get("hoodie.table.recordkey.fields"))
     requested_version = table_version or opts.get("hoodie.write.table.version") or opts.get("hoodie.table.version")
@@ -49,13 +53,16 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key: A
                         or opts.get("hoodie.table.ordering.fields") or opts.get("hoodie.table.precombine.field"))
     keygen_class = opts.get("hoodie.datasource.write.keygenerator.class") or opts.get("hoodie.table.keygenerator.class")
     keygen_type = opts.get("hoodie.datasource.write.keygenerator.type") or opts.get("hoodie.table.keygenerator.type")
+    if keygen_class and keygen_class.strip().rsplit(".", 1)[-1] not in _KEYGEN_TYPE_BY_CLASS:
+        raise UnsupportedFeatureError(f"key generator class {keygen_class!r} is Java code of your own, which this "
+                                      f"writer cannot run; use hoodie.datasource.write.keygenerator.type "
+                                      f"({', '.join(sorted(KEYGEN_CLASSES))})")
     if not keygen_class and not keygen_type:
         keygen_type = ("NON_PARTITION" if not parts else
                        "COMPLEX" if len(keys) > 1 or len(parts) > 1 else "SIMPLE")
     name = table_name or opts.get("hoodie.table.name") or posixpath.basename(storage.root.rstrip("/")) or "hudi_table"
     extra = {k: str(v) for k, v in opts.items() if k.startswith("hoodie.keygen.timebased.")}
-    if opts.get("hoodie.record.merge.mode"):
-        extra["hoodie.record.merge.mode"] = opts["hoodie.record.merge.mode"]
+    extra.update(_merging(opts, ordering, version))
     if opts.get("hoodie.table.timeline.timezone"):
         extra["hoodie.table.timeline.timezone"] = opts["hoodie.table.timeline.timezone"]
     props = table_properties(
@@ -66,3 +73,29 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key: A
         populate_meta_fields=option(opts, "hoodie.populate.meta.fields"),
         table_version=version, database=opts.get("hoodie.database.name"), extra=extra or None)
     return TableConfig(props, storage.uri(".hoodie/hoodie.properties"))
+
+
+def _merging(opts: Mapping[str, Any], ordering: list[str], version: int) -> dict[str, str]:
+    """The merge mode and payload class a new table records, from ``hoodie.record.merge.mode``
+    and the payload class options: as Hudi 1.x infers the mode from the payload (v8), and as
+    0.x records the payload (v6; here for copy-on-write tables too, so the table keeps merging
+    as its first write asked). A custom merge is Java code: refused."""
+    mode = str(opts.get("hoodie.record.merge.mode") or "").strip().upper()
+    if mode == "CUSTOM":
+        raise UnsupportedFeatureError("hoodie.record.merge.mode=CUSTOM merges with a payload or merger class's "
+                                      "Java code, which this writer cannot run")
+    out = {"hoodie.record.merge.mode": mode} if mode else {}
+    payload = payload_of(opts)
+    if payload is None:
+        return out
+    implied = payload_mode(*payload)
+    if implied == "EVENT_TIME_ORDERING" and not ordering:
+        raise InvalidOptionError(f"{payload[0]}={payload[1]!r} orders records by the ordering field, and the "
+                                 f"table has none: pass ordering_field (hoodie.datasource.write.precombine.field)")
+    if mode and mode != implied:
+        raise InvalidOptionError(f"hoodie.record.merge.mode={mode} and {payload[0]}={payload[1]!r} ({implied}) "
+                                 f"disagree; pass one")
+    out["hoodie.compaction.payload.class"] = payload[1]
+    if version >= 8:
+        out["hoodie.record.merge.mode"] = implied
+    return out
