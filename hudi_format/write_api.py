@@ -29,7 +29,7 @@ from .options import WRITE_SCOPES, option, validate
 from .writer.input import to_arrow
 from .writer.job import check_operation
 from .writer.new_table import new_table_config
-from .writer.options import check_against_table, check_write_arguments
+from .writer.options import check_against_table, check_write_arguments, write_config
 from .writer.retries import RETRIES_ON_CONFLICT, retrying_conflicts
 from .writer.stream import streams
 
@@ -106,6 +106,7 @@ def _write_once(storage: Storage, config: TableConfig | None, data: Any, operati
     if config is not None:
         check_against_table(config, opts, storage.url, **table_args)
         check_inline_options(opts, config.is_mor)
+        config = write_config(config, opts)
         # Load once: recovery, planning, the commit's metadata-table step and the inline
         # services share one snapshot of the table (listed again only when one changed it).
         snapshot = recover(storage, config, opts, TableSnapshot.load(storage, config))

@@ -64,6 +64,22 @@ def test_the_payload_class_decides_how_a_new_table_merges(tmp_path, version, tab
     assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == want
 
 
+def test_a_version_6_copy_on_write_write_merges_by_its_own_payload(tmp_path):
+    """Hudi 0.x keeps a payload class in hoodie.properties for merge-on-read tables only: a
+    copy-on-write write merges by the payload of its own options (0.x's default without one)."""
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows(5, 1), table_version=6, **KW)          # as 0.x leaves it: no payload
+    assert "hoodie.compaction.payload.class" not in _props(path)
+    hudi.write(path, _rows(1, 2), operation="upsert", options={"hoodie.datasource.write.payload.class": DEFAULT}, **KW)
+    assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == [1, 1]
+    hudi.write(path, _rows(1, 3), operation="upsert", **KW)     # 0.x's default: the latest write wins
+    assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == [3, 3]
+    hudi.write(path, _rows(0, 4), operation="upsert", options={"hoodie.compaction.payload.class": EVENT_TIME}, **KW)
+    assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == [3, 3]
+    assert sorted(hudi_rs_read(path).column("v").to_pylist()) == [3, 3]
+    assert "hoodie.compaction.payload.class" not in _props(path)
+
+
 @pytest.mark.parametrize("version", [6, 8])
 def test_a_payload_the_table_does_not_merge_with_is_refused(tmp_path, version):
     path = str(tmp_path / "t")

@@ -36,7 +36,7 @@ from ..writer.stream import NewFiles, write_new_files as _write_new_files
 from ..writer.input import to_arrow
 from ..writer.new_table import new_table_config
 from ..options import WRITE_SCOPES, validate
-from ..writer.options import check_against_table, check_write_arguments
+from ..writer.options import check_against_table, check_write_arguments, write_config
 
 
 def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | None,
@@ -68,6 +68,7 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
                             ordering_field=ordering_field, table_type=table_type,
                             table_version=table_version, table_name=table_name)
         check_inline_options(opts, config.is_mor)
+        config = write_config(config, opts)
         # load once: recovery, planning, the commit and the inline services share one snapshot
         snapshot = TableSnapshot.load(storage, config)
         rollback_failed_writes(storage, config, opts, timeline=snapshot.timeline)

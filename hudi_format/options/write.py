@@ -68,8 +68,12 @@ declare(
     # -- merging ------------------------------------------------------------------------------
     _w("hoodie.record.merge.mode", "choice", None, "How records of one key merge (default "
        "EVENT_TIME_ORDERING with an ordering column).", allowed=("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")),
-    _w("hoodie.compaction.payload.class", "str", None, "Record payload class recorded in hoodie.properties."),
-    _w("hoodie.datasource.write.payload.class", "str", None, "Record payload class (datasource spelling)."),
+    _w("hoodie.compaction.payload.class", "str", None, "Record payload class: on a new table it decides the "
+       "merge (OverwriteWithLatestAvroPayload: commit time; DefaultHoodieRecordPayload, EventTimeAvroPayload: "
+       "event time; v8 records the merge mode it implies), on an existing one it must merge as the table "
+       "does. Other payloads are Java code: refused."),
+    _w("hoodie.datasource.write.payload.class", "str", None, "Record payload class (datasource spelling of "
+       "hoodie.compaction.payload.class)."),
     _w("hoodie.write.set.null.for.missing.columns", "bool", False, "Write nulls for table columns a batch "
        "lacks (false, Hudi's default: such a write fails, so an upsert cannot blank columns it left out)."),
     _w("hoodie.write.num.retries.on.conflict.failures", "int", 0, "Times a write that lost a conflict to "

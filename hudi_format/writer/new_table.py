@@ -78,8 +78,9 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key: A
 def _merging(opts: Mapping[str, Any], ordering: list[str], version: int) -> dict[str, str]:
     """The merge mode and payload class a new table records, from ``hoodie.record.merge.mode``
     and the payload class options: as Hudi 1.x infers the mode from the payload (v8), and as
-    0.x records the payload (v6; here for copy-on-write tables too, so the table keeps merging
-    as its first write asked). A custom merge is Java code: refused."""
+    0.x records the payload (v6; 0.x only for merge-on-read, here for copy-on-write too, where
+    it is what later writes that name no payload merge by: :func:`.options.write_config`). A
+    custom merge is Java code: refused."""
     mode = str(opts.get("hoodie.record.merge.mode") or "").strip().upper()
     if mode == "CUSTOM":
         raise UnsupportedFeatureError("hoodie.record.merge.mode=CUSTOM merges with a payload or merger class's "
@@ -95,7 +96,7 @@ def _merging(opts: Mapping[str, Any], ordering: list[str], version: int) -> dict
     if mode and mode != implied:
         raise InvalidOptionError(f"hoodie.record.merge.mode={mode} and {payload[0]}={payload[1]!r} ({implied}) "
                                  f"disagree; pass one")
-    out["hoodie.compaction.payload.class"] = payload[1]
     if version >= 8:
         out["hoodie.record.merge.mode"] = implied
+    out["hoodie.compaction.payload.class"] = payload[1]
     return out

@@ -13,7 +13,7 @@ from ..options import OPERATIONS, option, parse_bool
 from .file_sizing import SizingConfig
 
 __all__ = ["OPERATIONS", "sizing_config", "check_against_table", "check_arguments_agree", "check_writable",
-           "check_write_arguments", "payload_of", "payload_mode", "PAYLOAD_MODES"]
+           "check_write_arguments", "payload_of", "payload_mode", "PAYLOAD_MODES", "write_config"]
 
 
 def sizing_config(opts: Mapping[str, Any]) -> SizingConfig:
@@ -161,7 +161,7 @@ def check_against_table(config: TableConfig, opts: Mapping[str, Any], where: str
                                          f"{current[label]!r} (hoodie.properties), which a write cannot change; "
                                          f"omit {name} or pass the table's value")
     payload = payload_of(opts)
-    if payload is not None:
+    if payload is not None and (config.version >= 8 or config.is_mor):
         mode = payload_mode(*payload)
         if mode == "EVENT_TIME_ORDERING" and not config.ordering_fields:
             mode = "COMMIT_TIME_ORDERING"   # no ordering field to order by (as the table infers it)
@@ -169,6 +169,18 @@ def check_against_table(config: TableConfig, opts: Mapping[str, Any], where: str
             raise InvalidOptionError(f"{payload[0]}={payload[1]!r} does not match the table: {where} merges "
                                      f"with {config.merge_mode} (hoodie.properties), which a write cannot "
                                      f"change; omit {payload[0]} or pass a payload of that merge mode")
+
+
+def write_config(config: TableConfig, opts: Mapping[str, Any]) -> TableConfig:
+    """The table's config as this write merges by it. On a version 6 copy-on-write table the
+    write's payload class decides, as in Hudi 0.x, whose tables keep a payload class only for
+    merge-on-read (a copy-on-write write merges by its own write config); without one, the
+    table's (recorded by our first write, else 0.x's default OverwriteWithLatestAvroPayload).
+    On any other table the table's, which the write's must agree with."""
+    payload = payload_of(opts)
+    if payload is None or config.version >= 8 or config.is_mor:
+        return config
+    return TableConfig({**dict(config), "hoodie.compaction.payload.class": payload[1]}, config.source)
 
 
 def check_arguments_agree(opts: Mapping[str, Any], **arguments: Any) -> None:
