@@ -65,8 +65,13 @@ class Sequence:
         self.cfg = config
         self.opts = dict(config["options"])
         self.table_type, self.version = config["table_type"], config["version"]
-        # v6 tables merge with the 0.x default payload: the latest commit wins, as v8's commit-time ordering
-        self.event_time = self.version >= 8 and self.opts.get("hoodie.record.merge.mode") != "COMMIT_TIME_ORDERING"
+        # v6 tables merge with the 0.x default payload: the latest commit wins, as v8's commit-time
+        # ordering; a payload class option decides for both
+        payload = self.opts.get("hoodie.datasource.write.payload.class")
+        if payload:
+            self.event_time = not payload.endswith(".OverwriteWithLatestAvroPayload")
+        else:
+            self.event_time = self.version >= 8 and self.opts.get("hoodie.record.merge.mode") != "COMMIT_TIME_ORDERING"
         self.model = Model(self.event_time)
         self.ts = 0                    # ordering value of the next batch (grows each step)
         self.next_key = 0

@@ -91,6 +91,12 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
         opts["hoodie.metadata.index.column.stats.enable"] = "true"
     if version >= 8 and random.Random(f"merge-mode-{seed}").random() < 0.25:   # the latest commit wins
         opts["hoodie.record.merge.mode"] = "COMMIT_TIME_ORDERING"
+    if "hoodie.record.merge.mode" not in opts and random.Random(f"payload-{seed}").random() < 0.3:
+        # the merge asked for the Hudi 0.x way: v8 infers its merge mode from it, v6 records it
+        # (merge-on-read) or merges each write by it (copy-on-write)
+        opts["hoodie.datasource.write.payload.class"] = "org.apache.hudi.common.model." + random.Random(
+            f"payload-class-{seed}").choice(["DefaultHoodieRecordPayload", "EventTimeAvroPayload",
+                                        "OverwriteWithLatestAvroPayload"])
     evolve = random.Random(f"evolve-{seed}").random() < 0.5
     if evolve:   # its writes without the new column leave it null, as Hudi's option asks
         opts["hoodie.write.set.null.for.missing.columns"] = "true"
