@@ -115,6 +115,7 @@ def test_a_payload_the_table_does_not_merge_with_is_refused(tmp_path, version):
      "hoodie.clustering.plan.strategy.class"),
     ({"hoodie.clustering.inline": "true", "hoodie.clustering.plan.strategy.partition.regex.pattern": "(["},
      "regex"),
+    ({"hoodie.clustering.inline": "true", "hoodie.clustering.plan.strategy.sort.columns": "v,nosuch"}, "nosuch"),
 ])
 @pytest.mark.parametrize("existing", [False, True])
 def test_a_configuration_that_cannot_work_writes_nothing(tmp_path, opts, match, existing):

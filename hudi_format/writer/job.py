@@ -287,11 +287,25 @@ def prepare_write(storage: Storage, config: TableConfig, operation: str, options
     fields = [f for f in schema if f.name not in META_FIELDS]
     meta = [pa.field(n, pa.string()) for n in META_FIELDS] if config.populate_meta_fields else []
     full_schema = pa.schema(meta + fields)
+    _check_sort_columns(opts, full_schema)
     record = table_record_name(config.name)
     avro = arrow_to_avro_schema(full_schema, *record)
     data_avro = arrow_to_avro_schema(schema, *record)
     spec = WriteSpec(storage.url, config, opts, op, schema, full_schema, avro)
     return WriteJob(storage, config, opts, op, create, state, spec, data_avro, snapshot)
+
+
+def _check_sort_columns(opts: Mapping[str, Any], schema: pa.Schema) -> None:
+    """Inline clustering sorts by ``hoodie.clustering.plan.strategy.sort.columns``: a column the
+    table will not have fails the write here, before anything is written, not the clustering
+    after the commit (whose failure is only logged, and it never runs)."""
+    if not (option(opts, "hoodie.clustering.inline") or option(opts, "hoodie.clustering.schedule.inline")):
+        return
+    value = option(opts, "hoodie.clustering.plan.strategy.sort.columns")
+    missing = [c for c in (c.strip() for c in str(value or "").split(",")) if c and schema.get_field_index(c) < 0]
+    if missing:
+        raise InvalidOptionError(f"option hoodie.clustering.plan.strategy.sort.columns: unknown column(s) "
+                                 f"{missing}; the table has {', '.join(schema.names)}")
 
 
 # -- plan ----------------------------------------------------------------------------------------
