@@ -286,7 +286,7 @@ class Table:
                 if (s.partition_path, s.file_id) in by_group]
 
     # -- writing -----------------------------------------------------------------------------
-    def write(self, data: Any, operation: str = "upsert",
+    def write(self, data: Any, operation: str | None = None,
               options: Mapping[str, Any] | None = None) -> WriteResult:
         """Write ``data`` (anything ``pyarrow.table()`` accepts, or batches as they come: a
         RecordBatchReader, a ``pyarrow.dataset`` Dataset or Scanner, an iterator of batches)
@@ -294,7 +294,8 @@ class Table:
         memory; the other operations read it whole first.
 
         ``operation``: insert, upsert, bulk_insert, delete, insert_overwrite,
-        insert_overwrite_table or delete_partition. The same path as ``hudi_format.write``:
+        insert_overwrite_table or delete_partition (default: option
+        ``hoodie.datasource.write.operation``, else upsert). The same path as ``hudi_format.write``:
         options that contradict the table are refused and writes whose writer died are rolled
         back first. Returns the completed instant; its ``service_errors`` are the inline
         services that failed after the commit was durable (logged, never raised). The table

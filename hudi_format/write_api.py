@@ -27,7 +27,7 @@ from .transaction.snapshot import TableSnapshot
 from .writer.client import WriteClient
 from .options import WRITE_SCOPES, option, validate
 from .writer.input import to_arrow
-from .writer.job import check_operation
+from .writer.job import check_operation, resolve_operation
 from .writer.new_table import new_table_config
 from .writer.options import check_against_table, check_write_arguments, write_config
 from .writer.retries import RETRIES_ON_CONFLICT, retrying_conflicts
@@ -36,7 +36,7 @@ from .writer.stream import streams
 __all__ = ["write", "write_data", "new_table_config", "recover", "post_commit"]
 
 
-def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
+def write(path: str | os.PathLike[str], data: Any, *, operation: str | None = None,
           record_key: str | Sequence[str] | None = None,
           ordering_field: str | Sequence[str] | None = None,
           partition_by: str | Sequence[str] | None = None,
@@ -45,7 +45,8 @@ def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
           storage_options: Mapping[str, Any] | None = None) -> WriteResult:
     """Write ``data`` to the Hudi table at ``path``, creating the table on the first write
     (``table_type`` defaults to COPY_ON_WRITE). On an existing table every argument must agree
-    with the table's properties: a differing one is refused, not ignored.
+    with the table's properties: a differing one is refused, not ignored. ``operation``
+    defaults to option ``hoodie.datasource.write.operation``, else upsert.
 
     ``data``: anything ``pyarrow.table()`` accepts, or batches as they come (a
     RecordBatchReader, a ``pyarrow.dataset`` Dataset or Scanner, an iterator of RecordBatches).
@@ -62,7 +63,7 @@ def write(path: str | os.PathLike[str], data: Any, *, operation: str = "upsert",
                       table_type=table_type, table_version=table_version, table_name=table_name)
 
 
-def write_data(storage: Storage, config: TableConfig | None, data: Any, operation: str,
+def write_data(storage: Storage, config: TableConfig | None, data: Any, operation: str | None,
                options: Mapping[str, Any] | None, **table_args: Any) -> WriteResult:
     """The one write path of ``hudi_format.write`` and ``Table.write``.
 
@@ -76,8 +77,9 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
     ``hoodie.write.num.retries.on.conflict.failures`` times (0, Hudi's default: it fails), as
     Hudi's Spark writer does. Input that can be read only once and is written as it streams
     (an insert or bulk_insert of a RecordBatchReader or iterator) is not retried."""
-    check_write_arguments(operation=operation, **table_args)
+    check_write_arguments(**table_args)
     opts = validate(options, WRITE_SCOPES)
+    operation = resolve_operation(operation, opts)
     retries = option(opts, RETRIES_ON_CONFLICT)
     if retries and _read_once(data) and not streams(check_operation(operation), opts):
         data = to_arrow(data)   # read whole by the write anyway: kept for the next attempt

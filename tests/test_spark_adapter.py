@@ -572,38 +572,3 @@ def test_global_index_moves_duplicates_and_empty_writes(spark, tmp_path):
     assert len(instants) == 3
     _check(spark, path, model)
 
-
-@pytest.mark.parametrize("table_type,version", [("COPY_ON_WRITE", 6), ("MERGE_ON_READ", 6), ("COPY_ON_WRITE", 8),
-                                                ("MERGE_ON_READ", 8)])
-def test_the_payload_class_decides_the_merge_through_spark(spark, tmp_path, table_type, version):
-    """``hoodie.datasource.write.payload.class`` in a Spark job's options merges as in the core
-    (an update with a lower ordering value loses under DefaultHoodieRecordPayload) on the
-    executors too, where a version 6 copy-on-write job's payload lives in its shipped config."""
-    path = str(tmp_path / "t")
-    o = _opts(table_type, "upsert", **{"hoodie.write.table.version": str(version),
-                                       "hoodie.datasource.write.payload.class":
-                                           "org.apache.hudi.common.model.DefaultHoodieRecordPayload"})
-    first = rs_rows(range(20), ts=5)
-    sdf(spark, first).write.format("hudi_format").options(**o).save(path)
-    sdf(spark, rs_rows(range(10, 30), ts=1, seed=1)).write.format("hudi_format").options(**o).mode("append").save(path)
-    model = Model(event_time=True)
-    model.apply("upsert", first, 0)
-    model.apply("upsert", rs_rows(range(10, 30), ts=1, seed=1), 1)
-    assert data_rows(hudi.open_table(path).read()) == model_rows(model.rows)
-    assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)
-
-
-def test_a_version_6_copy_on_write_spark_job_merges_by_its_own_payload(spark, tmp_path):
-    """Hudi 0.x keeps no payload class for a copy-on-write table: each write merges by its own
-    (the executors merge by the job's, not the table's default)."""
-    path = str(tmp_path / "t")
-    o = _opts("COPY_ON_WRITE", "upsert", **{"hoodie.write.table.version": "6"})
-    first, late = rs_rows(range(20), ts=5), rs_rows(range(10, 30), ts=1, seed=1)
-    sdf(spark, first).write.format("hudi_format").options(**o).save(path)
-    payload = {"hoodie.datasource.write.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}
-    sdf(spark, late).write.format("hudi_format").options(**o, **payload).mode("append").save(path)
-    model = Model(event_time=True)
-    model.apply("upsert", first, 0)
-    model.apply("upsert", late, 1)
-    assert data_rows(hudi.open_table(path).read()) == model_rows(model.rows)
-    assert data_rows(hudi_rs_read(path)) == model_rows(model.rows)

@@ -160,3 +160,23 @@ def test_an_empty_table_name_is_no_name(tmp_path, caplog):
     with caplog.at_level(logging.ERROR):
         hudi.write(path, _rows(6, 2), operation="upsert", options={"hoodie.table.name": ""}, **KW)
     assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == [2, 2]
+
+
+def test_the_operation_option_is_the_operation_when_none_is_passed(tmp_path):
+    """An option map pasted from a Hudi job names its operation: a bulk_insert of a stored key
+    adds a second record (it looks no key up), where an upsert updates it."""
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows(5, 1), **KW)
+    bulk = {"hoodie.datasource.write.operation": "bulk_insert"}
+    hudi.write(path, _rows(6, 2), options=bulk, **KW)
+    assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == [1, 1, 2, 2]
+    hudi.open_table(path).write(_rows(7, 3), options={"hoodie.datasource.write.operation": "bulk_insert"})
+    assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == [1, 1, 2, 2, 3, 3]
+    before = _listing(path)
+    with pytest.raises(hudi.InvalidOptionError, match="different operations"):
+        hudi.write(path, _rows(8, 4), operation="upsert", options=bulk, **KW)
+    with pytest.raises(hudi.InvalidOptionError, match="different operations"):
+        hudi.engine.begin_write(path, "upsert", schema=_rows(8, 4).schema, options=bulk)
+    assert _listing(path) == before
+    hudi.write(path, _rows(8, 4), operation="BULK_INSERT", options=bulk, **KW)   # the same, spelt otherwise
+    assert sorted(hudi.open_table(path).read().column("v").to_pylist()) == [1, 1, 2, 2, 3, 3, 4, 4]

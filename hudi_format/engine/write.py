@@ -26,7 +26,7 @@ from ..errors import InvalidOptionError, TableNotFoundError
 from ..transaction.snapshot import TableSnapshot
 from ..transaction import WriteResult
 from ..writer.commit import commit_write
-from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, check_operation,
+from ..writer.job import (BucketResult, WriteBucket, WriteJob, abort_write, resolve_operation,
                           plan_write as _plan_write, plan_write_counts, prepare_write,
                           open_streamed, write_bucket as _write_bucket)
 from ..writer.file_sizing import new_file_records
@@ -39,7 +39,7 @@ from ..options import WRITE_SCOPES, validate
 from ..writer.options import check_against_table, check_write_arguments, write_config
 
 
-def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | None,
+def begin_write(table: Any, operation: str | None = None, *, schema: pa.Schema | None,
                 options: Mapping[str, Any] | None = None, storage_options: Mapping[str, Any] | None = None,
                 record_key: Any = None, ordering_field: Any = None, partition_by: Any = None,
                 table_type: str | None = None, table_version: int | None = None,
@@ -50,8 +50,8 @@ def begin_write(table: Any, operation: str = "upsert", *, schema: pa.Schema | No
     the commit from the arguments and options, as ``hudi_format.write`` does; on an existing
     one they must agree with its properties. Rolls back writes whose writer died first.
     Writes nothing else: the instant opens when the write is planned."""
-    op = check_operation(operation)
     opts = validate(options, WRITE_SCOPES)
+    op = resolve_operation(operation, opts)
     if isinstance(table, (str, os.PathLike)):
         storage = Storage(table, dict(storage_options) if storage_options is not None else None)
     else:

@@ -74,6 +74,24 @@ def check_operation(operation: Any) -> str:
     return op
 
 
+OPERATION_OPTION = "hoodie.datasource.write.operation"
+
+
+def resolve_operation(operation: Any, options: Mapping[str, Any] | None) -> str:
+    """The write's operation: the argument, else ``hoodie.datasource.write.operation`` (an
+    option map pasted from a Hudi job carries it), else upsert, Hudi's default. Both, naming
+    different operations, is an ``InvalidOptionError``: which one was meant is unknown."""
+    given = (options or {}).get(OPERATION_OPTION)
+    given = None if given is None or (isinstance(given, str) and not given.strip()) else given
+    if operation is None:
+        return check_operation("upsert" if given is None else given)
+    op = check_operation(operation)
+    if given is not None and check_operation(given) != op:
+        raise InvalidOptionError(f"operation={operation!r} and option {OPERATION_OPTION}={given!r} name "
+                                 f"different operations; pass one")
+    return op
+
+
 def should_dedupe(op: str, options: Mapping[str, Any]) -> bool:
     """Precombine the batch (one record per key) before writing, as Hudi's options say."""
     if op == "upsert":

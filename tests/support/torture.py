@@ -46,7 +46,7 @@ from conformance.model import IS_DELETED  # noqa: E402
 # the sequences' configuration and the row comparison live beside this module (names kept here)
 from torture_compare import COMPARED, EXTRA, _diff, data_rows, model_rows  # noqa: E402,F401
 from torture_config import (LAYOUTS, PARTS, RACED_OPS, WEIGHTS, WRITE_OPS, key_id, part_of,  # noqa: E402,F401
-                            replay_command, sequence_config)
+                            merges_by_event_time, replay_command, sequence_config)
 from writemodel import Model, hudi_rs_read, make_rows, metadata_listing_problem  # noqa: E402
 
 
@@ -65,13 +65,7 @@ class Sequence:
         self.cfg = config
         self.opts = dict(config["options"])
         self.table_type, self.version = config["table_type"], config["version"]
-        # v6 tables merge with the 0.x default payload: the latest commit wins, as v8's commit-time
-        # ordering; a payload class option decides for both
-        payload = self.opts.get("hoodie.datasource.write.payload.class")
-        if payload:
-            self.event_time = not payload.endswith(".OverwriteWithLatestAvroPayload")
-        else:
-            self.event_time = self.version >= 8 and self.opts.get("hoodie.record.merge.mode") != "COMMIT_TIME_ORDERING"
+        self.event_time = merges_by_event_time(config)
         self.model = Model(self.event_time)
         self.ts = 0                    # ordering value of the next batch (grows each step)
         self.next_key = 0

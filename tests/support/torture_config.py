@@ -112,6 +112,16 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
             "evolve": evolve, "moves": moves, "races": races}
 
 
+def merges_by_event_time(cfg: dict) -> bool:
+    """How the sequence's table merges: v6 as 0.x's default payload (the latest commit wins),
+    v8 by event time unless the merge mode (commit time, the only one set) says otherwise;
+    a payload class option decides for both."""
+    opts = cfg["options"]
+    latest = cfg["version"] < 8 or bool(opts.get("hoodie.record.merge.mode"))
+    payload = opts.get("hoodie.datasource.write.payload.class", "OverwriteWithLatestAvroPayload" if latest else "")
+    return not payload.endswith("OverwriteWithLatestAvroPayload")
+
+
 def replay_command(cfg: dict, steps: int) -> str:
     return (f"python -m tests.support.torture --seed {cfg['seed']} --steps {steps} --table-type {cfg['table_type']} "
             f"--version {cfg['version']} --profile {cfg['profile']}" + (" --moves" if cfg.get("moves") else "")
