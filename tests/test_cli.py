@@ -385,3 +385,20 @@ def test_validate_checks_the_record_index_against_the_snapshot(tmp_path, monkeyp
     assert sorted(p.severity for p in problems) == ["error", "error", "warning"], problems
     text = " ".join(p.message for p in problems)
     assert f"{some!r}" in text and "'gone'" in text and f"{other!r}" in text
+
+
+def test_write_takes_its_operation_from_the_option_when_none_is_given(tmp_path):
+    """``--option hoodie.datasource.write.operation=...`` (a Hudi job's options) is the
+    operation without ``--operation``; both, naming different ones, exit 2 and write nothing."""
+    src = tmp_path / "trips.parquet"
+    pq.write_table(trips(range(10)), src)
+    path = tmp_path / "t"
+    keys = ["--record-key", "id", "--ordering-field", "ts", "--no-progress"]
+    cli("write", path, src, *keys)
+    out = cli_json("write", path, src, *keys, "--option", "hoodie.datasource.write.operation=bulk_insert")
+    assert out["operation"] == "bulk_insert"
+    assert hudi.open_table(path).read().num_rows == 20      # bulk_insert looks no key up
+    err = cli("write", path, src, *keys, "--operation", "upsert", "--option",
+              "hoodie.datasource.write.operation=bulk_insert", code=2).stderr
+    assert "different operations" in err
+    assert hudi.open_table(path).read().num_rows == 20

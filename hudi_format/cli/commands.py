@@ -279,14 +279,16 @@ def cmd_write(args) -> int:
     progress = Progress(not args.no_progress and not args.json)
     data = read_input(args.input, fmt)
     options = _key_values(args.option, "--option")
-    with progress.busy(f"{args.operation} {data.num_rows} rows"):
-        instant = hudi.write(args.table, data, operation=args.operation, record_key=_columns(args.record_key),
+    from ..writer.job import resolve_operation
+    operation = resolve_operation(args.operation, options)   # --operation, else the option, else upsert
+    with progress.busy(f"{operation} {data.num_rows} rows"):
+        instant = hudi.write(args.table, data, operation=operation, record_key=_columns(args.record_key),
                              ordering_field=_columns(args.ordering_field), partition_by=_columns(args.partition_by),
                              table_type=args.table_type, table_version=args.table_version,
                              table_name=args.table_name, options=options or None,
                              storage_options=_storage_options(args))
-    result = {"instant": _instant(instant), "rows": data.num_rows, "operation": args.operation}
-    _emit(args, result, f"{args.operation}: {data.num_rows} rows committed as {instant.action} {instant.timestamp}")
+    result = {"instant": _instant(instant), "rows": data.num_rows, "operation": operation}
+    _emit(args, result, f"{operation}: {data.num_rows} rows committed as {instant.action} {instant.timestamp}")
     return 0
 
 
@@ -392,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
             [table, options])
     s.add_argument("input", help="input file")
     s.add_argument("--format", choices=FORMATS)
-    s.add_argument("--operation", default="upsert",
+    s.add_argument("--operation", default=None, help="default: option hoodie.datasource.write.operation, else upsert",
                    choices=["insert", "upsert", "bulk_insert", "delete", "insert_overwrite",
                             "insert_overwrite_table", "delete_partition"])
     s.add_argument("--record-key", help="record key field(s), comma-separated (needed to create a table)")
