@@ -41,6 +41,12 @@ _KEYGEN_TYPE_BY_CLASS = {
 }
 
 
+def builtin_keygen_type(keygen_class: str | None) -> str | None:
+    """The type of Hudi's key generator class ``keygen_class`` (any package prefix); ``None``
+    for a class of the user's own (or none), whose keys only its Java code knows."""
+    return _KEYGEN_TYPE_BY_CLASS.get((keygen_class or "").strip().rsplit(".", 1)[-1])
+
+
 # -- Java properties format ------------------------------------------------------------------
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -348,10 +354,9 @@ class TableConfig(Mapping):
         t = self._props.get("hoodie.table.keygenerator.type")
         if t:
             return t.strip().upper()
-        cls = self._props.get("hoodie.table.keygenerator.class", "")
-        short = cls.rsplit(".", 1)[-1]
-        if short in _KEYGEN_TYPE_BY_CLASS:
-            return _KEYGEN_TYPE_BY_CLASS[short]
+        builtin = builtin_keygen_type(self._props.get("hoodie.table.keygenerator.class"))
+        if builtin is not None:
+            return builtin
         if not self.partition_fields:
             return "NON_PARTITION"
         return "COMPLEX" if len(self.record_key_fields) > 1 or len(self.partition_fields) > 1 else "SIMPLE"

@@ -29,7 +29,7 @@ import json
 import posixpath
 from typing import Any, Iterable, Mapping, Sequence
 
-from .config import (_KEYGEN_TYPE_BY_CLASS, _TABLE_TYPES, PROPS_PATH, TableConfig,
+from .config import (_TABLE_TYPES, builtin_keygen_type, PROPS_PATH, TableConfig,
                      format_properties, table_checksum)
 from .errors import InvalidOptionError, TableConfigError, TableNotFoundError
 from .storage import Storage
@@ -199,8 +199,7 @@ def _bool(value: Any) -> str:
 def _keygen(version: int, keygen_type: str | None, keygen_class: str | None,
             record_keys: list[str], partitions: list[str]) -> dict[str, str]:
     if keygen_class:
-        short = keygen_class.rsplit(".", 1)[-1]
-        ktype = _KEYGEN_TYPE_BY_CLASS.get(short, "USER_PROVIDED")
+        ktype = builtin_keygen_type(keygen_class) or "USER_PROVIDED"
         if keygen_type and keygen_type.upper() != ktype:
             raise InvalidOptionError(f"key generator class {keygen_class} is of type {ktype}, "
                                      f"not {keygen_type}")

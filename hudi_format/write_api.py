@@ -27,7 +27,7 @@ from .transaction.snapshot import TableSnapshot
 from .writer.client import WriteClient
 from .options import WRITE_SCOPES, option, validate
 from .writer.input import to_arrow
-from .writer.job import check_operation, resolve_operation
+from .writer.job import resolve_operation
 from .writer.new_table import new_table_config
 from .writer.options import check_against_table, check_write_arguments, write_config
 from .writer.retries import RETRIES_ON_CONFLICT, retrying_conflicts
@@ -81,7 +81,7 @@ def write_data(storage: Storage, config: TableConfig | None, data: Any, operatio
     opts = validate(options, WRITE_SCOPES)
     operation = resolve_operation(operation, opts)
     retries = option(opts, RETRIES_ON_CONFLICT)
-    if retries and _read_once(data) and not streams(check_operation(operation), opts):
+    if retries and _read_once(data) and not streams(operation, opts):
         data = to_arrow(data)   # read whole by the write anyway: kept for the next attempt
     held = [config]
 

@@ -55,6 +55,7 @@ from ..transaction import Transaction
 from ..view import FileSlice, FileSystemView
 from ..view.file_names import BaseFileName, parse_base_file_name
 from ..writer.handles import new_file_id
+from ..writer.new_table import as_list
 from . import space_curves
 from .common import (EXECUTION_STRATEGIES, PLAN_STRATEGIES, ServiceConflictError, TableState,
                      full_uri, in_flight_file_groups, is_clustering, new_instant_time,
@@ -74,7 +75,7 @@ def _sort_columns(sort_by: str | Sequence[str] | None, opts: Mapping[str, Any]) 
     if value is None:
         return []
     if isinstance(value, str):
-        return [c.strip() for c in value.split(",") if c.strip()]
+        return as_list(value)
     cols = [str(c).strip() for c in value]
     if any(not c for c in cols):
         raise InvalidOptionError(f"sort_by must name columns, got {value!r}")

@@ -44,6 +44,7 @@ from ..transaction.snapshot import TableSnapshot
 from ..view import FileSlice, FileSystemView
 from . import handles, merge_handle
 from .input import check_fields
+from .new_table import as_list
 from ..options import OPERATIONS, WRITE_SCOPES, option, validate
 from ..options.write import KEY_SORTING_MODES
 from .planning import REPLACE_OPS, TAGGING_OPS, Plan, WriteCounts, WritePlanner, concat_rows
@@ -320,7 +321,7 @@ def _check_sort_columns(opts: Mapping[str, Any], schema: pa.Schema) -> None:
     if not (option(opts, "hoodie.clustering.inline") or option(opts, "hoodie.clustering.schedule.inline")):
         return
     value = option(opts, "hoodie.clustering.plan.strategy.sort.columns")
-    missing = [c for c in (c.strip() for c in str(value or "").split(",")) if c and schema.get_field_index(c) < 0]
+    missing = [c for c in as_list(value) if schema.get_field_index(c) < 0]
     if missing:
         raise InvalidOptionError(f"option hoodie.clustering.plan.strategy.sort.columns: unknown column(s) "
                                  f"{missing}; the table has {', '.join(schema.names)}")

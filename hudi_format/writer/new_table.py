@@ -7,13 +7,13 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Mapping
 
-from ..config import _KEYGEN_TYPE_BY_CLASS, TableConfig
+from ..config import TableConfig, builtin_keygen_type
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 from ..keygen import KEYGEN_CLASSES
 from ..options import default, option
 from ..storage import Storage
 from ..table_init import table_properties
-from .options import check_arguments_agree, payload_mode, payload_of
+from .options import check_arguments_agree, payload_of
 
 __all__ = ["as_list", "new_table_config"]
 
@@ -53,7 +53,7 @@ def new_table_config(storage: Storage, opts: Mapping[str, Any], *, record_key: A
                         or opts.get("hoodie.table.ordering.fields") or opts.get("hoodie.table.precombine.field"))
     keygen_class = opts.get("hoodie.datasource.write.keygenerator.class") or opts.get("hoodie.table.keygenerator.class")
     keygen_type = opts.get("hoodie.datasource.write.keygenerator.type") or opts.get("hoodie.table.keygenerator.type")
-    if keygen_class and keygen_class.strip().rsplit(".", 1)[-1] not in _KEYGEN_TYPE_BY_CLASS:
+    if keygen_class and builtin_keygen_type(keygen_class) is None:
         raise UnsupportedFeatureError(f"key generator class {keygen_class!r} is Java code of your own, which this "
                                       f"writer cannot run; use hoodie.datasource.write.keygenerator.type "
                                       f"({', '.join(sorted(KEYGEN_CLASSES))})")
@@ -89,14 +89,14 @@ def _merging(opts: Mapping[str, Any], ordering: list[str], version: int) -> dict
     payload = payload_of(opts)
     if payload is None:
         return out
-    implied = payload_mode(*payload)
+    key, cls, implied = payload
     if implied == "EVENT_TIME_ORDERING" and not ordering:
-        raise InvalidOptionError(f"{payload[0]}={payload[1]!r} orders records by the ordering field, and the "
+        raise InvalidOptionError(f"{key}={cls!r} orders records by the ordering field, and the "
                                  f"table has none: pass ordering_field (hoodie.datasource.write.precombine.field)")
     if mode and mode != implied:
-        raise InvalidOptionError(f"hoodie.record.merge.mode={mode} and {payload[0]}={payload[1]!r} ({implied}) "
+        raise InvalidOptionError(f"hoodie.record.merge.mode={mode} and {key}={cls!r} ({implied}) "
                                  f"disagree; pass one")
     if version >= 8:
         out["hoodie.record.merge.mode"] = implied
-    out["hoodie.compaction.payload.class"] = payload[1]
+    out["hoodie.compaction.payload.class"] = cls
     return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..config import _KEYGEN_TYPE_BY_CLASS, TableConfig
+from ..config import TableConfig, builtin_keygen_type
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 from ..options import OPERATIONS, option, parse_bool
 from .file_sizing import SizingConfig
@@ -59,16 +59,17 @@ PAYLOAD_MODES = {"OverwriteWithLatestAvroPayload": "COMMIT_TIME_ORDERING",
 PAYLOAD_OPTIONS = ("hoodie.datasource.write.payload.class", "hoodie.compaction.payload.class")
 
 
-def payload_of(opts: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(option, class)``: the payload class a write's options name (both spellings must
-    agree), checked to be one this writer merges with; ``None`` when none is named."""
+def payload_of(opts: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(option, class, merge mode)``: the payload class a write's options name (both
+    spellings must agree), one this writer merges with, and the mode it implies; ``None``
+    when none is named."""
     given = [(k, str(opts[k]).strip()) for k in PAYLOAD_OPTIONS if str(opts.get(k) or "").strip()]
     if len({cls for _, cls in given}) > 1:
         raise InvalidOptionError(" and ".join(f"{k}={c!r}" for k, c in given) + " disagree; pass one payload class")
     if not given:
         return None
-    payload_mode(*given[0])
-    return given[0]
+    key, cls = given[0]
+    return key, cls, payload_mode(key, cls)
 
 
 def payload_mode(key: str, cls: str) -> str:
@@ -87,7 +88,7 @@ def check_writable(config: TableConfig, where: str) -> None:
     a key generator class of the user's own, a custom merge (payload) class. Reading them needs
     neither; writing with our key generator or merge would split or misorder records."""
     cls = (config.get("hoodie.table.keygenerator.class") or "").strip()
-    if config.keygen_type == "USER_PROVIDED" or (cls and cls.rsplit(".", 1)[-1] not in _KEYGEN_TYPE_BY_CLASS):
+    if config.keygen_type == "USER_PROVIDED" or (cls and builtin_keygen_type(cls) is None):
         raise UnsupportedFeatureError(f"{where} keys its records with key generator {cls or 'USER_PROVIDED'!r} "
                                       f"(hoodie.properties), a Java class this writer cannot run")
     if config.merge_mode == "CUSTOM":
@@ -162,13 +163,13 @@ def check_against_table(config: TableConfig, opts: Mapping[str, Any], where: str
                                          f"omit {name} or pass the table's value")
     payload = payload_of(opts)
     if payload is not None and (config.version >= 8 or config.is_mor):
-        mode = payload_mode(*payload)
+        key, cls, mode = payload
         if mode == "EVENT_TIME_ORDERING" and not config.ordering_fields:
             mode = "COMMIT_TIME_ORDERING"   # no ordering field to order by (as the table infers it)
         if mode != config.merge_mode:
-            raise InvalidOptionError(f"{payload[0]}={payload[1]!r} does not match the table: {where} merges "
+            raise InvalidOptionError(f"{key}={cls!r} does not match the table: {where} merges "
                                      f"with {config.merge_mode} (hoodie.properties), which a write cannot "
-                                     f"change; omit {payload[0]} or pass a payload of that merge mode")
+                                     f"change; omit {key} or pass a payload of that merge mode")
 
 
 def write_config(config: TableConfig, opts: Mapping[str, Any]) -> TableConfig:
