@@ -372,9 +372,9 @@ def test_validate_checks_the_record_index_against_the_snapshot(tmp_path, monkeyp
     rows = real(MetadataTable(hudi.open_table(path).storage, hudi.open_table(path).config)).to_pylist()
     some, other = sorted(r["key"] for r in rows)[:2]
 
-    def damaged(self):
+    def damaged(self):    # (read_failure hands what it read, damaged, to the check: idempotent)
         out = {r["key"]: r for r in real(self).to_pylist()}
-        del out[some]
+        out.pop(some, None)
         out["gone"] = dict(out[other], key="gone")
         out[other] = dict(out[other], file_id="00000000-0000-0000-0000-000000000000-0")
         return pa.Table.from_pylist(list(out.values()), schema=real(self).schema)

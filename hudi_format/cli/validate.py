@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import HudiError
+from .key_compare import record_index_mismatch, repeated_rows
 
 ERROR, WARNING = "error", "warning"
 
@@ -389,8 +390,8 @@ class _Checker:
     # -- 6 -------------------------------------------------------------------------------------
     def duplicates(self, table) -> None:
         config = table.config
-        if config.populate_meta_fields:
-            cols = ["_hoodie_partition_path", "_hoodie_record_key"]
+        if config.populate_meta_fields:   # the key first: sorted by it, rows meet sooner
+            cols = ["_hoodie_record_key", "_hoodie_partition_path"]
         else:
             cols = list(dict.fromkeys(config.record_key_fields + config.partition_fields))
         if not cols:
@@ -405,11 +406,9 @@ class _Checker:
         if not pieces:
             return
         keys = pa.concat_tables(pieces)
-        counts = keys.group_by(cols).aggregate([([], "count_all")])
-        repeated = counts.filter(pc.greater(counts["count_all"], 1))
-        if repeated.num_rows:
-            dups = pc.sum(repeated["count_all"]).as_py() - repeated.num_rows
-            example = {c: repeated[c][0].as_py() for c in cols}
+        dups, first = repeated_rows(keys)
+        if dups:
+            example = {c: keys[c][first].as_py() for c in cols}
             # Hudi itself writes these: insert and bulk_insert do not deduplicate against the table
             self.add(WARNING, "duplicate-keys", "",
                      f"{dups} of {keys.num_rows} snapshot rows repeat a record key, e.g. {example} "
@@ -424,40 +423,32 @@ class _Checker:
             return
         if mdt.read_failure() is not None or mdt.staleness() is not None:
             return   # reported by the metadata-table check; writers rebuild it
-        key, part = "_hoodie_record_key", "_hoodie_partition_path"
+        key = "_hoodie_record_key"
         pieces = []
         for task in self.progress(table.plan_scan(columns=[key]).tasks, "record index: snapshot keys", None):
             keys = read_task_table(task, self.storage_options).column(key)
             fs = task.file_slice
-            pieces.append(pa.table({"key": keys, part: pa.repeat(pa.scalar(fs.partition_path), len(keys)),
+            pieces.append(pa.table({"key": keys, "partition": pa.repeat(pa.scalar(fs.partition_path), len(keys)),
                                     "file_id": pa.repeat(pa.scalar(fs.file_id), len(keys))}))
-        snap = pa.concat_tables(pieces) if pieces else pa.table({"key": pa.array([], pa.string()),
-                                                                 part: pa.array([], pa.string()),
-                                                                 "file_id": pa.array([], pa.string())})
-        entries = mdt.record_index_entries()
-        index = pa.table({"key": entries["key"], "ri_partition": entries["partition"],
-                          "ri_file_id": entries["file_id"]})
-        lacks = snap.filter(pc.invert(pc.is_in(snap["key"], index["key"])))
-        stale = index.filter(pc.invert(pc.is_in(index["key"], snap["key"])))
-        both = snap.join(index, "key", join_type="inner")
-        same = pc.and_(pc.equal(both[part], both["ri_partition"]), pc.equal(both["file_id"], both["ri_file_id"]))
-        both = both.append_column("same", same).group_by("key").aggregate([("same", "any")])
-        wrong = both.filter(pc.invert(both["same_any"]))["key"]
+        snap = pa.concat_tables(pieces) if pieces else pa.table({c: pa.array([], pa.string())
+                                                                 for c in ("key", "partition", "file_id")})
+        index = mdt.record_index_entries().select(["key", "partition", "file_id"])
+        lacks, stale, wrong = record_index_mismatch(snap, index)
         where = ".hoodie/metadata/record_index"
         if lacks.num_rows:
             self.add(ERROR, "record-index", where, f"{lacks.num_rows} snapshot keys are not in the record index, "
-                     f"e.g. {lacks['key'][0].as_py()!r} of {lacks[part][0].as_py() or '.'}/{lacks['file_id'][0].as_py()}")
+                     f"e.g. {lacks['key'][0].as_py()!r} of {lacks['partition'][0].as_py() or '.'}/{lacks['file_id'][0].as_py()}")
         if stale.num_rows:
             # a soft delete under event-time ordering may lose to the stored record, so writers
             # keep its key; tagging skips entries of dead file groups, and a write sent to a live
             # one that lacks the key merges there as an insert: harmless, if untidy
             self.add(WARNING, "record-index", where, f"{stale.num_rows} record-index keys are in no file slice "
                      f"(deleted keys kept), e.g. {stale['key'][0].as_py()!r} at "
-                     f"{stale['ri_partition'][0].as_py() or '.'}/{stale['ri_file_id'][0].as_py()}")
+                     f"{stale['partition'][0].as_py() or '.'}/{stale['file_id'][0].as_py()}")
         if len(wrong):
             at = index.filter(pc.equal(index["key"], wrong[0])).slice(0, 1).to_pylist()[0]
             self.add(ERROR, "record-index", where, f"{len(wrong)} keys are indexed at a file group that does not "
-                     f"hold them, e.g. {at['key']!r} at {at['ri_partition'] or '.'}/{at['ri_file_id']}")
+                     f"hold them, e.g. {at['key']!r} at {at['partition'] or '.'}/{at['file_id']}")
 
 
 def _is_initial(ts: str) -> bool:

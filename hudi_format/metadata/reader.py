@@ -84,6 +84,7 @@ class MetadataTable:
         self._hfiles: dict[object, HFileReader] = {}
         self._failure: str | None = None  # why a read failed: the table is then not used
         self._read_whole = False          # read_failure found every partition readable
+        self._record_index_read: pa.Table | None = None   # held by read_failure for the next reader
 
     def __repr__(self) -> str:
         return f"MetadataTable({self.mdt_storage.url!r})"
@@ -235,7 +236,8 @@ class MetadataTable:
             for partition in self.enabled_partitions:
                 try:
                     if partition == K.RECORD_INDEX:   # millions of entries: column-wise
-                        self.record_index_entries()
+                        # held for the next caller (validate checks them next), not beyond
+                        self._record_index_read = self.record_index_entries()
                     else:
                         self.read(partition)
                 except HudiError:
@@ -522,9 +524,11 @@ class MetadataTable:
 
     def record_index_entries(self) -> pa.Table:
         """Every entry of the record index, ``(key, partition, file_id, instant_ms)``: a full
-        read of the partition, column-wise (:func:`.record_index.entries`)."""
+        read of the partition, column-wise (:func:`.record_index.entries`); the entries
+        :meth:`read_failure` read, when it read them last (given once)."""
         from .record_index import entries
-        return self._guarded(lambda: entries(self))
+        held, self._record_index_read = self._record_index_read, None
+        return held if held is not None else self._guarded(lambda: entries(self))
 
     def all_record_locations(self) -> dict[str, K.RecordIndexLocation]:
         """Every entry of the record index (a full read of the partition)."""
