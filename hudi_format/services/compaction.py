@@ -324,10 +324,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     old_keys = pc.cast(record_keys(old, spec), pa.string())
     new_keys = pc.cast(record_keys(merged, spec), pa.string()) if keys is None else keys
     touched = pa.chunked_array(log_keys, pa.string()) if log_keys else pa.chunked_array([], pa.string())
-    in_old = pc.is_in(new_keys, value_set=old_keys)
-    updated = int(pc.sum(pc.and_(in_old, is_in(new_keys, touched))).as_py() or 0)
-    inserted = int(pc.sum(pc.invert(in_old)).as_py() or 0)
-    deleted = old.num_rows - int(pc.sum(pc.is_in(old_keys, value_set=new_keys)).as_py() or 0)
+    updated, inserted, deleted = record_counts(old_keys, new_keys, touched)
     log_size = int(op.get("metrics", {}).get("TOTAL_LOG_FILES_SIZE") or 0)
     stat = WriteStat(file_id=fid, path=rel, partition_path=part, prev_commit=op.get("baseInstantTime"),
                       num_writes=merged.num_rows, num_deletes=deleted, num_update_writes=updated,
@@ -339,6 +336,30 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
                       runtime_stats=runtime(scan=(t_scan - t0) * 1000, upsert=(t_done - t_scan) * 1000),
                       prev_base_file=op.get("dataFilePath"), total_log_read_time_ms=int((t_scan - t0) * 1000))
     return stat
+
+
+def _count(mask) -> int:
+    return int(pc.sum(mask).as_py() or 0)
+
+
+def record_counts(old_keys, new_keys, touched) -> tuple[int, int, int]:
+    """``(updated, inserted, deleted)`` rows of a compaction: new rows whose key the old base
+    file has and the log blocks wrote, new rows whose key it lacks, old rows whose key is
+    gone. Only keys the logs wrote (``touched``) can change, so when every other old row is
+    still there (as many untouched rows before as after; they come from the base file alone,
+    once each) the counts are taken among the touched rows, probing with their few keys:
+    hashing the ~100k keys of a file group into a value set, three times, was a fifth of the
+    compaction (0.58 of 2.85 s of CPU for 1M rows with 10% updated). Otherwise, from every key."""
+    few = pc.unique(touched.combine_chunks() if isinstance(touched, pa.ChunkedArray) else touched)
+    old_hit, new_hit = is_in(old_keys, few), is_in(new_keys, few)
+    n_old, n_new = _count(old_hit), _count(new_hit)
+    if len(old_keys) - n_old == len(new_keys) - n_new:
+        old_t, new_t = old_keys.filter(old_hit), new_keys.filter(new_hit)
+        updated = _count(pc.is_in(new_t, value_set=old_t))
+        return updated, len(new_t) - updated, n_old - _count(pc.is_in(old_t, value_set=new_t))
+    in_old = pc.is_in(new_keys, value_set=old_keys)
+    return (_count(pc.and_(in_old, new_hit)), _count(pc.invert(in_old)),
+            len(old_keys) - _count(pc.is_in(old_keys, value_set=new_keys)))
 
 
 def run_compaction(storage: Storage, config: TableConfig, instant: "Instant | str | None" = None,
