@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -29,9 +30,22 @@ def _model(snap: pa.Table, index: pa.Table):
     return lacks.to_pylist(), stale.to_pylist(), wrong
 
 
+def _plain(t: pa.Table) -> pa.Table:
+    return pa.table({n: c.cast(pa.string()) for n, c in zip(t.column_names, t.columns)})
+
+
 def _table(rows: list[tuple]) -> pa.Table:
     return pa.table({c: pa.array([r[i] for r in rows], pa.string())
                      for i, c in enumerate(("key", "partition", "file_id"))})
+
+
+def _as_dictionaries(t: pa.Table) -> pa.Table:
+    """``t`` with its locations as dictionaries, one per row (as validate gives them per slice)."""
+    cols = {"key": t["key"]}
+    for c in ("partition", "file_id"):   # one chunk per row, each its own dictionary
+        cols[c] = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array(np.zeros(1, np.int32)), pa.array([v], pa.string()))
+                                    for v in t[c].to_pylist()], pa.dictionary(pa.int32(), pa.string()))
+    return pa.table(cols)
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -62,9 +76,9 @@ def test_record_index_mismatch_agrees_with_the_join(seed):
     rng.shuffle(snap)
     rng.shuffle(index)
     s, i = _table(snap), _table(index)
-    got = record_index_mismatch(s, i)
+    got = record_index_mismatch(_as_dictionaries(s) if seed % 2 else s, i)
     lacks, stale, wrong = _model(s, i)
-    assert got.lacks.to_pylist() == lacks       # both in snapshot order
+    assert _plain(got.lacks).to_pylist() == lacks       # both in snapshot order
     assert got.stale.to_pylist() == stale       # both in index order
     assert got.wrong.to_pylist() == wrong
 
@@ -96,3 +110,15 @@ def test_repeated_rows_counts_what_group_by_counts(seed):
         assert sum(r == row for r in t.to_pylist()) > 1
     else:
         assert first == -1
+
+
+def test_snapshot_locations_may_be_dictionaries():
+    """``validate`` gives each snapshot row its slice's location as a dictionary (one value per
+    slice): the same answers as plain strings, nulls included."""
+    snap = _table([("x", "a", "f1"), ("y", "a", "f1"), ("z", "b", "f3"), ("d", "a", "f1"), ("d", "a", "f2")])
+    index = _table([("y", "a", "f2"), ("z", "b", "f3"), ("gone", "a", "f1"), ("d", "a", "f2"), ("x", None, "f1")])
+
+    plain, coded = record_index_mismatch(snap, index), record_index_mismatch(_as_dictionaries(snap), index)
+    assert coded.wrong.to_pylist() == plain.wrong.to_pylist() == ["x", "y"]
+    assert coded.lacks["key"].to_pylist() == plain.lacks["key"].to_pylist() == []
+    assert coded.stale["key"].to_pylist() == plain.stale["key"].to_pylist() == ["gone"]

@@ -45,10 +45,18 @@ def _differs_from_previous(sorted_cols: list[pa.Array]) -> np.ndarray:
 
 def _codes(col, offset: int) -> tuple[np.ndarray, list]:
     """``col``'s values as int codes into its distinct values (a null: ``offset``, which the
-    caller picks so that a null never equals the other side's codes)."""
-    distinct = pc.unique(col)
-    codes = _array(pc.index_in(col, value_set=distinct)).to_numpy(zero_copy_only=False)
-    values = distinct.to_pylist()
+    caller picks so that a null never equals the other side's codes). A dictionary column
+    (the snapshot's locations, one per file slice) has its codes already."""
+    if pa.types.is_dictionary(col.type):
+        chunks = pa.table({"c": col}).unify_dictionaries().column("c").chunks
+        values = chunks[0].dictionary.to_pylist() if chunks else []
+        codes = np.concatenate([np.asarray(pc.fill_null(c.indices, -1)) for c in chunks] or [np.zeros(0, np.int64)])
+        values.append(None)
+        codes = np.where(codes < 0, len(values) - 1, codes)
+    else:
+        distinct = pc.unique(col)
+        codes = _array(pc.index_in(col, value_set=distinct)).to_numpy(zero_copy_only=False)
+        values = distinct.to_pylist()
     if None in values:
         codes = np.where(codes == values.index(None), offset, codes)
     return codes.astype(np.int64), values
@@ -109,6 +117,7 @@ def record_index_mismatch(snap: pa.Table, index: pa.Table) -> IndexMismatch:
 
 def _misplaced(snap: pa.Table, index: pa.Table) -> pa.Array:
     """Keys (held by both) of which no index row is at a snapshot row's location."""
+    snap, index = _decoded(snap), _decoded(index)
     both = snap.select(["key", "partition", "file_id"]).join(
         index.select(["key", "partition", "file_id"]).rename_columns(["key", "ri_partition", "ri_file_id"]),
         "key", join_type="inner")
@@ -116,6 +125,12 @@ def _misplaced(snap: pa.Table, index: pa.Table) -> pa.Array:
                                 pc.equal(both["file_id"], both["ri_file_id"])), False)
     per_key = both.select(["key"]).append_column("same", same).group_by("key").aggregate([("same", "any")])
     return _array(per_key.filter(pc.invert(per_key["same_any"]))["key"]).cast(pa.string())
+
+
+def _decoded(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns as plain ones (for joins and comparisons)."""
+    return pa.table({n: c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c
+                     for n, c in zip(table.column_names, table.columns)})
 
 
 def repeated_rows(rows: pa.Table) -> tuple[int, int]:

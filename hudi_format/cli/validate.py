@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -428,8 +429,10 @@ class _Checker:
         for task in self.progress(table.plan_scan(columns=[key]).tasks, "record index: snapshot keys", None):
             keys = read_task_table(task, self.storage_options).column(key)
             fs = task.file_slice
-            pieces.append(pa.table({"key": keys, "partition": pa.repeat(pa.scalar(fs.partition_path), len(keys)),
-                                    "file_id": pa.repeat(pa.scalar(fs.file_id), len(keys))}))
+            at = pa.array(np.zeros(len(keys), np.int32))     # one location per slice: dictionaries
+            pieces.append(pa.table({"key": keys,
+                                    "partition": pa.DictionaryArray.from_arrays(at, pa.array([fs.partition_path])),
+                                    "file_id": pa.DictionaryArray.from_arrays(at, pa.array([fs.file_id]))}))
         snap = pa.concat_tables(pieces) if pieces else pa.table({c: pa.array([], pa.string())
                                                                  for c in ("key", "partition", "file_id")})
         index = mdt.record_index_entries().select(["key", "partition", "file_id"])
