@@ -19,6 +19,8 @@ unless ``codecs`` says otherwise (gzip, Hudi's own default, is kept for the reco
 - snapshot reads of the upserted tables: COW vs ``pq.read_table`` of its latest base files and
   vs hudi-rs, MOR (the updates in Avro log blocks) vs hudi-rs; each pair is checked to return
   the same rows (count and a checksum) before it is timed;
+- for the record: compacting the upserted MOR table vs ``pq.write_table`` of the base files the
+  compaction wrote (what a compaction costs beyond writing its output);
 - for the record: deleting a tenth of the keys, COW and MOR, vs deltalake's merge deleting the
   matched rows, and the MOR snapshot read after it (those keys in delete blocks) vs hudi-rs;
 - the streaming case: a 1,000-row upsert into a 200k-row table, COW and MOR, vs deltalake merge;
@@ -236,6 +238,29 @@ class _Run:
         for table_type in ours:
             shutil.rmtree(self.root / f"deletes_{table_type}", ignore_errors=True)
 
+    def compaction(self, mor: Path) -> None:
+        """For the record (no target): compacting the MOR table the 10% upsert left (every file
+        group with log blocks) vs ``pq.write_table`` of the base files it wrote, at the same
+        codec: the least a compaction must do (a compaction also reads the slices and merges)."""
+        work, plain = self.root / "compacted", self.root / "compacted_plain"
+        done: list = []
+        ours = best_of(lambda: done.append(hudi.open_table(str(work)).compact(self.opts)), self.repeat,
+                       _copy_of(mor, work))
+        table = hudi.open_table(str(work))
+        written = [pq.read_table(work / s.base_file) for s in table.file_slices()
+                   if s.base_file and s.base_instant == done[-1].timestamp]
+
+        def limit() -> None:
+            plain.mkdir()
+            for i, t in enumerate(written):
+                pq.write_table(t, plain / f"{i}.parquet", **parquet_codec.write_options(self.codec))
+        peer = best_of(limit, self.repeat, _fresh(plain))
+        rows = sum(t.num_rows for t in written)
+        self.add(f"compaction of the MOR table after it ({len(written)} file groups, {rows:,} rows) "
+                 f"vs pq.write_table of its output", ours, peer, None)
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(plain, ignore_errors=True)
+
     def reads(self, tables: dict[str, Path]) -> None:
         cow, mor = str(tables["COPY_ON_WRITE"]), str(tables["MERGE_ON_READ"])
         files = [str(Path(cow) / s.base_file) for s in hudi.open_table(cow).file_slices() if s.base_file]
@@ -285,7 +310,9 @@ def run(rows: int, codecs: tuple[str, ...] = ("snappy",), repeat: int = 3) -> li
             r = _Run(root, rows, codec, repeat, record=codec != "snappy" and len(codecs) > 1)
             r.bulk_insert(data)
             r.insert(data)
-            r.reads(r.upserts("upsert10", data, batch, TARGETS["upsert"]))
+            upserted = r.upserts("upsert10", data, batch, TARGETS["upsert"])
+            r.reads(upserted)
+            r.compaction(upserted["MERGE_ON_READ"])
             r.deletes(data)
             if not r.record:
                 r.record_index_upserts("upsert10", data, batch)
