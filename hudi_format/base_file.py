@@ -41,14 +41,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import parquet_codec
-from .bloom import SIMPLE, BloomFilter, new_bloom_filter
+from .bloom import SIMPLE, BloomFilter, holds_as_is, new_bloom_filter, resume
 from .errors import CorruptFileError, HudiError, InvalidOptionError, SchemaError, StorageError
 from .options import default, option
 from .schema import avro_to_arrow_schema, parse_avro_schema
 from .storage import Storage
 
 __all__ = ["write_base_file", "BaseFileWriter", "BaseFileWriteResult", "read_footer", "read_parquet_bytes",
-           "BaseFileFooter", "bloom_filter_from_options", "footer_bloom", "parquet_format", "parquet_options_from_hoodie",
+           "BaseFileFooter", "bloom_filter_from_options", "continued_bloom", "footer_bloom", "parquet_format", "parquet_options_from_hoodie",
            "BLOOM_FILTER_KEY", "BLOOM_TYPE_CODE_KEY", "MIN_RECORD_KEY", "MAX_RECORD_KEY",
            "AVRO_SCHEMA_KEY", "DEFAULT_COMPRESSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_PAGE_SIZE",
            "constant_column", "with_file_name"]
@@ -531,6 +531,27 @@ class KeptIndex:
         if self.type_code is not None:
             meta[BLOOM_TYPE_CODE_KEY] = self.type_code
         return meta
+
+
+def continued_bloom(bloom: Mapping[str, Any] | None, stored: BaseFileFooter | None, n_old: int, n_merged: int,
+                    n_inserted: int, n_deleted: int) -> BloomFilter | KeptIndex | None:
+    """The old base file's bloom filter, to go on with in the file that replaces it (a merge or
+    a compaction) when every one of its ``n_old`` rows stays: no row deleted, the merged rows
+    are the old ones plus the inserted (``stored``: its footer; ``bloom``: the write's bloom
+    options). It holds their keys as Hudi's merge handle would add them again (in file order,
+    updates in place); only the inserted keys are then hashed. With none inserted, the filter
+    and the min/max keys are the old footer's, copied as they are (:class:`KeptIndex`).
+    ``None``: build a new filter."""
+    if stored is None or n_deleted or n_merged != n_old + n_inserted:
+        return None
+    if stored.bloom_text is None or stored.num_rows != n_old:
+        return None
+    fresh = bloom_filter_from_options(bloom)   # holds_as_is, like resume, leaves it used up
+    if not n_inserted and stored.min_key is not None and stored.max_key is not None \
+            and (stored.bloom_type_code or SIMPLE) == fresh.type_code \
+            and holds_as_is(stored.bloom_text, fresh, stored.num_rows):
+        return KeptIndex(stored.bloom_text, stored.bloom_type_code, stored.min_key, stored.max_key)
+    return resume(stored.bloom_filter, bloom_filter_from_options(bloom), stored.num_rows)
 
 
 def read_footer(storage: Storage, rel_path: str, size: int | None = None) -> BaseFileFooter:

@@ -1,4 +1,4 @@
-"""A compaction's record counts (``services.compaction.record_counts``) against their
+"""A compaction's record counts (``services.compaction.record_changes``) against their
 definition over every key (the model), on random base files, log keys and merges: rows kept,
 updated, inserted, deleted, keys repeated, untouched rows dropped, nulls."""
 
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from hudi_format.services.compaction import record_counts
+from hudi_format.services.compaction import record_changes
 
 
 def _model(old: pa.Array, new: pa.Array, touched: pa.Array) -> tuple[int, int, int]:
@@ -36,6 +36,9 @@ def test_record_counts_agree_with_their_definition(seed):
         new = new[1:]
     new += [k for k in logged if k not in deleted and k not in old]
     rng.shuffle(new)
-    got = record_counts(pa.array(old, pa.string()), pa.array(new, pa.string()),
-                        pa.chunked_array([pa.array(logged, pa.string())], pa.string()))
-    assert got == _model(pa.array(old, pa.string()), pa.array(new, pa.string()), pa.array(logged, pa.string()))
+    updated, inserted, deleted = record_changes(pa.array(old, pa.string()), pa.array(new, pa.string()),
+                                                pa.chunked_array([pa.array(logged, pa.string())], pa.string()))
+    assert (updated, len(inserted), deleted) == _model(pa.array(old, pa.string()), pa.array(new, pa.string()),
+                                                       pa.array(logged, pa.string()))
+    olds = set(old)
+    assert inserted.to_pylist() == [k for k in new if k not in olds]    # in the new rows' order

@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base_file import (BaseFileFooter, BaseFileWriter, KeptIndex, bloom_filter_from_options, footer_of,
+from ..base_file import (BaseFileFooter, BaseFileWriter, KeptIndex, continued_bloom, footer_of,
                          unique_key_columns, with_file_name)
-from ..bloom import SIMPLE, BloomFilter, holds_as_is, resume
+from ..bloom import BloomFilter
 from ..errors import CorruptFileError
 from ..membership import is_in
 from ..metadata.key_changes import KeyChanges
@@ -99,22 +99,8 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
 
 def _continued_bloom(ctx: WriteContext, stored: BaseFileFooter | None, n_old: int, n_merged: int,
                      n_inserted: int, n_deleted: int) -> BloomFilter | KeptIndex | None:
-    """The old base file's bloom filter, to go on with when every one of its ``n_old`` rows
-    stays (no row deleted, the merged rows are the old ones plus the inserted; ``stored``: its
-    footer, as the merge's reader parsed it): it holds their
-    keys, as Hudi's merge handle would add them again (in file order, updates in place); only
-    the inserted keys are hashed. With none inserted, the filter and the min/max keys are the
-    old footer's, copied as they are (:class:`KeptIndex`). ``None``: build a new filter."""
-    if not ctx.keyed or stored is None or n_deleted or n_merged != n_old + n_inserted:
-        return None
-    if stored.bloom_text is None or stored.num_rows != n_old:
-        return None
-    fresh = bloom_filter_from_options(ctx.bloom)   # holds_as_is, like resume, leaves it used up
-    if not n_inserted and stored.min_key is not None and stored.max_key is not None \
-            and (stored.bloom_type_code or SIMPLE) == fresh.type_code \
-            and holds_as_is(stored.bloom_text, fresh, stored.num_rows):
-        return KeptIndex(stored.bloom_text, stored.bloom_type_code, stored.min_key, stored.max_key)
-    return resume(stored.bloom_filter, bloom_filter_from_options(ctx.bloom), stored.num_rows)
+    """:func:`~hudi_format.base_file.continued_bloom` for this merge (none without meta fields)."""
+    return continued_bloom(ctx.bloom, stored, n_old, n_merged, n_inserted, n_deleted) if ctx.keyed else None
 
 
 _PLAIN_META = ("_hoodie_record_key",)
