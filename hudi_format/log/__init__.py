@@ -7,7 +7,7 @@ Writing: the ``encode_*`` functions (:mod:`.encode`) return the bytes of complet
 :func:`write_log_file` (:mod:`.writer`) writes them into new log files of a file group.
 """
 
-from .block import BlockType, CommandType, HeaderKey, LogBlock
+from .block import BlockType, CommandType, HeaderKey, LogBlock, data_records
 from .reader import MAGIC, read_log_file
 
 # Writer names load on first use, so reading headers does not import fastavro/pyarrow.parquet.
@@ -19,7 +19,7 @@ _LAZY = {
     "LogVersionTakenError": "writer",
 }
 
-__all__ = ["read_log_file", "LogBlock", "BlockType", "HeaderKey", "CommandType", "MAGIC",
+__all__ = ["read_log_file", "LogBlock", "BlockType", "HeaderKey", "CommandType", "MAGIC", "data_records",
            *_LAZY]
 
 

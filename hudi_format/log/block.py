@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ..errors import HudiError, LogFormatError, UnsupportedFeatureError
 
-__all__ = ["BlockType", "HeaderKey", "CommandType", "LogBlock"]
+__all__ = ["BlockType", "HeaderKey", "CommandType", "LogBlock", "data_records"]
 
 
 class BlockType(enum.IntEnum):
@@ -166,3 +166,18 @@ class LogBlock:
             raise
         except Exception as exc:  # any decoder failure on damaged bytes
             raise LogFormatError(f"cannot decode {self.describe()}: {exc}") from exc
+
+
+def data_records(blocks, arrow_schema: pa.Schema | None = None) -> list[pa.Table]:
+    """:meth:`LogBlock.records` of each data block of ``blocks``, in order; consecutive Avro
+    data blocks of one writer schema are decoded together (:func:`.data.decode_avro_blocks`)."""
+    from . import data
+
+    out: list[pa.Table | None] = [None] * len(blocks)
+    avro = [i for i, b in enumerate(blocks) if b.block_type == BlockType.AVRO_DATA and b.schema_json]
+    if len(avro) > 1:
+        decoded = data.decode_avro_blocks([(blocks[i].content(), blocks[i].schema_json, blocks[i].describe())
+                                           for i in avro])
+        for i, table in zip(avro, decoded):
+            out[i] = table if arrow_schema is None else data.align_to_schema(table, arrow_schema, blocks[i].describe())
+    return [t if t is not None else b.records(arrow_schema) for t, b in zip(out, blocks)]

@@ -19,7 +19,10 @@ between the two shapes.
 from __future__ import annotations
 
 import io
+import struct
 from functools import lru_cache
+from typing import Sequence
+
 import fastavro
 import pyarrow as pa
 
@@ -35,6 +38,10 @@ from .avro_columns import decode_columns, frame_records, plan_for
 #: ~12 µs a record; they cross near 250 records of a nine-field schema (measured on 1-1,000
 #: records). Small blocks are the common case of small streaming upserts and deletes.
 COLUMNAR_DECODE_ROWS = 200
+#: Blocks of up to this many records are decoded together with their neighbours of the same
+#: schema (:func:`decode_avro_blocks`); a bigger block already spreads the per-block cost thin,
+#: and joining would copy its content once more.
+JOIN_BELOW_ROWS = 16_384
 
 
 def _record_count(content: bytes) -> int:
@@ -92,6 +99,60 @@ def decode_avro_block(content: bytes, schema_json: str | None, where: str) -> pa
         return conv.raw_to_arrow(_decode_avro_rows(content, parsed, where))
     except HudiError as exc:
         raise type(exc)(f"{where}: {exc}") from exc
+
+
+def _counted_records(content: bytes, where: str) -> int | None:
+    """The record count of a version >= 2 Avro block whose records fill its content exactly
+    (what joining it with its neighbours needs), else ``None`` (decoded alone)."""
+    if len(content) < 8 or int.from_bytes(content[:4], "big", signed=True) < 2:
+        return None
+    try:
+        _, ends = frame_records(content, where)
+    except HudiError:
+        return None
+    count = len(ends)
+    return count if (ends[-1].as_py() if count else 8) == len(content) else None
+
+
+def decode_avro_blocks(items: Sequence[tuple[bytes, str | None, str]]) -> list[pa.Table]:
+    """:func:`decode_avro_block` of each ``(content, schema_json, where)``, in order.
+
+    Consecutive blocks of one flat writer schema are framed as one content (one record count,
+    their records one after another) and decoded in one column-wise pass, then cut back into
+    their blocks: a file slice of many small blocks (a streaming writer's, one per commit) pays
+    the decoder's per-block cost (~2.5 ms of Arrow calls) once, and blocks too small for the
+    column-wise decoder alone are decoded with the others instead of record by record. A 1M-row
+    MOR table after 20 upserts of 10k rows (20 blocks of ~800 records per file slice): keys and
+    ordering values of a slice 0.23-0.49 s before. If a run does not decode, each of its blocks
+    is decoded alone, so an error names the block at fault."""
+    out: list[pa.Table | None] = [None] * len(items)
+    i = 0
+    while i < len(items):
+        schema, counts, j = items[i][1], [], i
+        if schema and plan_for(schema) is not None:
+            while j < len(items) and items[j][1] == schema:
+                n = _counted_records(items[j][0], items[j][2])
+                if n is None or n > JOIN_BELOW_ROWS:
+                    break
+                counts.append(n)
+                j += 1
+        if len(counts) > 1 and sum(counts) >= COLUMNAR_DECODE_ROWS:
+            joined = b"".join([struct.pack(">ii", 2, sum(counts))] + [items[k][0][8:] for k in range(i, j)])
+            try:
+                table = decode_avro_block(joined, schema, f"{items[i][2]} and the {j - i - 1} blocks after it")
+            except HudiError:
+                table = None
+            if table is not None:
+                at = 0
+                for k, n in zip(range(i, j), counts):
+                    out[k], at = table.slice(at, n), at + n
+                i = j
+                continue
+        end = max(j, i + 1)
+        for k in range(i, end):
+            out[k] = decode_avro_block(*items[k])
+        i = end
+    return out  # type: ignore[return-value]
 
 
 # -- general unions <-> member structs --------------------------------------------------------

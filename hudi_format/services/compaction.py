@@ -34,7 +34,7 @@ from ..base_file import (continued_bloom, footer_bloom, footer_of, parquet_forma
                          with_file_name, write_base_file)
 from ..config import TableConfig
 from ..errors import CorruptFileError, HudiError, TimelineError
-from ..log import BlockType
+from ..log import BlockType, data_records
 from ..membership import is_in
 from ..options import option
 from ..read.align import align_table
@@ -303,6 +303,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     blocks = collect_log_blocks(storage, tuple(logs), ts.state.visible)
     log_records = 0
     log_keys = []
+    records = iter(data_records([b for b in blocks if b.block_type != BlockType.DELETE], arrow_schema=schema))
     for block in blocks:
         if block.block_type == BlockType.DELETE:
             keys = block.deleted_keys()
@@ -311,7 +312,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
             log_records += keys.num_rows
             log_keys.append(pc.cast(keys.column("record_key"), pa.string()))
         else:
-            recs = align_table(block.records(arrow_schema=schema), schema, f"{storage.uri(block.path)}@{block.offset}")
+            recs = align_table(next(records), schema, f"{storage.uri(block.path)}@{block.offset}")
             pieces.append(recs)
             log_records += recs.num_rows
             log_keys.append(pc.cast(record_keys(recs, spec), pa.string()))

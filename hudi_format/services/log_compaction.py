@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TableConfig
-from ..log import BlockType, HeaderKey, encode_data_blocks, encode_delete_block, write_log_file
+from ..log import BlockType, HeaderKey, data_records, encode_data_blocks, encode_delete_block, write_log_file
 from ..log.writer import next_log_version
 from ..options import option
 from ..read.align import align_table
@@ -115,6 +115,7 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
         f for f in spec.ordering_fields if schema.get_field_index(f) >= 0))
     datas, dels, auxes = [], [], []
     rows = ndel = log_records = 0
+    records = iter(data_records([b for b in blocks if b.block_type != BlockType.DELETE], arrow_schema=schema))
     for seq, block in enumerate(blocks, start=1):
         if block.block_type == BlockType.DELETE:
             keys = block.deleted_keys()
@@ -127,8 +128,7 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
             dels.append(keys)
             ndel += keys.num_rows
         else:
-            recs = align_table(block.records(arrow_schema=schema), schema,
-                               f"{block.path}@{block.offset}")
+            recs = align_table(next(records), schema, f"{block.path}@{block.offset}")
             log_records += recs.num_rows
             if not recs.num_rows:
                 continue
