@@ -74,7 +74,9 @@ def test_trailing_bytes_keep_a_block_out_of_the_run():
     """A block whose stated records end before its content is decoded alone (as before): joined,
     its trailing bytes would be read as the next block's records."""
     items = [(encode_avro_content(_rows(FLAT, 300, 1000 * i), FLAT), FLAT, f"block {i}") for i in range(3)]
-    items[1] = (items[1][0] + b"\x00\x00\x00\x02zz", FLAT, "block 1")
+    first = items[0][0]
+    record = first[8:12 + struct.unpack(">i", first[8:12])[0]]     # a whole framed record, which
+    items[1] = (items[1][0] + record, FLAT, "block 1")              # would decode as one if joined
     got = D.decode_avro_blocks(items)
     assert [t.num_rows for t in got] == [300, 300, 300]
     assert all(g.equals(D.decode_avro_block(*i)) for g, i in zip(got, items))

@@ -347,9 +347,11 @@ def _with_nulls(values: pa.Array, present: pa.Array, n_absent: int) -> pa.Array:
                                  null_count=n_absent)
 
 
-def decode_columns(content: bytes, plans: Sequence[FieldPlan], storage: pa.Schema, where: str) -> pa.Table:
-    """Records of an Avro data block's content as a table of ``storage`` (Avro storage types)."""
-    pos, limit = frame_records(content, where)
+def decode_columns(content: bytes, plans: Sequence[FieldPlan], storage: pa.Schema, where: str,
+                   frames: tuple[pa.Array, pa.Array] | None = None) -> pa.Table:
+    """Records of an Avro data block's content as a table of ``storage`` (Avro storage types);
+    ``frames``: :func:`frame_records` of the content, when the caller framed it already."""
+    pos, limit = frames if frames is not None else frame_records(content, where)
     if len(pos) == 0:
         return storage.empty_table()
     dec = ColumnDecoder(content, where)

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Sequence
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
@@ -101,17 +102,40 @@ def decode_avro_block(content: bytes, schema_json: str | None, where: str) -> pa
         raise type(exc)(f"{where}: {exc}") from exc
 
 
-def _counted_records(content: bytes, where: str) -> int | None:
-    """The record count of a version >= 2 Avro block whose records fill its content exactly
-    (what joining it with its neighbours needs), else ``None`` (decoded alone)."""
+def _stated_count(content: bytes) -> int | None:
+    """The record count a version >= 2 Avro block states (``None``: version 1, or too short)."""
     if len(content) < 8 or int.from_bytes(content[:4], "big", signed=True) < 2:
         return None
+    count = int.from_bytes(content[4:8], "big", signed=True)
+    return count if count >= 0 else None
+
+
+def _decode_run(items: Sequence[tuple[bytes, str | None, str]], counts: list[int]) -> list[pa.Table] | None:
+    """Blocks of one flat writer schema decoded as one content: their records framed once, the
+    frames checked to end exactly at each block's end (else ``None``: a block with bytes after
+    its stated records, decoded alone as before), decoded column-wise and cut back."""
+    schema, where = items[0][1], f"{items[0][2]} and the {len(items) - 1} blocks after it"
+    joined = b"".join([struct.pack(">ii", 2, sum(counts))] + [content[8:] for content, _, _ in items])
     try:
-        _, ends = frame_records(content, where)
+        frames = frame_records(joined, where)
     except HudiError:
         return None
-    count = len(ends)
-    return count if (ends[-1].as_py() if count else 8) == len(content) else None
+    ends = frames[1].to_numpy()
+    bounds = np.cumsum([len(content) - 8 for content, _, _ in items]) + 8
+    last = np.cumsum(counts) - 1
+    has = np.asarray(counts) > 0
+    if not np.array_equal(ends[last[has]], bounds[has]) or (~has & (np.asarray([len(c) for c, _, _ in items]) != 8)).any():
+        return None
+    conv, _ = _compiled(schema)
+    try:
+        table = conv.storage_to_arrow(decode_columns(joined, plan_for(schema), conv.storage_schema, where, frames))
+    except HudiError:
+        return None
+    out, at = [], 0
+    for n in counts:
+        out.append(table.slice(at, n))
+        at += n
+    return out
 
 
 def decode_avro_blocks(items: Sequence[tuple[bytes, str | None, str]]) -> list[pa.Table]:
@@ -131,21 +155,20 @@ def decode_avro_blocks(items: Sequence[tuple[bytes, str | None, str]]) -> list[p
         schema, counts, j = items[i][1], [], i
         if schema and plan_for(schema) is not None:
             while j < len(items) and items[j][1] == schema:
-                n = _counted_records(items[j][0], items[j][2])
+                n = _stated_count(items[j][0])
                 if n is None or n > JOIN_BELOW_ROWS:
                     break
                 counts.append(n)
                 j += 1
         if len(counts) > 1 and sum(counts) >= COLUMNAR_DECODE_ROWS:
-            joined = b"".join([struct.pack(">ii", 2, sum(counts))] + [items[k][0][8:] for k in range(i, j)])
             try:
-                table = decode_avro_block(joined, schema, f"{items[i][2]} and the {j - i - 1} blocks after it")
-            except HudiError:
-                table = None
-            if table is not None:
-                at = 0
-                for k, n in zip(range(i, j), counts):
-                    out[k], at = table.slice(at, n), at + n
+                _compiled(schema)
+            except Exception:   # noqa: BLE001 - decoded alone below, which names the error
+                run = None
+            else:
+                run = _decode_run(items[i:j], counts)
+            if run is not None:
+                out[i:j] = run
                 i = j
                 continue
         end = max(j, i + 1)
