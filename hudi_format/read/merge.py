@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from ..config import TableConfig
 from ..keygen import KeyGenerator
 from ..log import BlockType, CommandType, data_records, read_log_file
-from ..membership import is_in, rows_in
+from ..membership import rows_in
 from ..storage import Storage
 from ..view import FileSlice
 from .align import align_table
@@ -337,22 +337,26 @@ def _touched_plan(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sche
 def _touched(later_keys: list, base_keys: pa.ChunkedArray | pa.Array) -> tuple[pa.ChunkedArray, bool]:
     """(which base rows have a key that a later piece writes, are the other base keys unique).
 
-    The base keys are probed with the later ones (a hash join over the few later keys), and
-    the untouched ones sorted to find a repeat side by side: hashing every base key into a
-    dictionary took ~260 ns a key, sorting takes ~90 (a file slice of 83k base rows and 20 log
-    blocks: 25 against 10 ms). Null keys match null keys and repeat each other."""
-    later = pa.chunked_array([c for k in later_keys for c in _chunks(k)], pa.string())
-    base = pa.chunked_array(_chunks(base_keys), pa.string())
-    touched = is_in(base, later) if len(later) else pa.chunked_array([pa.array(np.zeros(len(base), bool))])
-    touched = touched if isinstance(touched, pa.ChunkedArray) else pa.chunked_array([touched])
-    rest = _flat(base.filter(pc.invert(touched)))
-    n = len(rest)
-    if n < 2:
-        return touched, True
-    rest = rest.take(pc.sort_indices(rest))
-    a, b = rest.slice(1), rest.slice(0, n - 1)
-    repeat = pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b)))
-    return touched, not pc.any(pc.fill_null(repeat, False)).as_py()
+    One hash pass over the later keys and then the base keys: codes are handed out in order of
+    first sight, so a base key is touched iff its code is below the later keys' count of
+    distinct codes, and the untouched base keys are unique iff each brought a code of its own.
+    (Probing with the later keys and sorting the untouched ones instead was faster only on base
+    keys stored in order: 250k keys in random order, 115-130 against 38-73 ms.) Empty pieces (a
+    delete block without keys) are left out: the encoded chunks would not line up with them.
+    """
+    # chunks, not ChunkedArrays: pa.chunked_array converts those through Python objects
+    later = [c for k in later_keys for c in _chunks(k) if len(c)]
+    base = [c for c in _chunks(base_keys) if len(c)]
+    if not base:
+        return pa.chunked_array([], pa.bool_()), True
+    encoded = pc.dictionary_encode(pa.chunked_array(later + base, pa.string()), null_encoding="encode")
+    codes = [c.indices for c in encoded.chunks]
+    tops = [pc.max(c).as_py() for c in codes]
+    n_later = max((m + 1 for m in tops[:len(later)] if m is not None), default=0)
+    n_distinct = max((m + 1 for m in tops if m is not None), default=0)
+    touched = pc.less(pa.chunked_array(codes[len(later):], pa.int32()), pa.scalar(n_later, pa.int32()))
+    n_untouched = len(base_keys) - (pc.sum(touched).as_py() or 0)
+    return touched, n_distinct - n_later == n_untouched
 
 
 def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
