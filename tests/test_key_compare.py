@@ -70,7 +70,7 @@ def test_record_index_mismatch_agrees_with_the_join(seed):
         else:                                               # held twice by one side or both
             other = rng.choice(GROUPS)
             snap += [(k, *where), (k, *other)] if rng.random() < 0.7 else [(k, *where)]
-            index += [(k, *rng.choice(GROUPS))] * rng.choice([1, 2])
+            index += [(k, *rng.choice(GROUPS)) for _ in range(rng.choice([1, 2]))]
     if rng.random() < 0.2:
         snap.append((None, "a", "f1"))
     rng.shuffle(snap)
