@@ -19,6 +19,8 @@ unless ``codecs`` says otherwise (gzip, Hudi's own default, is kept for the reco
 - snapshot reads of the upserted tables: COW vs ``pq.read_table`` of its latest base files and
   vs hudi-rs, MOR (the updates in Avro log blocks) vs hudi-rs; each pair is checked to return
   the same rows (count and a checksum) before it is timed;
+- for the record: the MOR table after 20 upserts of 1% each (20 log blocks per file slice), its
+  snapshot read vs hudi-rs;
 - for the record: compacting the upserted MOR table vs ``pq.write_table`` of the base files the
   compaction wrote (what a compaction costs beyond writing its output);
 - for the record: deleting a tenth of the keys, COW and MOR, vs deltalake's merge deleting the
@@ -261,6 +263,26 @@ class _Run:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(plain, ignore_errors=True)
 
+    def many_blocks(self, data: pa.Table, commits: int = 20) -> None:
+        """For the record: the MOR table after ``commits`` upserts of 1% each (a streaming
+        writer's: a log block per commit in every file slice, no compaction), its snapshot read
+        vs hudi-rs (the same rows checked)."""
+        path = self.root / "many_blocks"
+        opts = {**self.opts, "hoodie.compact.inline": "false"}
+        hudi.write(str(path), data, operation="insert", table_type="MERGE_ON_READ", options=opts, **KEY)
+        n = max(2, data.num_rows // 100)
+        for c in range(commits):
+            hudi.write(str(path), upsert_batch(data.num_rows, n, ts=2 + c), operation="upsert", options=opts)
+        ours = best_of(lambda: hudi.open_table(str(path)).read(), self.repeat)
+        try:
+            same = _same_rows(hudi.open_table(str(path)).read(), hudi_rs_read(str(path)))
+            rs = best_of(lambda: hudi_rs_read(str(path)), self.repeat)
+        except ImportError:
+            same, rs = True, Seconds(float("nan"))
+        self.add(f"MOR snapshot read after {commits} upserts of {n:,} rows ({commits} log blocks a slice) vs hudi-rs"
+                 f"{'' if same else ' ROWS DIFFER'}", ours, rs, None)
+        shutil.rmtree(path, ignore_errors=True)
+
     def reads(self, tables: dict[str, Path]) -> None:
         cow, mor = str(tables["COPY_ON_WRITE"]), str(tables["MERGE_ON_READ"])
         files = [str(Path(cow) / s.base_file) for s in hudi.open_table(cow).file_slices() if s.base_file]
@@ -313,6 +335,8 @@ def run(rows: int, codecs: tuple[str, ...] = ("snappy",), repeat: int = 3) -> li
             upserted = r.upserts("upsert10", data, batch, TARGETS["upsert"])
             r.reads(upserted)
             r.compaction(upserted["MERGE_ON_READ"])
+            if not r.record:
+                r.many_blocks(data)
             r.deletes(data)
             if not r.record:
                 r.record_index_upserts("upsert10", data, batch)
