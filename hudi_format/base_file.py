@@ -535,16 +535,12 @@ class KeptIndex:
 
 def continued_bloom(bloom: Mapping[str, Any] | None, stored: BaseFileFooter | None, n_old: int, n_merged: int,
                     n_inserted: int, n_deleted: int) -> BloomFilter | KeptIndex | None:
-    """The old base file's bloom filter, to go on with in the file that replaces it (a merge or
-    a compaction) when every one of its ``n_old`` rows stays: no row deleted, the merged rows
-    are the old ones plus the inserted (``stored``: its footer; ``bloom``: the write's bloom
-    options). It holds their keys as Hudi's merge handle would add them again (in file order,
-    updates in place); only the inserted keys are then hashed. With none inserted, the filter
-    and the min/max keys are the old footer's, copied as they are (:class:`KeptIndex`).
-    ``None``: build a new filter."""
-    if stored is None or n_deleted or n_merged != n_old + n_inserted:
-        return None
-    if stored.bloom_text is None or stored.num_rows != n_old:
+    """The old base file's bloom filter (footer ``stored``) for the file replacing it (a merge, a
+    compaction; ``bloom``: its options) when its ``n_old`` rows stay and ``n_inserted`` join: only
+    those are hashed (Hudi's merge handle adds the old keys first); with none, the filter and the
+    min/max keys are copied as they are (:class:`KeptIndex`). ``None``: build a new filter."""
+    if stored is None or n_deleted or n_merged != n_old + n_inserted or stored.bloom_text is None \
+            or stored.num_rows != n_old:
         return None
     fresh = bloom_filter_from_options(bloom)   # holds_as_is, like resume, leaves it used up
     if not n_inserted and stored.min_key is not None and stored.max_key is not None \
