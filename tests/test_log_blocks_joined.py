@@ -80,3 +80,34 @@ def test_trailing_bytes_keep_a_block_out_of_the_run():
     got = D.decode_avro_blocks(items)
     assert [t.num_rows for t in got] == [300, 300, 300]
     assert all(g.equals(D.decode_avro_block(*i)) for g, i in zip(got, items))
+
+
+@pytest.mark.parametrize("run_bytes", [64 << 20, 40_000, 1_000])
+def test_data_records_of_a_log_file(tmp_path, monkeypatch, run_bytes):
+    """``log.data_records`` of a log file's blocks (two schemas, a Parquet block, a delete block
+    between) equals each block's ``records``, whatever the runs are cut at."""
+    from hudi_format.log import block as B, data_records, encode_avro_data_block, encode_delete_block, read_log_file
+    from hudi_format.log import encode_parquet_data_block
+    from hudi_format.storage import Storage
+    monkeypatch.setattr(B, "JOIN_RUN_BYTES", run_bytes)
+    rng = random.Random(run_bytes)
+    parts = []
+    for i in range(12):
+        kind = rng.random()
+        if kind < 0.1:
+            parts.append(encode_delete_block(pa.table({"record_key": [f"k{i}"], "partition_path": ["p"]}),
+                                             "20240101000000000"))
+        elif kind < 0.2:
+            parts.append(encode_parquet_data_block(_rows(OTHER, 50, 1000 * i), OTHER, "20240101000000000"))
+        else:
+            schema = FLAT if kind < 0.8 else OTHER
+            parts.append(encode_avro_data_block(_rows(schema, rng.choice([3, 150, 400]), 1000 * i), schema,
+                                                "20240101000000000"))
+    name = ".f1_20240101000000000.log.1_0-1-1"
+    (tmp_path / name).write_bytes(b"".join(parts))
+    blocks = [b for b in read_log_file(Storage(str(tmp_path)), name) if b.block_type != B.BlockType.DELETE]
+    target = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("x", pa.float64())])
+    for schema in (None, target):
+        got = data_records(blocks, schema)
+        want = [b.records(schema) for b in blocks]
+        assert [g.to_pylist() for g in got] == [w.to_pylist() for w in want]

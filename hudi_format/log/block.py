@@ -168,16 +168,36 @@ class LogBlock:
             raise LogFormatError(f"cannot decode {self.describe()}: {exc}") from exc
 
 
+#: Avro blocks decoded together hold their contents twice while they decode (each, and joined):
+#: runs are cut at this many content bytes, and a block over a quarter of it is decoded alone
+JOIN_RUN_BYTES = 64 << 20
+
+
 def data_records(blocks, arrow_schema: pa.Schema | None = None) -> list[pa.Table]:
     """:meth:`LogBlock.records` of each data block of ``blocks``, in order; consecutive Avro
-    data blocks of one writer schema are decoded together (:func:`.data.decode_avro_blocks`)."""
+    data blocks of one writer schema are decoded together (:func:`.data.decode_avro_blocks`),
+    in runs of at most :data:`JOIN_RUN_BYTES` of content."""
     from . import data
 
     out: list[pa.Table | None] = [None] * len(blocks)
-    avro = [i for i, b in enumerate(blocks) if b.block_type == BlockType.AVRO_DATA and b.schema_json]
-    if len(avro) > 1:
-        decoded = data.decode_avro_blocks([(blocks[i].content(), blocks[i].schema_json, blocks[i].describe())
-                                           for i in avro])
-        for i, table in zip(avro, decoded):
-            out[i] = table if arrow_schema is None else data.align_to_schema(table, arrow_schema, blocks[i].describe())
+    run: list[int] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            items = [(blocks[i].content(), blocks[i].schema_json, blocks[i].describe()) for i in run]
+            for i, table in zip(run, data.decode_avro_blocks(items)):
+                out[i] = table if arrow_schema is None else data.align_to_schema(table, arrow_schema, blocks[i].describe())
+        run.clear()
+
+    size = 0
+    for i, b in enumerate(blocks):
+        joinable = b.block_type == BlockType.AVRO_DATA and b.schema_json and b.content_length <= JOIN_RUN_BYTES // 4
+        if not joinable or (run and (blocks[run[0]].schema_json != b.schema_json
+                                     or size + b.content_length > JOIN_RUN_BYTES)):
+            flush()
+            size = 0
+        if joinable:
+            run.append(i)
+            size += b.content_length
+    flush()
     return [t if t is not None else b.records(arrow_schema) for t, b in zip(out, blocks)]
