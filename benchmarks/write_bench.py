@@ -135,6 +135,24 @@ class _Run:
             shutil.rmtree(base, ignore_errors=True)
         return out
 
+    def _rewrite_limit(self, written: list[pa.Table], plain: Path) -> Seconds:
+        """Best-of seconds of ``pq.write_table`` writing ``written`` again, a file each, at this
+        run's codec and Hudi's level for it (gzip 6, where pyarrow's default is 9)."""
+        def limit() -> None:
+            plain.mkdir()
+            for i, t in enumerate(written):
+                pq.write_table(t, plain / f"{i}.parquet", **parquet_codec.write_options(self.codec))
+        return best_of(limit, self.repeat, _fresh(plain))
+
+    def _hudi_rs(self, path: str) -> tuple[str, Seconds]:
+        """``(" ROWS DIFFER" or "", hudi-rs's best-of seconds)`` reading the table at ``path``
+        (NaN without hudi-rs); our snapshot and hudi-rs's are compared before the timing."""
+        try:
+            same = _same_rows(hudi.open_table(path).read(), hudi_rs_read(path))
+            return ("" if same else " ROWS DIFFER"), best_of(lambda: hudi_rs_read(path), self.repeat)
+        except ImportError:
+            return "", Seconds(float("nan"))
+
     # -- cases ------------------------------------------------------------------------------------
     def bulk_insert(self, data: pa.Table) -> None:
         out = self.root / "bulk"
@@ -143,13 +161,7 @@ class _Run:
         files = [out / s.base_file for s in hudi.open_table(str(out)).file_slices() if s.base_file]
         written = [pq.read_table(f) for f in files]   # what Hudi wrote: 11 columns
         plain = self.root / "plain"
-
-        def limit() -> None:
-            plain.mkdir()
-            for i, t in enumerate(written):
-                # the same codec at the same level (Hudi's: gzip 6, where pyarrow's default is 9)
-                pq.write_table(t, plain / f"{i}.parquet", **parquet_codec.write_options(self.codec))
-        peer = best_of(limit, self.repeat, _fresh(plain))
+        peer = self._rewrite_limit(written, plain)
         cols = written[0].num_columns if written else 0
         self.add(f"bulk_insert vs pq.write_table of its output ({cols} cols, {len(files)} files)", ours, peer,
                  TARGETS["bulk_insert"])
@@ -230,13 +242,9 @@ class _Run:
             self.add(f"{gone.num_rows:,}-key delete from {data.num_rows:,} rows {kind} vs deltalake merge", secs,
                      peer, None)
         t_mor = best_of(lambda: hudi.open_table(str(mor)).read(), self.repeat)
-        try:
-            same = _same_rows(hudi.open_table(str(mor)).read(), hudi_rs_read(str(mor)))
-            rs = best_of(lambda: hudi_rs_read(str(mor)), self.repeat)
-        except ImportError:
-            same, rs = True, Seconds(float("nan"))
-        self.add(f"MOR snapshot read after it ({gone.num_rows:,} keys in delete blocks) vs hudi-rs"
-                 f"{'' if same else ' ROWS DIFFER'}", t_mor, rs, None)
+        differ, rs = self._hudi_rs(str(mor))
+        self.add(f"MOR snapshot read after it ({gone.num_rows:,} keys in delete blocks) vs hudi-rs{differ}",
+                 t_mor, rs, None)
         for table_type in ours:
             shutil.rmtree(self.root / f"deletes_{table_type}", ignore_errors=True)
 
@@ -251,12 +259,7 @@ class _Run:
         table = hudi.open_table(str(work))
         written = [pq.read_table(work / s.base_file) for s in table.file_slices()
                    if s.base_file and s.base_instant == done[-1].timestamp]
-
-        def limit() -> None:
-            plain.mkdir()
-            for i, t in enumerate(written):
-                pq.write_table(t, plain / f"{i}.parquet", **parquet_codec.write_options(self.codec))
-        peer = best_of(limit, self.repeat, _fresh(plain))
+        peer = self._rewrite_limit(written, plain)
         rows = sum(t.num_rows for t in written)
         self.add(f"compaction of the MOR table after it ({len(written)} file groups, {rows:,} rows) "
                  f"vs pq.write_table of its output", ours, peer, None)
@@ -274,13 +277,9 @@ class _Run:
         for c in range(commits):
             hudi.write(str(path), upsert_batch(data.num_rows, n, ts=2 + c), operation="upsert", options=opts)
         ours = best_of(lambda: hudi.open_table(str(path)).read(), self.repeat)
-        try:
-            same = _same_rows(hudi.open_table(str(path)).read(), hudi_rs_read(str(path)))
-            rs = best_of(lambda: hudi_rs_read(str(path)), self.repeat)
-        except ImportError:
-            same, rs = True, Seconds(float("nan"))
-        self.add(f"MOR snapshot read after {commits} upserts of {n:,} rows ({commits} log blocks a slice) vs hudi-rs"
-                 f"{'' if same else ' ROWS DIFFER'}", ours, rs, None)
+        differ, rs = self._hudi_rs(str(path))
+        self.add(f"MOR snapshot read after {commits} upserts of {n:,} rows ({commits} log blocks a slice) "
+                 f"vs hudi-rs{differ}", ours, rs, None)
         shutil.rmtree(path, ignore_errors=True)
 
     def reads(self, tables: dict[str, Path]) -> None:
@@ -293,14 +292,10 @@ class _Run:
                  best_of(lambda: pq.read_table(files), self.repeat), TARGETS["cow_read_limit"])
         for kind, path, target in (("COW", cow, TARGETS["cow_read_rs"]), ("MOR", mor, TARGETS["mor_read_rs"])):
             ours = t_cow if kind == "COW" else best_of(lambda: hudi.open_table(path).read(), self.repeat)
-            try:
-                same = _same_rows(hudi.open_table(path).read(), hudi_rs_read(path))
-                peer = best_of(lambda: hudi_rs_read(path), self.repeat)
-            except ImportError:
-                same, peer = True, Seconds(float("nan"))
+            differ, peer = self._hudi_rs(path)
             what = "" if kind == "COW" else \
                 f" ({_log_rows(Path(path)):,} of {ours_cow.num_rows:,} rows in Avro log blocks)"
-            self.add(f"{kind} snapshot read{what} vs hudi-rs{'' if same else ' ROWS DIFFER'}", ours, peer, target)
+            self.add(f"{kind} snapshot read{what} vs hudi-rs{differ}", ours, peer, target)
 
 
 def index_cases(root: Path, rows: int, batch: pa.Table, repeat: int) -> list[Result]:
