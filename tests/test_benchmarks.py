@@ -42,10 +42,12 @@ def test_write_suite_runs(capsys):
     pytest.importorskip("deltalake")
     pytest.importorskip("hudi")
     results = write_bench.run(2_000, repeat=1)
-    # 12 targeted or compared rows, plus five for the record: the insert with bloom filters off,
-    # the upserts that keep the record index (COW, MOR), the deletes (COW, MOR) and the MOR read
-    # after the delete
-    assert len(results) == 17
+    # 12 targeted or compared rows, plus seven for the record: the insert with bloom filters off,
+    # the upserts that keep the record index (COW, MOR), the deletes (COW, MOR), the MOR read
+    # after the delete, the compaction and the MOR read after 20 small upserts
+    assert len(results) == 19
+    assert sum(r.case.startswith("compaction of the MOR table") for r in results) == 1
+    assert sum("20 log blocks a slice" in r.case for r in results) == 1
     assert sum("-key delete from" in r.case for r in results) == 2
     assert sum("keeping the record index" in r.case for r in results) == 2
     assert all("DIFFER" not in r.case for r in results)
