@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from hudi_format.cli.key_compare import record_index_mismatch, repeated_rows
+from hudi_format.cli.key_compare import record_index_mismatch
 
 GROUPS = [("a", "f1"), ("a", "f2"), ("b", "f3"), ("", "f4")]
 
@@ -90,35 +90,3 @@ def test_record_index_mismatch_finds_each_kind():
     assert got.lacks["key"].to_pylist() == ["x"]
     assert got.stale["key"].to_pylist() == ["gone"]
     assert got.wrong.to_pylist() == ["y"]        # "d" is at one of its two snapshot rows
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_repeated_rows_counts_what_group_by_counts(seed):
-    rng = random.Random(seed)
-    rows = [(rng.choice(["a", "b", None]), rng.choice([f"k{i}" for i in range(rng.choice([1, 5, 50]))] + [None]),
-             rng.choice([1, 2]))
-            for _ in range(rng.choice([0, 1, 2, 10, 200]))]
-    t = pa.table({"p": pa.array([r[0] for r in rows], pa.string()), "k": pa.array([r[1] for r in rows], pa.string()),
-                  "n": pa.array([r[2] for r in rows], pa.int64())})
-    counts = t.group_by(["p", "k", "n"]).aggregate([([], "count_all")])
-    repeated = counts.filter(pc.greater(counts["count_all"], 1))
-    want = (pc.sum(repeated["count_all"]).as_py() or 0) - repeated.num_rows
-    extra, first = repeated_rows(t)
-    assert extra == want
-    if extra:       # the example is a row whose values another row has
-        row = t.slice(first, 1).to_pylist()[0]
-        assert sum(r == row for r in t.to_pylist()) > 1
-    else:
-        assert first == -1
-
-
-def test_snapshot_locations_may_be_dictionaries():
-    """``validate`` gives each snapshot row its slice's location as a dictionary (one value per
-    slice): the same answers as plain strings, nulls included."""
-    snap = _table([("x", "a", "f1"), ("y", "a", "f1"), ("z", "b", "f3"), ("d", "a", "f1"), ("d", "a", "f2")])
-    index = _table([("y", "a", "f2"), ("z", "b", "f3"), ("gone", "a", "f1"), ("d", "a", "f2"), ("x", None, "f1")])
-
-    plain, coded = record_index_mismatch(snap, index), record_index_mismatch(_as_dictionaries(snap), index)
-    assert coded.wrong.to_pylist() == plain.wrong.to_pylist() == ["x", "y"]
-    assert coded.lacks["key"].to_pylist() == plain.lacks["key"].to_pylist() == []
-    assert coded.stale["key"].to_pylist() == plain.stale["key"].to_pylist() == ["gone"]

@@ -1,4 +1,4 @@
-"""Comparing millions of record keys for ``validate``'s snapshot checks.
+"""Comparing millions of record keys: ``validate``'s check of the record index against the snapshot.
 
 Each step that hashes every key with Arrow (``is_in``, a join, ``group_by``) costs 1.3-4.7 s
 per 5M keys, and checking the record index against the snapshot took four of them (two
@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["IndexMismatch", "record_index_mismatch", "repeated_rows"]
+__all__ = ["IndexMismatch", "record_index_mismatch"]
 
 
 class IndexMismatch(NamedTuple):
@@ -121,17 +121,3 @@ def _decoded(table: pa.Table) -> pa.Table:
     """``table`` with its dictionary columns as plain ones (for joins and comparisons)."""
     return pa.table({n: c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c
                      for n, c in zip(table.column_names, table.columns)})
-
-
-def repeated_rows(rows: pa.Table) -> tuple[int, int]:
-    """``(extra, first)``: how many rows repeat an earlier row's values (of every column;
-    nulls equal) and the index of one such row (``-1`` when none). A hash aggregation: sorting
-    was faster only on keys stored in order (5M random keys: 8.4 against 4.9 s)."""
-    if rows.num_rows < 2:
-        return 0, -1
-    numbered = rows.append_column("__row", pa.array(np.arange(rows.num_rows)))
-    counts = numbered.group_by(rows.column_names).aggregate([([], "count_all"), ("__row", "max")])
-    repeated = counts.filter(pc.greater(counts["count_all"], 1))
-    if not repeated.num_rows:
-        return 0, -1
-    return int(pc.sum(repeated["count_all"]).as_py()) - repeated.num_rows, int(repeated["__row_max"][0].as_py())

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import HudiError
-from .key_compare import record_index_mismatch, repeated_rows
+from .key_compare import record_index_mismatch
 
 ERROR, WARNING = "error", "warning"
 
@@ -391,8 +391,8 @@ class _Checker:
     # -- 6 -------------------------------------------------------------------------------------
     def duplicates(self, table) -> None:
         config = table.config
-        if config.populate_meta_fields:   # the key first: sorted by it, rows meet sooner
-            cols = ["_hoodie_record_key", "_hoodie_partition_path"]
+        if config.populate_meta_fields:
+            cols = ["_hoodie_partition_path", "_hoodie_record_key"]
         else:
             cols = list(dict.fromkeys(config.record_key_fields + config.partition_fields))
         if not cols:
@@ -407,9 +407,11 @@ class _Checker:
         if not pieces:
             return
         keys = pa.concat_tables(pieces)
-        dups, first = repeated_rows(keys)
-        if dups:
-            example = {c: keys[c][first].as_py() for c in cols}
+        counts = keys.group_by(cols).aggregate([([], "count_all")])
+        repeated = counts.filter(pc.greater(counts["count_all"], 1))
+        if repeated.num_rows:
+            dups = pc.sum(repeated["count_all"]).as_py() - repeated.num_rows
+            example = {c: repeated[c][0].as_py() for c in cols}
             # Hudi itself writes these: insert and bulk_insert do not deduplicate against the table
             self.add(WARNING, "duplicate-keys", "",
                      f"{dups} of {keys.num_rows} snapshot rows repeat a record key, e.g. {example} "
