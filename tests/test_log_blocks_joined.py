@@ -84,8 +84,9 @@ def test_trailing_bytes_keep_a_block_out_of_the_run():
 
 @pytest.mark.parametrize("run_bytes", [64 << 20, 40_000, 1_000])
 def test_data_records_of_a_log_file(tmp_path, monkeypatch, run_bytes):
-    """``log.data_records`` of a log file's blocks (two schemas, a Parquet block, a delete block
-    between) equals each block's ``records``, whatever the runs are cut at."""
+    """``log.data_records`` of a log file's blocks (two schemas, a Parquet block, delete blocks
+    between) equals each block's ``records`` (``None`` for a delete block), whatever the runs
+    are cut at."""
     from hudi_format.log import block as B, data_records, encode_avro_data_block, encode_delete_block, read_log_file
     from hudi_format.log import encode_parquet_data_block
     from hudi_format.storage import Storage
@@ -105,9 +106,9 @@ def test_data_records_of_a_log_file(tmp_path, monkeypatch, run_bytes):
                                                 "20240101000000000"))
     name = ".f1_20240101000000000.log.1_0-1-1"
     (tmp_path / name).write_bytes(b"".join(parts))
-    blocks = [b for b in read_log_file(Storage(str(tmp_path)), name) if b.block_type != B.BlockType.DELETE]
+    blocks = list(read_log_file(Storage(str(tmp_path)), name))
     target = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("x", pa.float64())])
     for schema in (None, target):
         got = data_records(blocks, schema)
-        want = [b.records(schema) for b in blocks]
-        assert [g.to_pylist() for g in got] == [w.to_pylist() for w in want]
+        want = [None if b.block_type == B.BlockType.DELETE else b.records(schema) for b in blocks]
+        assert [g if g is None else g.to_pylist() for g in got] == [w if w is None else w.to_pylist() for w in want]

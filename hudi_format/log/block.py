@@ -173,10 +173,10 @@ class LogBlock:
 JOIN_RUN_BYTES = 64 << 20
 
 
-def data_records(blocks, arrow_schema: pa.Schema | None = None) -> list[pa.Table]:
-    """:meth:`LogBlock.records` of each data block of ``blocks``, in order; consecutive Avro
-    data blocks of one writer schema are decoded together (:func:`.data.decode_avro_blocks`),
-    in runs of at most :data:`JOIN_RUN_BYTES` of content."""
+def data_records(blocks, arrow_schema: pa.Schema | None = None) -> list[pa.Table | None]:
+    """:meth:`LogBlock.records` of each block of ``blocks``, in order (``None`` for a delete
+    block); consecutive Avro data blocks of one writer schema are decoded together
+    (:func:`.data.decode_avro_blocks`), in runs of at most :data:`JOIN_RUN_BYTES` of content."""
     from . import data
 
     out: list[pa.Table | None] = [None] * len(blocks)
@@ -200,4 +200,5 @@ def data_records(blocks, arrow_schema: pa.Schema | None = None) -> list[pa.Table
             run.append(i)
             size += b.content_length
     flush()
-    return [t if t is not None else b.records(arrow_schema) for t, b in zip(out, blocks)]
+    return [t if t is not None or b.block_type == BlockType.DELETE else b.records(arrow_schema)
+            for t, b in zip(out, blocks)]

@@ -125,14 +125,12 @@ def merge_file_slice(storage: Storage, file_slice: FileSlice, schema: pa.Schema,
     deletes: list[tuple[int, pa.Table]] = []
     if not pieces:
         pieces.append(schema.empty_table())  # sequence 0 is the base file's, present or not
-    data = [b for b in blocks if b.block_type != BlockType.DELETE]
-    records = iter(data_records(data, arrow_schema=schema))
-    for block in blocks:
+    for block, recs in zip(blocks, data_records(blocks, arrow_schema=schema)):
         if block.block_type == BlockType.DELETE:
             deletes.append((len(pieces), block.deleted_keys()))
             pieces.append(None)  # placeholder keeps the sequence position of the delete
         else:
-            pieces.append(align_table(next(records), schema, f"{storage.uri(block.path)}@{block.offset}"))
+            pieces.append(align_table(recs, schema, f"{storage.uri(block.path)}@{block.offset}"))
     return merge_pieces(pieces, deletes, schema, spec)
 
 

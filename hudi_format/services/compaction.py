@@ -303,8 +303,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
     blocks = collect_log_blocks(storage, tuple(logs), ts.state.visible)
     log_records = 0
     log_keys = []
-    records = iter(data_records([b for b in blocks if b.block_type != BlockType.DELETE], arrow_schema=schema))
-    for block in blocks:
+    for block, recs in zip(blocks, data_records(blocks, arrow_schema=schema)):
         if block.block_type == BlockType.DELETE:
             keys = block.deleted_keys()
             deletes.append((len(pieces), keys))
@@ -312,7 +311,7 @@ def _compact_one(ts: TableState, spec: MergeSpec, schema: pa.Schema, avro: dict,
             log_records += keys.num_rows
             log_keys.append(pc.cast(keys.column("record_key"), pa.string()))
         else:
-            recs = align_table(next(records), schema, f"{storage.uri(block.path)}@{block.offset}")
+            recs = align_table(recs, schema, f"{storage.uri(block.path)}@{block.offset}")
             pieces.append(recs)
             log_records += recs.num_rows
             log_keys.append(pc.cast(record_keys(recs, spec), pa.string()))

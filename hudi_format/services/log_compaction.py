@@ -115,8 +115,7 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
         f for f in spec.ordering_fields if schema.get_field_index(f) >= 0))
     datas, dels, auxes = [], [], []
     rows = ndel = log_records = 0
-    records = iter(data_records([b for b in blocks if b.block_type != BlockType.DELETE], arrow_schema=schema))
-    for seq, block in enumerate(blocks, start=1):
+    for seq, (block, recs) in enumerate(zip(blocks, data_records(blocks, arrow_schema=schema)), start=1):
         if block.block_type == BlockType.DELETE:
             keys = block.deleted_keys()
             log_records += keys.num_rows
@@ -128,7 +127,7 @@ def merge_log_blocks(blocks: list, schema: pa.Schema, spec: MergeSpec) -> Merged
             dels.append(keys)
             ndel += keys.num_rows
         else:
-            recs = align_table(next(records), schema, f"{block.path}@{block.offset}")
+            recs = align_table(recs, schema, f"{block.path}@{block.offset}")
             log_records += recs.num_rows
             if not recs.num_rows:
                 continue
