@@ -112,8 +112,9 @@ def _stated_count(content: bytes) -> int | None:
 
 def _decode_run(items: Sequence[tuple[bytes, str | None, str]], counts: list[int]) -> list[pa.Table] | None:
     """Blocks of one flat writer schema decoded as one content: their records framed once, the
-    frames checked to end exactly at each block's end (else ``None``: a block with bytes after
-    its stated records, decoded alone as before), decoded column-wise and cut back."""
+    frames checked to end exactly at each block's end, decoded column-wise and cut back. ``None``
+    when that fails (a block with bytes after its stated records, damage, a schema that does not
+    compile): the caller decodes each block alone, as before, and its error names the block."""
     schema, where = items[0][1], f"{items[0][2]} and the {len(items) - 1} blocks after it"
     joined = b"".join([struct.pack(">ii", 2, sum(counts))] + [content[8:] for content, _, _ in items])
     try:
@@ -126,10 +127,10 @@ def _decode_run(items: Sequence[tuple[bytes, str | None, str]], counts: list[int
     has = np.asarray(counts) > 0
     if not np.array_equal(ends[last[has]], bounds[has]) or (~has & (np.asarray([len(c) for c, _, _ in items]) != 8)).any():
         return None
-    conv, _ = _compiled(schema)
     try:
+        conv, _ = _compiled(schema)
         table = conv.storage_to_arrow(decode_columns(joined, plan_for(schema), conv.storage_schema, where, frames))
-    except HudiError:
+    except Exception:   # noqa: BLE001 - the blocks are decoded alone, which names the error
         return None
     out, at = [], 0
     for n in counts:
@@ -161,12 +162,7 @@ def decode_avro_blocks(items: Sequence[tuple[bytes, str | None, str]]) -> list[p
                 counts.append(n)
                 j += 1
         if len(counts) > 1 and sum(counts) >= COLUMNAR_DECODE_ROWS:
-            try:
-                _compiled(schema)
-            except Exception:   # noqa: BLE001 - decoded alone below, which names the error
-                run = None
-            else:
-                run = _decode_run(items[i:j], counts)
+            run = _decode_run(items[i:j], counts)
             if run is not None:
                 out[i:j] = run
                 i = j
