@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .chunks import one_array
 from .errors import SchemaError, UnsupportedFeatureError
 from .schema import avro_to_arrow_schema, null_split, parse_avro_schema, top_record
 
@@ -120,7 +121,7 @@ class AvroArrowConverter:
             return table
         cols = []
         for field, col in zip(self.arrow_schema, table.columns):
-            chunk = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+            chunk = one_array(col)
             cols.append(restore_logical(chunk, field.type))
         return pa.Table.from_arrays(cols, schema=self.arrow_schema)
 

@@ -16,6 +16,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .chunks import one_array
 from .config import TableConfig
 from .errors import HudiError, InvalidOptionError
 
@@ -85,12 +86,6 @@ def _to_string(col: pa.ChunkedArray | pa.Array, field: str, role: str) -> pa.Chu
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise KeyGenerationError(f"{role} field {field!r} of type {col.type} has no string form "
                                  f"Hudi can use as a {role}: {exc}") from None
-
-
-def _one_chunk(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    return col
 
 
 # A partition path segment that is '.' or '..', a leading or trailing '/', an empty segment
@@ -178,7 +173,7 @@ class KeyGenerator:
         for f in self.partition_fields:
             # Partition values repeat: format and check each distinct value once, then spread
             # the segments over the rows by the dictionary indices.
-            enc = pc.dictionary_encode(_one_chunk(table.column(f)), null_encoding="encode")
+            enc = pc.dictionary_encode(one_array(table.column(f)), null_encoding="encode")
             paths = self._segment(enc.dictionary, f)
             if dictionary and len(self.partition_fields) == 1 \
                     and pc.count_distinct(paths, mode="all").as_py() == len(paths):

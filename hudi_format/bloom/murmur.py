@@ -24,6 +24,8 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from ..chunks import one_array
+
 __all__ = ["murmur_hash", "hash_positions", "hash_positions_all", "iter_positions", "as_binary"]
 
 _M = 0x5BD1E995
@@ -82,8 +84,7 @@ def hash_positions(data: bytes, nb_hash: int, max_value: int) -> list[int]:
 # -- column-wise hashing ------------------------------------------------------------------------
 def as_binary(keys) -> pa.Array:
     """Keys as one binary Arrow array (UTF-8 bytes); rejects nulls and empty keys like Hudi."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    keys = one_array(keys)
     if not isinstance(keys, pa.Array):
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys must be an iterable of strings, not a single string")

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..byte_ranges import gather
+from ..chunks import one_array
 from ..errors import LogFormatError, SchemaError
 from ..schema import fullname, parse_avro_schema
 
@@ -477,7 +478,7 @@ def encode_rows(storage: pa.Table, plans: Sequence[FieldPlan], framed: bool = Fa
         return pa.array([], pa.binary())
     parts: list = []
     for plan, col in zip(plans, storage.columns):
-        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        arr = one_array(col)
         if plan.null_index is None:
             if arr.null_count:
                 raise SchemaError(f"column {plan.name!r} has nulls but the Avro schema requires a value")

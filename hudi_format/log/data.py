@@ -27,6 +27,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
+from ..chunks import one_array
 from ..errors import CorruptFileError, HudiError, LogFormatError, SchemaError
 from ..avro_values import AvroArrowConverter, restore_logical
 from ..schema import fullname, null_split, parse_avro_schema
@@ -326,7 +327,7 @@ def _rows_to_arrow(conv: AvroArrowConverter, shaper: UnionShaper, rows: list[dic
         return table
     cols = []
     for field, col in zip(conv.arrow_schema, table.columns):
-        chunk = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        chunk = one_array(col)
         cols.append(restore_logical(chunk, field.type))
     return pa.Table.from_arrays(cols, schema=conv.arrow_schema)
 

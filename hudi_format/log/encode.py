@@ -47,6 +47,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chunks import one_array
 from ..errors import InvalidOptionError, LogFormatError, SchemaError
 from ..avro_values import (AvroArrowConverter, align_to_avro_schema, arrow_to_avro_storage)
 from .. import parquet_codec
@@ -435,7 +436,7 @@ def encode_delete_content(keys: pa.Table) -> bytes:
 
     def strings(name: str) -> pa.Array:
         col = keys.column(name)
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        col = one_array(col)
         try:
             return col.cast(pa.string()) if col.type != pa.string() else col
         except (pa.ArrowException, ValueError) as exc:

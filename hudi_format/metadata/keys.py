@@ -37,6 +37,8 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chunks import one_array
+
 __all__ = [
     "FILES", "COLUMN_STATS", "BLOOM_FILTERS", "RECORD_INDEX", "PARTITION_STATS",
     "SECONDARY_INDEX_PREFIX", "EXPRESSION_INDEX_PREFIX", "METADATA_TABLE_DIR",
@@ -318,8 +320,7 @@ def file_group_indexes(keys: pa.Array | pa.ChunkedArray, num_file_groups: int) -
     Java hashes their UTF-16 code units."""
     if num_file_groups <= 0:
         raise ValueError("num_file_groups must be positive")
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    keys = one_array(keys)
     keys = keys.cast(pa.string())
     ascii_ = pc.fill_null(pc.string_is_ascii(keys), True)
     plain = pc.if_else(ascii_, keys, pa.scalar("", pa.string()))

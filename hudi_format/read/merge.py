@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chunks import one_array
 from ..config import TableConfig
 from ..keygen import KeyGenerator
 from ..log import BlockType, CommandType, data_records, read_log_file
@@ -264,7 +265,7 @@ def live_rows(rows: pa.Table) -> pa.Array | None:
     flags = pc.fill_null(rows.column(IS_DELETED), False)
     if not pc.any(flags).as_py():
         return None
-    return pc.invert(_flat(flags))
+    return pc.invert(one_array(flags))
 
 
 def _merge_touched(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Schema,
@@ -319,7 +320,7 @@ def _touched_plan(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sche
     keep = untouched if live is None else (live if untouched is None else pc.and_(untouched, live))
     no_logs = pa.array([], pa.int64())
     if touched is None:
-        return (None if keep is None or pc.all(keep).as_py() else _flat(keep)), no_logs
+        return (None if keep is None or pc.all(keep).as_py() else one_array(keep)), no_logs
 
     # The touched base rows become the first piece of an ordinary merge.
     touched_rows = base.filter(touched)
@@ -327,7 +328,7 @@ def _touched_plan(base: pa.Table, pieces: list, delete_at: dict, schema: pa.Sche
     merged_rows = _winner_rows([touched_rows] + pieces[1:], delete_at, schema, spec)
     is_base = pc.less(merged_rows, pa.scalar(n_t, pa.int64()))
     base_won = rows_in(n_t, merged_rows.filter(is_base))
-    keep = pc.replace_with_mask(_flat(keep), _flat(touched), base_won)   # scatter into touched rows
+    keep = pc.replace_with_mask(one_array(keep), one_array(touched), base_won)   # scatter into touched rows
     log_rows = pc.subtract(merged_rows.filter(pc.invert(is_base)), pa.scalar(n_t, pa.int64()))
     return keep, log_rows
 
@@ -359,10 +360,6 @@ def _touched(later_keys: list, base_keys: pa.ChunkedArray | pa.Array) -> tuple[p
 
 def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
     return a.chunks if isinstance(a, pa.ChunkedArray) else [a]
-
-
-def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 def _winner_rows(pieces: list, delete_at: dict, schema: pa.Schema, spec: MergeSpec) -> pa.Array:

@@ -39,6 +39,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chunks import one_array
 from ..errors import InvalidOptionError
 
 U64 = pa.uint64()
@@ -215,12 +216,6 @@ def _u64(value: int) -> pa.Scalar:
     return pa.scalar(value & MASK64, U64)
 
 
-def _as_array(col) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    return col
-
-
 def _reinterpret(arr: pa.Array, typ: pa.DataType) -> pa.Array:
     """Bit-cast a null-free fixed-width array (e.g. int64/float64 -> uint64)."""
     if arr.offset:
@@ -305,7 +300,7 @@ def _signed_long(arr: pa.Array, kind: str) -> pa.Array:
 
 def zorder_word(col) -> pa.Array:
     """``mapColumnValueTo8Bytes`` of every value, as big-endian uint64."""
-    arr = _as_array(col)
+    arr = one_array(col)
     kind = _kind(arr.type)
     if kind in ("string", "binary"):
         return _bytes_to_u64(arr, b"" if kind == "string" else b"\x00")
@@ -328,7 +323,7 @@ def zorder_word(col) -> pa.Array:
 
 def hilbert_word(col) -> pa.Array:
     """``mapColumnValueToLong`` of every value, as the long's 64 bits (uint64)."""
-    arr = _as_array(col)
+    arr = one_array(col)
     kind = _kind(arr.type)
     nulls = pc.is_null(arr)
     if kind in ("string", "binary"):

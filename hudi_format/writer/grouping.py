@@ -8,6 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chunks import one_array
+
 __all__ = ["groups_of"]
 
 
@@ -20,7 +22,7 @@ def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
     code = np.zeros(table.num_rows, np.int64)
     dictionaries = []
     for c in by:
-        enc = pc.dictionary_encode(_one_chunk(table.column(c)), null_encoding="encode")
+        enc = pc.dictionary_encode(one_array(table.column(c)), null_encoding="encode")
         dictionaries.append(enc.dictionary.to_pylist())
         code *= len(enc.dictionary)
         code += enc.indices.to_numpy()
@@ -34,7 +36,7 @@ def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
     else:
         order = np.argsort(gidx, kind="stable")
         members = np.split(order, np.cumsum(np.bincount(gidx))[:-1])
-    row = _one_chunk(table.column("row"))
+    row = one_array(table.column("row"))
     out = []
     for value, idx in zip(values, members):
         if not len(idx):     # a dictionary entry no row uses (rows taken from a bigger array)
@@ -45,9 +47,3 @@ def groups_of(table: pa.Table, by: list[str]) -> list[tuple[tuple, pa.Array]]:
             key.append(d[i])
         out.append((tuple(reversed(key)), pc.take(row, pa.array(idx))))
     return out
-
-
-def _one_chunk(col) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    return col

@@ -18,6 +18,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chunks import one_array
 from ..membership import is_in, rows_in
 from ..options import option
 from ..read.merge import MergeSpec, merge_file_slice, merge_pieces, record_keys, row_numbers
@@ -76,25 +77,19 @@ def tag(incoming: pa.Table, existing: pa.Table, global_index: bool) -> pa.Table:
     no re-sort). A location stored twice (a duplicated key) falls back to a join, which tags the
     record once per location.
     """
-    wanted = _one(incoming.column("key"))
+    wanted = one_array(incoming.column("key"))
     if global_index:
-        probe, stored = wanted, _one(existing.column("key"))
+        probe, stored = wanted, one_array(existing.column("key"))
     else:
-        probe = _pair(wanted, _one(incoming.column("partition")))
-        stored = _pair(_one(existing.column("key")), _one(existing.column("partition")))
+        probe = _pair(wanted, one_array(incoming.column("partition")))
+        stored = _pair(one_array(existing.column("key")), one_array(existing.column("partition")))
     if pc.count_distinct(stored).as_py() != len(stored):
         return _tag_by_join(incoming, existing, global_index)
     at = pc.index_in(probe, value_set=stored)
-    file_ids = pc.take(_one(existing.column("file_id")), at)
-    found = pc.take(_one(existing.column("partition")), at) if global_index else \
-        pc.if_else(pc.is_null(at), pa.scalar(None, pa.string()), _one(incoming.column("partition")))
+    file_ids = pc.take(one_array(existing.column("file_id")), at)
+    found = pc.take(one_array(existing.column("partition")), at) if global_index else \
+        pc.if_else(pc.is_null(at), pa.scalar(None, pa.string()), one_array(incoming.column("partition")))
     return incoming.append_column("file_id", file_ids).append_column("existing_partition", found)
-
-
-def _one(col) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-    return col
 
 
 def _pair(keys: pa.Array, partitions: pa.Array) -> pa.Array:

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base_file import footer_bloom, parquet_format
+from ..chunks import one_array
 from ..config import META_FIELDS, TableConfig
 from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
@@ -150,11 +151,11 @@ class WriteSpec:
         keys = pc.cast(keygen.record_keys(rows), pa.string()) \
             if self.operation != "delete_partition" and n else pa.nulls(n, pa.string())
         if not n:
-            return _flat(keys), pa.array([], pa.string())
+            return one_array(keys), pa.array([], pa.string())
         parts = keygen.partition_paths(rows, dictionary)
         if not pa.types.is_dictionary(parts.type):
             parts = pc.cast(parts, pa.string())
-        return _flat(keys), _flat(parts)
+        return one_array(keys), one_array(parts)
 
     def dedupe(self, rows: pa.Table) -> pa.Array:
         """Row numbers of ``rows`` to keep: one record per key, the highest ordering value
@@ -261,13 +262,6 @@ class WriteJob:
         return pa.array(np.arange(n) < bucket.num_updates)
 
 
-def _flat(arr: Any) -> pa.Array:
-    """One array (a single chunk as is: ``combine_chunks`` would copy it)."""
-    if isinstance(arr, pa.ChunkedArray):
-        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
-    return arr
-
-
 # -- prepare -------------------------------------------------------------------------------------
 def prepare_write(storage: Storage, config: TableConfig, operation: str, options: Mapping[str, Any] | None,
                   data_schema: pa.Schema | None, *, create: bool = False,
@@ -363,8 +357,8 @@ def plan_write(job: WriteJob, data: pa.Table | None = None, *, keys: pa.Array | 
         job._input, job._kept = (table, rec_keys), kept
         plan_keys = rec_keys if op != "delete_partition" else None
     elif partitions is not None:
-        parts = _flat(partitions)
-        rec_keys = _flat(keys) if keys is not None else pa.nulls(len(parts), pa.string())
+        parts = one_array(partitions)
+        rec_keys = one_array(keys) if keys is not None else pa.nulls(len(parts), pa.string())
         planned = pa.table({"key": rec_keys, "partition": parts})
         plan_keys = rec_keys if op != "delete_partition" else None
         dedupe_in_task = job.dedupe
@@ -481,12 +475,12 @@ def write_bucket(storage: Storage, bucket: WriteBucket, rows: pa.Table | None, *
     ups: pa.Table | None = spec.conform(rows) if rows is not None and rows.num_rows else None
     up_keys = pa.array([], pa.string())
     if updates is not None:
-        updates = _flat(updates)
+        updates = one_array(updates)
         if len(updates) != (0 if ups is None else ups.num_rows) or updates.null_count:
             raise HudiError(f"bucket {bucket.index}: updates must flag each of its "
                             f"{0 if ups is None else ups.num_rows} rows (got {len(updates)})")
     if ups is not None:
-        up_keys = _flat(keys) if keys is not None else spec.keys(ups)[0]
+        up_keys = one_array(keys) if keys is not None else spec.keys(ups)[0]
         if bucket.dedupe:
             keep = spec.dedupe(ups)
             if len(keep) != ups.num_rows:

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from ..base_file import (BaseFileFooter, BaseFileWriter, KeptIndex, continued_bloom, footer_of,
                          unique_key_columns, with_file_name)
 from ..bloom import BloomFilter
+from ..chunks import one_array
 from ..errors import CorruptFileError
 from ..membership import is_in
 from ..metadata.key_changes import KeyChanges
@@ -46,7 +47,7 @@ def merge(ctx: WriteContext, fs: FileSlice, upserts: pa.Table, upsert_keys: pa.A
     """Rewrite the base file of ``fs`` (COW) with upserts and deletes applied."""
     task, token = ctx.next_token()
     name = _base_name(ctx, fs.file_id, token)
-    new_keys = _flat(pc.cast(upsert_keys, pa.string()))
+    new_keys = one_array(pc.cast(upsert_keys, pa.string()))
     no_deletes = deletes is None or not deletes.num_rows
     # the constant meta fields, and the string columns the old file stores as dictionary
     # indices only, stay dictionary-encoded: no string decoded per row, none hashed again
@@ -330,7 +331,7 @@ def _in_place_plan(ctx: WriteContext, old: pa.Table, fresh: pa.Table,
     ordering = [f for f in ctx.spec.ordering_fields if f in ctx.schema.names] if ctx.spec.event_time else []
     if IS_DELETED in ctx.schema.names or len(ordering) > 1 or new_keys.null_count:
         return None
-    old_keys = _flat(pc.cast(record_keys(old, ctx.spec), pa.string()))
+    old_keys = one_array(pc.cast(record_keys(old, ctx.spec), pa.string()))
     if len(pc.unique(new_keys)) != len(new_keys):
         return None
     hit = is_in(old_keys, new_keys)                              # the few old rows in play
@@ -387,15 +388,15 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged_keys: pa.Array | pa.C
     wanted = is_in(merged_keys, new_keys)
     if from_fresh is not None:
         wanted = pc.and_(wanted, from_fresh)
-    won = _flat(merged_keys.filter(wanted))
-    is_update = pc.is_in(won, value_set=_flat(old_mentioned))
+    won = one_array(merged_keys.filter(wanted))
+    is_update = pc.is_in(won, value_set=one_array(old_mentioned))
     updates = pc.sum(is_update).as_py() or 0
     inserted = won.filter(pc.invert(is_update))
     if live_rows(old) is not None:
         # rows flagged deleted in the old file drop out whether or not this write names them
-        present = is_in(old_keys, _flat(merged_keys))
+        present = is_in(old_keys, one_array(merged_keys))
         return updates, inserted, old.num_rows - (pc.sum(present).as_py() or 0), old_keys.filter(pc.invert(present))
-    still = _flat(merged_keys.filter(in_merged))
+    still = one_array(merged_keys.filter(in_merged))
     stays = pc.is_in(old_mentioned, value_set=still)
     deleted = len(old_mentioned) - (pc.sum(stays).as_py() or 0)
     return updates, inserted, deleted, old_mentioned.filter(pc.invert(stays))
@@ -403,9 +404,3 @@ def _merge_counts(ctx: WriteContext, old: pa.Table, merged_keys: pa.Array | pa.C
 
 def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
     return a.chunks if isinstance(a, pa.ChunkedArray) else [a]
-
-
-def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(a, pa.ChunkedArray):
-        return a.chunk(0) if a.num_chunks == 1 else a.combine_chunks()
-    return a
