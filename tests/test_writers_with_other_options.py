@@ -2,7 +2,8 @@
 
 Jobs that share a table rarely share their options: one writes with the metadata table off
 (Hudi deletes it then), the next with it on (it is bootstrapped again), one keeps the record
-index and tags through it, another column stats, some run the table services inline. Each
+index and tags through it, another column stats, one turns an index off by name (it is
+dropped, as Hudi's writers drop it), some run the table services inline. Each
 random sequence here gives every write its own such options; after each step our snapshot,
 hudi-rs's snapshot and ``Table.lookup`` of every key ever written equal the model, the metadata
 table's listing equals storage, and ``hudi-format validate`` finds nothing.
@@ -26,7 +27,11 @@ NO_METADATA = {"hoodie.metadata.enable": "false", "hoodie.index.type": "GLOBAL_S
 COLUMN_STATS = {"hoodie.metadata.index.column.stats.enable": "true"}
 BLOOM_FILTERS = {"hoodie.metadata.index.bloom.filter.enable": "true", "hoodie.index.type": "BLOOM",
                  "hoodie.bloom.index.use.metadata": "true"}
-WRITERS = [RECORD_INDEX, NO_METADATA, {**RECORD_INDEX, **COLUMN_STATS}, {}, COLUMN_STATS, BLOOM_FILTERS]
+# a writer that names an index's option false drops that index (Hudi's writers do)
+DROPS = {"hoodie.metadata.record.index.enable": "false", "hoodie.metadata.index.column.stats.enable": "false",
+         "hoodie.metadata.index.bloom.filter.enable": "false"}
+WRITERS = [RECORD_INDEX, NO_METADATA, {**RECORD_INDEX, **COLUMN_STATS}, {}, COLUMN_STATS, BLOOM_FILTERS,
+           DROPS, {"hoodie.metadata.record.index.enable": "false"}]
 SERVICES = {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2",
             "hoodie.clustering.inline": "true", "hoodie.clustering.inline.max.commits": "3",
             "hoodie.cleaner.commits.retained": "2", "hoodie.keep.min.commits": "3",
@@ -73,3 +78,61 @@ def test_writers_with_their_own_metadata_options(tmp_path, table_type, seed):
         assert _pairs(table.lookup(every_key)) == expected, where
         assert metadata_listing_problem(path) is None, where
         assert validate_table(path) == [], where
+
+
+def _partitions(path: str) -> list[str]:
+    return hudi.open_table(path).config.metadata_partitions
+
+
+def test_an_index_turned_off_by_name_is_dropped_and_one_left_out_is_kept(tmp_path):
+    path = str(tmp_path / "t")
+    on = {**RECORD_INDEX, **COLUMN_STATS}
+    hudi.write(path, _rows(list(range(10)), 1), operation="insert", options=on, **KEY)
+    assert {"record_index", "column_stats"} <= set(_partitions(path))
+    # left out: kept, and kept up to date (the new keys are in the index)
+    hudi.write(path, _rows([10, 11], 2), operation="insert", **KEY)
+    assert {"record_index", "column_stats"} <= set(_partitions(path))
+    assert validate_table(path) == []
+    # named false: dropped from hoodie.properties and from storage, the rest kept
+    hudi.write(path, _rows([1, 12], 3), operation="upsert",
+               options={"hoodie.metadata.record.index.enable": "false"}, **KEY)
+    assert "record_index" not in _partitions(path) and "column_stats" in _partitions(path)
+    assert not (tmp_path / "t" / ".hoodie" / "metadata" / "record_index").exists()
+    expected = sorted([(f"k{i}", 1) for i in range(10) if i != 1] + [("k1", 3), ("k10", 2), ("k11", 2), ("k12", 3)])
+    assert _pairs(hudi.open_table(path).read()) == expected
+    assert _pairs(hudi_rs_read(path)) == expected
+    assert metadata_listing_problem(path) is None and validate_table(path) == []
+    # named true again: bootstrapped with every key; upserts tag through it
+    hudi.write(path, _rows([2, 13], 4), operation="upsert", options=on, **KEY)
+    assert "record_index" in _partitions(path)
+    expected = sorted([p for p in expected if p[0] != "k2"] + [("k2", 4), ("k13", 4)])
+    assert _pairs(hudi.open_table(path).lookup([f"k{i}" for i in range(14)])) == expected
+    assert _pairs(hudi_rs_read(path)) == expected
+    assert validate_table(path) == []
+
+
+def test_a_drop_cut_short_leaves_the_index_undeclared_and_the_next_bootstrap_clears_it(tmp_path, monkeypatch):
+    from hudi_format.storage import Storage
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows(list(range(10)), 1), operation="insert", options=RECORD_INDEX, **KEY)
+
+    class Killed(Exception):
+        pass
+
+    def killed(self, rel):
+        raise Killed(rel)
+    monkeypatch.setattr(Storage, "delete_tree", killed)
+    with pytest.raises(Exception):
+        hudi.write(path, _rows([1, 10], 2), operation="upsert",
+                   options={"hoodie.metadata.record.index.enable": "false"}, **KEY)
+    monkeypatch.undo()
+    # un-declared before its files went: nothing reads the half-dropped index
+    assert "record_index" not in _partitions(path)
+    assert (tmp_path / "t" / ".hoodie" / "metadata" / "record_index").exists()
+    expected = sorted((f"k{i}", 1) for i in range(10))
+    assert _pairs(hudi.open_table(path).read()) == expected
+    assert _pairs(hudi_rs_read(path)) == expected
+    hudi.write(path, _rows([1, 10], 3), operation="upsert", options=RECORD_INDEX, **KEY)
+    expected = sorted([p for p in expected if p[0] != "k1"] + [("k1", 3), ("k10", 3)])
+    assert _pairs(hudi.open_table(path).lookup([f"k{i}" for i in range(11)])) == expected
+    assert validate_table(path) == [] and metadata_listing_problem(path) is None

@@ -457,7 +457,11 @@ class _Checker:
 
 
 def _is_initial(ts: str) -> bool:
-    return set(ts) <= {"0", "1"} and ts.startswith("000")
+    """An instant Hudi names rather than times: the data table's initial ones, or a metadata
+    partition's initialisation (``00000000000000`` and an offset). Those of the metadata table
+    are chosen among the instants its active timeline does not hold, so one archived can sort
+    after one in use again: where no timeline says which, a file of theirs is not flagged."""
+    return ts.startswith("00000000000000") or (set(ts) <= {"0", "1"} and ts.startswith("000"))
 
 
 def record_index_problems(path: str, storage_options: dict | None = None) -> list[Problem]:

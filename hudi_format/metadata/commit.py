@@ -84,6 +84,10 @@ def before_complete(storage: Storage, config: TableConfig, inflight: Instant, me
             log.info("metadata table disabled for %s: deleting it", storage.url)
             return I.delete_metadata_table(storage, config)
         return config
+    dropped = I.disabled_partitions(options, config)
+    if dropped:
+        log.info("metadata partitions %s of %s are disabled by this writer: dropping them", dropped, storage.url)
+        config = I.drop_partitions(storage, config, dropped)
     action = inflight.action
     if action not in _WRITE_ACTIONS and action not in ("clean", "rollback", "restore"):
         return config   # savepoints change no files

@@ -45,7 +45,7 @@ __all__ = [
     "METADATA_PAYLOAD_CLASS", "METADATA_KEYGEN_CLASS", "metadata_storage", "metadata_table_exists",
     "metadata_table_properties", "create_metadata_table", "set_metadata_partitions",
     "init_instant_times", "is_init_instant", "file_group_count", "enabled_partitions", "initialize_partitions",
-    "delete_metadata_table",
+    "delete_metadata_table", "disabled_partitions", "drop_partitions",
 ]
 
 METADATA_PAYLOAD_CLASS = "org.apache.hudi.metadata.HoodieMetadataPayload"
@@ -218,17 +218,43 @@ def file_group_count(partition: str, options: Mapping[str, Any], num_records: in
     raise HudiError(f"cannot size unknown metadata partition {partition!r}")
 
 
+# the option that keeps each index partition of the metadata table
+_INDEX_OPTIONS = {K.COLUMN_STATS: "hoodie.metadata.index.column.stats.enable",
+                  K.BLOOM_FILTERS: "hoodie.metadata.index.bloom.filter.enable",
+                  K.RECORD_INDEX: "hoodie.metadata.record.index.enable"}
+
+
 def enabled_partitions(options: Mapping[str, Any]) -> list[str]:
     """Metadata partitions the write options turn on (``files`` first)."""
+    return [K.FILES] + [p for p, key in _INDEX_OPTIONS.items() if option(options, key)]
 
-    out = [K.FILES]
-    if option(options, "hoodie.metadata.index.column.stats.enable"):
-        out.append(K.COLUMN_STATS)
-    if option(options, "hoodie.metadata.index.bloom.filter.enable"):
-        out.append(K.BLOOM_FILTERS)
-    if option(options, "hoodie.metadata.record.index.enable"):
-        out.append(K.RECORD_INDEX)
-    return out
+
+def disabled_partitions(options: Mapping[str, Any] | None, data_config: TableConfig) -> list[str]:
+    """Index partitions the table keeps that the options turn off by name (``...enable=false``):
+    the writer drops them, as Hudi's does (``deleteMetadataIndexIfNecessary``). A writer whose
+    options leave the key out keeps maintaining the partition, where Hudi's would drop it too
+    (its defaults are off): jobs that share a table need not all repeat its index options."""
+    if not options:
+        return []
+    kept = data_config.metadata_partitions
+    return [p for p, key in _INDEX_OPTIONS.items()
+            if p in kept and options.get(key) is not None and not option(options, key)]
+
+
+def drop_partitions(storage: Storage, data_config: TableConfig, partitions: Iterable[str]) -> TableConfig:
+    """Drop these index partitions of the metadata table: un-declared first (from then on no
+    reader or writer uses them; a drop killed half-way leaves files that the partition's next
+    bootstrap clears), then their files deleted."""
+    gone = set(partitions)
+    config = set_metadata_partitions(storage, data_config,
+                                     [p for p in data_config.metadata_partitions if p not in gone])
+    md = metadata_storage(storage)
+    for partition in sorted(gone):
+        try:
+            md.delete_tree(partition)
+        except (HudiError, OSError) as exc:
+            log.warning("could not delete partition %s of the metadata table %s: %s", partition, md.url, exc)
+    return config
 
 
 def initialize_partitions(writer, partitions: list[str]) -> None:
