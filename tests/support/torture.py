@@ -46,7 +46,7 @@ from conformance.model import IS_DELETED  # noqa: E402
 # the sequences' configuration and the row comparison live beside this module (names kept here)
 from torture_compare import COMPARED, EXTRA, _diff, data_rows, model_rows  # noqa: E402,F401
 from torture_config import (LAYOUTS, PARTS, RACED_OPS, WEIGHTS, WRITE_OPS, key_id, part_of,  # noqa: E402,F401
-                            merges_by_event_time, replay_command, sequence_config)
+                            merges_by_event_time, mixed_writer, replay_command, sequence_config)
 from writemodel import Model, hudi_rs_read, make_rows, metadata_listing_problem  # noqa: E402
 
 
@@ -192,7 +192,7 @@ class Sequence:
         """The write, applied to the model; ``raced``: another process clusters and cleans the
         table between the write's loading it and its planning (a retry allowed); a write that
         still loses the conflict changes nothing (returns why)."""
-        opts = dict(self.opts)
+        opts = {**self.opts, **mixed_writer(self.cfg, len(self.steps_done))}
         if op == "delete_partition":
             opts["hoodie.datasource.write.partitions.to.delete"] = ",".join(partitions)
         before = (dict(self.model.rows), dict(self.model.writer))
@@ -380,7 +380,7 @@ class Sequence:
         got = data_rows(table.lookup(keys))
         if got != want:
             raise AssertionError(f"lookup of {keys}: " + _diff(got, want))
-        if self.opts.get("hoodie.metadata.record.index.enable") == "true":
+        if "record_index" in table.config.metadata_partitions:
             # errors only: a soft delete under event-time ordering keeps its key (a warning)
             problems = [str(p) for p in record_index_problems(self.path) if p.severity == ERROR]
             if problems:
@@ -551,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", help="a JSON file with the steps to run (from a failure or --shrink)")
     ap.add_argument("--moves", action="store_true", help="replay: a global index, keys moving partitions")
     ap.add_argument("--races", action="store_true", help="replay: services racing some writes")
+    ap.add_argument("--mixed", action="store_true", help="replay: writers keeping other metadata indexes")
     ap.add_argument("--shrink", action="store_true", help="reduce a failing sequence")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -559,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     log = print if args.verbose else None
 
     if args.seed is not None or args.replay:
-        cfg = sequence_config(args.seed or 0, ttype, args.version, args.profile, args.moves, args.races)
+        cfg = sequence_config(args.seed or 0, ttype, args.version, args.profile, args.moves, args.races, args.mixed)
         given = json.load(open(args.replay)) if args.replay else None
         print(f"config: {json.dumps(cfg)}")
         try:
@@ -579,7 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = steps = 0
     failures: list[str] = []
     while time.time() < deadline:
-        cfg = sequence_config(seed, ttype, args.version, args.profile, seed % 3 == 0, seed % 2 == 1)
+        cfg = sequence_config(seed, ttype, args.version, args.profile, seed % 3 == 0, seed % 2 == 1,
+                              args.mixed or seed % 4 == 3)
         try:
             figures = run_sequence(cfg, args.steps, args.workdir, log=log)
             steps += figures["steps"]

@@ -27,13 +27,15 @@ def key_id(key: int) -> str:
 
 
 def sequence_config(seed: int, table_type: str | None = None, version: int | None = None,
-                    profile: str | None = None, moves: bool = False, races: bool = False) -> dict[str, Any]:
+                    profile: str | None = None, moves: bool = False, races: bool = False,
+                    mixed: bool = False) -> dict[str, Any]:
     """Layout and write/service options of the sequence ``seed`` (unless given). ``moves``: a
     global index (GLOBAL_SIMPLE, GLOBAL_BLOOM or, with the record index, RECORD_INDEX), and
     upserts that give some stored keys another partition (off by default, so the replays of
     earlier findings keep their configuration; the soak turns it on for a third of its seeds).
     ``races``: some upserts, deletes and inserts race a clustering and a clean that land after
-    they loaded the table (the soak: every other seed)."""
+    they loaded the table (the soak: every other seed). ``mixed``: some writes come from writers
+    configured otherwise (:func:`mixed_writer`; the soak: a quarter of its seeds)."""
     rng = random.Random(f"config-{seed}")
     layout = LAYOUTS[seed % len(LAYOUTS)]
     table_type = table_type or layout[0]
@@ -109,7 +111,36 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
             opts["hoodie.record.index.update.partition.path"] = "true"
     return {"seed": seed, "table_type": table_type, "version": version, "profile": profile,
             "options": {k: str(v) for k, v in opts.items()}, "merge_batch_rows": merge_batch,
-            "evolve": evolve, "moves": moves, "races": races}
+            "evolve": evolve, "moves": moves, "races": races, "mixed": mixed}
+
+
+def mixed_writer(cfg: dict, step: int) -> dict[str, str]:
+    """The options by which write ``step`` of a ``mixed`` sequence differs from the sequence's
+    own (none for most writes): a job that shares the table but keeps its metadata otherwise --
+    the metadata table off (deleted; the next writer with it on bootstraps it), an index named
+    off (dropped) or on (bootstrapped). Its index stays global where the sequence's is (keys
+    move then) and never names an index the writer does not keep."""
+    if not cfg.get("mixed"):
+        return {}
+    rng = random.Random(f"mixed-{cfg['seed']}-{step}")
+    if rng.random() >= 0.35:
+        return {}
+    opts = cfg["options"]
+    writer = dict(rng.choice([
+        {"hoodie.metadata.enable": "false"},
+        {"hoodie.metadata.record.index.enable": "false"},
+        {"hoodie.metadata.index.column.stats.enable": "false"},
+        {"hoodie.metadata.record.index.enable": "true", "hoodie.metadata.record.index.min.filegroup.count": "2"},
+        {"hoodie.metadata.index.column.stats.enable": "true"},
+    ]))
+    if opts.get("hoodie.metadata.enable") == "false" and writer.get("hoodie.metadata.enable") != "false":
+        writer["hoodie.metadata.enable"] = "true"       # an index needs the metadata table
+    keeps_index = writer.get("hoodie.metadata.enable") != "false" and (
+        writer.get("hoodie.metadata.record.index.enable",
+                   opts.get("hoodie.metadata.record.index.enable", "false")) == "true")
+    if opts.get("hoodie.index.type") == "RECORD_INDEX" and not keeps_index:
+        writer["hoodie.index.type"] = "GLOBAL_SIMPLE" if cfg.get("moves") else "SIMPLE"
+    return writer
 
 
 def merges_by_event_time(cfg: dict) -> bool:
@@ -125,4 +156,4 @@ def merges_by_event_time(cfg: dict) -> bool:
 def replay_command(cfg: dict, steps: int) -> str:
     return (f"python -m tests.support.torture --seed {cfg['seed']} --steps {steps} --table-type {cfg['table_type']} "
             f"--version {cfg['version']} --profile {cfg['profile']}" + (" --moves" if cfg.get("moves") else "")
-            + (" --races" if cfg.get("races") else ""))
+            + (" --races" if cfg.get("races") else "") + (" --mixed" if cfg.get("mixed") else ""))
