@@ -70,6 +70,19 @@ def test_random_sequence_with_races(seed, tmp_path):
     assert figures["checks"] == STEPS
 
 
+# writers that keep the table's metadata otherwise for some writes (the metadata table off, the
+# record index or column stats named off or on): seeds 4 (COW v8, aggressive, tagging through the
+# record index, which such writers drop and bootstrap) and 11 (MOR v6)
+MIXED_SEEDS = [4, 11]
+
+
+@pytest.mark.parametrize("seed", MIXED_SEEDS)
+def test_random_sequence_with_writers_keeping_other_indexes(seed, tmp_path):
+    cfg = sequence_config(seed, mixed=True)
+    figures = run_sequence(cfg, steps=STEPS, workdir=str(tmp_path))
+    assert figures["checks"] == STEPS
+
+
 # -- reduced repros of what the torture test found ----------------------------------------------------------
 def test_metadata_listing_after_metadata_compaction_and_archival(tmp_path):
     """17 upserts of the same keys (COW v8, inline clean off): the metadata table compacts every 10
