@@ -53,6 +53,24 @@ SCHEMA = pa.schema([("id", pa.string()), ("p", pa.string()), ("ts", pa.int64()),
 PARTITIONS = ("a", "b", "c")
 
 
+def writer_options(proc: int, seq: int) -> dict:
+    """A write's options: the soak's, or with ``SOAK_MIXED`` set, for about a third of the
+    writes, those of a writer keeping the metadata otherwise (the metadata table off, the record
+    index or column stats named off or on), its index global where the soak's is."""
+    rng = random.Random(f"mixed-{proc}-{seq}")
+    if not os.environ.get("SOAK_MIXED") or rng.random() >= 0.3:
+        return AGGRESSIVE
+    opts = dict(AGGRESSIVE, **rng.choice([
+        {"hoodie.metadata.enable": "false"}, {"hoodie.metadata.record.index.enable": "false"},
+        {"hoodie.metadata.index.column.stats.enable": "false"},
+        {"hoodie.metadata.record.index.enable": "true"}, {"hoodie.metadata.index.column.stats.enable": "true"}]))
+    keeps_index = opts.get("hoodie.metadata.enable") != "false" and \
+        opts.get("hoodie.metadata.record.index.enable") == "true"
+    if opts.get("hoodie.index.type") == "RECORD_INDEX" and not keeps_index:
+        opts["hoodie.index.type"] = "GLOBAL_SIMPLE"
+    return opts
+
+
 def home(key: str) -> str:
     """The partition a key is inserted in."""
     return PARTITIONS[int(key.rsplit("_", 1)[1]) % len(PARTITIONS)]
@@ -203,7 +221,7 @@ def writer(url: str, proc: int, seconds: float, ledger_path: str, storage_option
             _store_intent(ledger_path + ".intent", entry)
             try:
                 hudi.write(url, data, operation="upsert" if op == "move" else op, record_key="id", ordering_field="ts",
-                           partition_by="p", options=AGGRESSIVE, storage_options=storage_options)
+                           partition_by="p", options=writer_options(proc, seq), storage_options=storage_options)
             except Exception as exc:  # noqa: BLE001 - every failure is an outcome to check
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
             mine.done(op, keys, parts, entry["ok"])
