@@ -528,3 +528,23 @@ def test_updates_in_place_through_spark_leave_their_record_index_entries(spark, 
     assert [p for p in record_index_problems(str(path)) if p.severity == ERROR] == []
     got = hudi.open_table(str(path)).read(columns=["id", "ts"])
     assert got.num_rows == 2_300 and got.column("ts").to_pylist().count(2) == 800
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_spark_writer_naming_the_record_index_off_drops_it(spark, tmp_path, table_type):
+    """As the core's writers (and Hudi's): the write tracks no key changes (its executors stage
+    none) and its commit drops the index; the next writer naming it on bootstraps it."""
+    from hudi_format.cli.validate import validate_table
+    path = tmp_path / "t"
+    spark_write(spark, path, rows(range(2_000), ts=1), opts("RECORD_INDEX", table_type, 8, "insert"))
+    spark_write(spark, path, rows(range(0, 2_400, 3), ts=2), opts("SIMPLE", table_type, 8, "upsert"))
+    assert "record_index" not in hudi.open_table(str(path)).config.metadata_partitions
+    spark_write(spark, path, rows(range(1, 2_600, 5), ts=3), opts("RECORD_INDEX", table_type, 8, "upsert"))
+    assert "record_index" in hudi.open_table(str(path)).config.metadata_partitions
+    want = {f"k{i:07d}": 3 if i % 5 == 1 else 2 if i % 3 == 0 else 1 for i in set(range(2_000)) |
+            set(range(0, 2_400, 3)) | set(range(1, 2_600, 5))}
+    got = hudi.open_table(str(path)).read(columns=["id", "ts"])
+    assert dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == want
+    assert hudi_rs_read(str(path)).num_rows == len(want)
+    assert validate_table(str(path)) == []
+    assert not list((path / ".hoodie" / ".temp").glob("*/record-index-keys/*"))

@@ -125,10 +125,12 @@ class WriteSpec:
     @property
     def tracks_record_index(self) -> bool:
         """Whether the commit updates the metadata table's record index: then the write
-        handles report the key changes of the files they write (:class:`KeyChanges`)."""
+        handles report the key changes of the files they write (:class:`KeyChanges`). Not
+        when the options name it off: the commit drops it."""
+        named = (self.options or {}).get("hoodie.metadata.record.index.enable")
         return bool(option(self.options, "hoodie.metadata.enable")) and (
-            RECORD_INDEX in self.config.metadata_partitions
-            or bool(option(self.options, "hoodie.metadata.record.index.enable")))
+            bool(option(self.options, "hoodie.metadata.record.index.enable"))
+            or (named is None and RECORD_INDEX in self.config.metadata_partitions))
 
     @property
     def keygen(self) -> KeyGenerator:
