@@ -136,3 +136,46 @@ def test_a_drop_cut_short_leaves_the_index_undeclared_and_the_next_bootstrap_cle
     expected = sorted([p for p in expected if p[0] != "k1"] + [("k1", 3), ("k10", 3)])
     assert _pairs(hudi.open_table(path).lookup([f"k{i}" for i in range(11)])) == expected
     assert validate_table(path) == [] and metadata_listing_problem(path) is None
+
+
+@pytest.mark.parametrize("between", ["dropped", "rebuilt", "half_deleted"])
+def test_a_write_tagging_through_a_record_index_dropped_under_it_is_retried(tmp_path, monkeypatch, between):
+    """Another writer drops the record index (or drops and rebuilds it, or Hudi's writer, which
+    deletes the files before un-declaring them, is killed half-way through) after this delete
+    loaded the table and before it reads the index: the index it declared is gone or not the
+    one it loaded, which must not read as "these keys are absent" (the delete would do nothing,
+    an upsert write a second copy). A concurrent change is a conflict (the write runs again on
+    the table as it is then); a broken index is not used (every key read instead)."""
+    from hudi_format.storage import Storage
+    from hudi_format.writer import client
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows(list(range(30)), 1), operation="insert", table_type="MERGE_ON_READ",
+               options=RECORD_INDEX, **KEY)
+    plan, done = client.plan_write, []
+
+    def racing(job, data):
+        if not done:
+            done.append(True)
+            if between == "half_deleted":   # still declared, its first file group's files gone
+                st = Storage(path)
+                victim = sorted(f.path for f in st.walk_files(".hoodie/metadata/record_index")
+                                if "record-index-0000" in f.path)
+                for rel in victim:
+                    st.delete(rel)
+            else:
+                hudi.write(path, _rows([40], 2), operation="insert",
+                           options={"hoodie.metadata.record.index.enable": "false"}, **KEY)
+                if between == "rebuilt":
+                    hudi.write(path, _rows([41], 3), operation="insert",
+                               options={**RECORD_INDEX, "hoodie.metadata.record.index.min.filegroup.count": "3"},
+                               **KEY)
+        return plan(job, data)
+    monkeypatch.setattr(client, "plan_write", racing)
+    deleted = list(range(0, 30, 2))
+    retried = {**RECORD_INDEX, "hoodie.write.num.retries.on.conflict.failures": "1"}
+    hudi.write(path, _rows(deleted, 9), operation="delete", options=retried, **KEY)
+    left = {f"k{i}" for i in range(30) if i not in deleted}
+    left |= {"k40"} if between != "half_deleted" else set()
+    left |= {"k41"} if between == "rebuilt" else set()
+    assert {k for k, _ in _pairs(hudi.open_table(path).read())} == left
+    assert {k for k, _ in _pairs(hudi_rs_read(path))} == left

@@ -128,8 +128,8 @@ def lookup(mdt, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     keys = pc.unique(pc.drop_null(keys.cast(pa.string())))
-    slices = mdt.file_slices(K.RECORD_INDEX)
-    if not len(keys) or not slices:
+    slices = file_groups(mdt)
+    if not len(keys):
         return RECORD_INDEX_SCHEMA.empty_table()
     groups = K.file_group_indexes(keys, len(slices))
 
@@ -140,6 +140,20 @@ def lookup(mdt, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
 
     wanted = pc.unique(groups).to_pylist()
     return _each(one, wanted, threaded=len(keys) >= THREADED_FROM * len(wanted))
+
+
+def file_groups(mdt) -> list[FileSlice]:
+    """The record index's file slices, one per file group in hash order. A key's group is its
+    hash modulo their count, so a declared index whose groups are not all there (none: dropped,
+    or some: rebuilt, while this reader had loaded the table) would answer "absent" for keys it
+    holds: that raises instead of answering."""
+    slices = sorted(mdt.file_slices(K.RECORD_INDEX), key=lambda s: s.file_id)
+    if [s.file_id for s in slices] != K.file_group_ids(K.RECORD_INDEX, len(slices)) or not slices:
+        raise MetadataTableError(
+            f"the record index of {mdt.storage.url} has file groups {[s.file_id for s in slices][:4]}"
+            f"{'...' if len(slices) > 4 else ''} where it needs record-index-0000-0 onwards, each once "
+            "(dropped or rebuilt since the table was loaded?)")
+    return slices
 
 
 def entries(mdt) -> pa.Table:

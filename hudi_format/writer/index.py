@@ -146,13 +146,29 @@ def record_index_locations(mdt, slices, keys: pa.Array, changed: Callable[[], bo
     ``ConcurrentWriteError`` when ``changed()`` (an instant completed since the state was
     loaded): the write, run again, plans on the table as it is then. Otherwise the index is
     behind the table itself: those entries are left out, with a warning."""
-    found = mdt.record_index(keys).select(["key", "partition", "file_id"])
+    from ..config import PROPS_PATH
+    from ..errors import ConcurrentWriteError, HudiError
+    # Another writer may drop or rebuild the index while this one reads it: its files gone, or
+    # some of its file groups listed and not others (a key's group is its hash modulo their
+    # count: a short list answers "absent" for keys the index holds). Drops and rebuilds declare
+    # it anew in hoodie.properties before they touch its files, so the file read before and
+    # after the index tells: then the write, run again, tags on the table as it is then.
+    declared = mdt.storage.read_bytes(PROPS_PATH)
+    try:
+        found = mdt.record_index(keys).select(["key", "partition", "file_id"])
+    except HudiError as exc:
+        if changed() or mdt.storage.read_bytes(PROPS_PATH) != declared:
+            raise ConcurrentWriteError(f"the record index of {mdt.storage.url} changed while this write read "
+                                       f"it ({exc}); retry the write") from exc
+        raise
+    if mdt.storage.read_bytes(PROPS_PATH) != declared:
+        raise ConcurrentWriteError(f"the metadata partitions of {mdt.storage.url} were declared anew while this "
+                                   "write read the record index; retry the write")
     pairs = [(s.partition_path, s.file_id) if isinstance(s, FileSlice) else tuple(s) for s in slices]
     live = pa.table({"partition": pa.array([p for p, _ in pairs], pa.string()),
                      "file_id": pa.array([f for _, f in pairs], pa.string())})
     kept = found.join(live, ["partition", "file_id"], join_type="inner").select(["key", "partition", "file_id"])
     if kept.num_rows != found.num_rows:
-        from ..errors import ConcurrentWriteError
         newer = found.join(live, ["partition", "file_id"], join_type="left anti")
         example = newer.slice(0, 1).to_pylist()[0]
         where = (f"{newer.num_rows} key(s) in file groups this write's table state does not have "
@@ -213,10 +229,16 @@ def known_locations(storage: Storage, config, options, state, slices: list[FileS
     if index_type == "RECORD_INDEX" and slices:
         mdt = usable_metadata_table(storage, config, timeline, "record_index")
         if mdt is not None:
+            from ..errors import ConcurrentWriteError, HudiError
             from ..timeline import Timeline
             planned = completed_times(timeline)
-            return record_index_locations(mdt, slices, str_keys,
-                                          lambda: completed_since(Timeline.load(storage, config), planned))
+            try:
+                return record_index_locations(mdt, slices, str_keys,
+                                              lambda: completed_since(Timeline.load(storage, config), planned))
+            except ConcurrentWriteError:
+                raise
+            except HudiError as exc:   # a broken index (a drop killed half-way): every key read
+                log.warning("not tagging through the record index of %s: %s", storage.url, exc)
     per_slice = [str_keys] * len(slices)
     if partitions is not None and not is_global(index_type) and slices:
         per_slice = keys_by_partition(slices, str_keys, partitions)
