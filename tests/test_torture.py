@@ -61,24 +61,15 @@ def test_random_sequence_with_partition_moves(seed, tmp_path):
 # v8) and 740003 (MOR v6) caught a listing taken after such a clean (neither the replaced file
 # groups nor the new ones in it) turning upserts into second copies
 RACE_SEEDS = [740001, 740003]
-
-
-@pytest.mark.parametrize("seed", RACE_SEEDS)
-def test_random_sequence_with_races(seed, tmp_path):
-    cfg = sequence_config(seed, races=True)
-    figures = run_sequence(cfg, steps=STEPS, workdir=str(tmp_path))
-    assert figures["checks"] == STEPS
-
-
 # writers that keep the table's metadata otherwise for some writes (the metadata table off, the
 # record index or column stats named off or on): seeds 4 (COW v8, aggressive, tagging through the
 # record index, which such writers drop and bootstrap) and 11 (MOR v6)
 MIXED_SEEDS = [4, 11]
 
 
-@pytest.mark.parametrize("seed", MIXED_SEEDS)
-def test_random_sequence_with_writers_keeping_other_indexes(seed, tmp_path):
-    cfg = sequence_config(seed, mixed=True)
+@pytest.mark.parametrize("seed,flag", [(s, "races") for s in RACE_SEEDS] + [(s, "mixed") for s in MIXED_SEEDS])
+def test_random_sequence_with_races_or_mixed_writers(seed, flag, tmp_path):
+    cfg = sequence_config(seed, **{flag: True})
     figures = run_sequence(cfg, steps=STEPS, workdir=str(tmp_path))
     assert figures["checks"] == STEPS
 
