@@ -50,8 +50,9 @@ from ..config import TableConfig
 from ..errors import InvalidOptionError, TimelineError
 from ..options import values
 from ..storage import Storage
-from ..timeline import Instant, State, Timeline
+from ..timeline import Instant, InstantClock, State, Timeline
 from ..timeline.history_writer import ActiveAction, LSMTimelineWriter, write_v6_archive
+from ..transaction import is_metadata_storage
 from ..transaction.snapshot import TableSnapshot
 from .cleaning import completed_commits, earliest_commit_to_retain
 
@@ -392,6 +393,13 @@ def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
     data table's lock); reused while this process changed nothing since it was listed.
     """
     opts = values(options, OPTION_KEYS)
+    if data_timeline is None and not is_metadata_storage(storage):
+        # every time issued before this pass through the time lock has its instant requested
+        # (``Transaction.begin``), and a time issued after it is newer than any instant listed
+        # now: nothing archived can be newer than a write still to show on the timeline
+        with InstantClock(storage, config).hold():
+            pass
+        snapshot = None   # listed again, after that pass
     timeline = Timeline.current(storage, config, snapshot.timeline if snapshot is not None else None)
     chosen = instants_to_archive(timeline, options, data_timeline)
     if not chosen:

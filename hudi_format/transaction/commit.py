@@ -19,6 +19,8 @@ lock is held around them) or a hook.
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
@@ -177,21 +179,26 @@ class Transaction:
         restore) leaves a failed instant pending, to be finished from its plan."""
         opts = dict(options or {})
         writer = TimelineWriter(storage, config)
-        ts = instant_time or writer.clock.new_instant_time()
         heartbeat = None
-        if not is_metadata_storage(storage):
-            heartbeat = Heartbeat(storage, ts, _interval(opts)).start()
         requested = None
-        try:
-            # a time the clock just issued is newer than any completed instant: no listing
-            requested = writer.create_requested(action, ts, plan=plan, known_new=instant_time is None)
-            inflight = writer.transition_to_inflight(requested, known_requested=True)
-        except BaseException:
-            if requested is not None:
-                _quietly(lambda: writer.delete_instant_files(requested), f"pending instant {ts}")
-            if heartbeat is not None:
-                heartbeat.stop()
-            raise
+        # A time issued here is requested before the time lock goes: archival passes through
+        # that lock before it lists (``archival.archive``), so it never archives past a time
+        # issued but not yet requested (its instant, requested later at an older time than
+        # what was archived, would start the active timeline there and hide those commits).
+        with contextlib.nullcontext(None) if instant_time is not None else writer.clock.hold() as generate:
+            ts = instant_time or generate()
+            if not is_metadata_storage(storage):
+                heartbeat = Heartbeat(storage, ts, _interval(opts)).start()
+            try:
+                # a time the clock just issued is newer than any completed instant: no listing
+                requested = writer.create_requested(action, ts, plan=plan, known_new=instant_time is None)
+                inflight = writer.transition_to_inflight(requested, known_requested=True)
+            except BaseException:
+                if requested is not None:
+                    _quietly(lambda: writer.delete_instant_files(requested), f"pending instant {ts}")
+                if heartbeat is not None:
+                    heartbeat.stop()
+                raise
         txn = cls(storage, config, opts, writer, inflight, heartbeat,
                   _hook(storage, hook), keep_plan=False, undo_on_abort=undo_on_abort)
         txn.markers_known = instant_time is None
