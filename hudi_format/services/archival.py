@@ -388,9 +388,9 @@ def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
     """Archive what the active timeline no longer needs; the archived instants (oldest first).
 
     ``data_timeline``: when archiving a metadata table, its data table's active timeline.
-    ``snapshot``: the operation's snapshot of this table, when its timeline is what archival
-    must decide on (listed under the lock the caller holds, or the metadata table's under its
-    data table's lock); reused while this process changed nothing since it was listed.
+    ``snapshot``: a metadata table's snapshot, listed under its data table's lock; reused while
+    this process changed nothing since it was listed. A data table's timeline is always listed
+    here, after passing through the time lock (see below).
     """
     opts = values(options, OPTION_KEYS)
     if data_timeline is None and not is_metadata_storage(storage):
@@ -399,7 +399,7 @@ def archive(storage: Storage, config: TableConfig, options: Mapping[str, Any] | 
         # now: nothing archived can be newer than a write still to show on the timeline
         with InstantClock(storage, config).hold():
             pass
-        snapshot = None   # listed again, after that pass
+        snapshot = None
     timeline = Timeline.current(storage, config, snapshot.timeline if snapshot is not None else None)
     chosen = instants_to_archive(timeline, options, data_timeline)
     if not chosen:

@@ -77,16 +77,15 @@ def run_inline_services(storage: Storage, config: TableConfig, opts: Mapping[str
         steps.append(("clustering scheduling", lambda: _scheduled(storage, opts, lambda: clustering.schedule_clustering(storage, config, options=opts))))
     archived: list[bool] = []   # archival already ran (or was found idle) before its own step
 
-    def archive(timeline: Timeline | None = None) -> Any:
+    def archive() -> Any:
         archived.append(True)
-        return archival.archive(storage, config, opts,
-                                snapshot=TableSnapshot(storage, config, timeline) if timeline is not None else None)
+        return archival.archive(storage, config, opts)
 
     def archive_when_idle(listing: Timeline) -> None:
-        # same lock hold and listing as the clean that found nothing to plan: one listing for
-        # both; a failure is archival's, reported as such
+        # same lock hold as the clean that found nothing to plan (archival lists the timeline
+        # again, after passing the time lock); a failure is archival's, reported as such
         try:
-            archive(listing)
+            archive()
         except Exception as exc:  # noqa: BLE001 - reported below, never raised
             idle_errors.append(("archival", exc))
 
