@@ -45,7 +45,7 @@ __all__ = [
     "METADATA_PAYLOAD_CLASS", "METADATA_KEYGEN_CLASS", "metadata_storage", "metadata_table_exists",
     "metadata_table_properties", "create_metadata_table", "set_metadata_partitions",
     "init_instant_times", "is_init_instant", "file_group_count", "enabled_partitions", "initialize_partitions",
-    "delete_metadata_table", "disabled_partitions", "drop_partitions",
+    "delete_metadata_table", "disabled_partitions", "drop_partitions", "named_off",
 ]
 
 METADATA_PAYLOAD_CLASS = "org.apache.hudi.metadata.HoodieMetadataPayload"
@@ -234,11 +234,13 @@ def disabled_partitions(options: Mapping[str, Any] | None, data_config: TableCon
     the writer drops them, as Hudi's does (``deleteMetadataIndexIfNecessary``). A writer whose
     options leave the key out keeps maintaining the partition, where Hudi's would drop it too
     (its defaults are off): jobs that share a table need not all repeat its index options."""
-    if not options:
-        return []
     kept = data_config.metadata_partitions
-    return [p for p, key in _INDEX_OPTIONS.items()
-            if p in kept and options.get(key) is not None and not option(options, key)]
+    return [p for p, key in _INDEX_OPTIONS.items() if p in kept and named_off(options, key)]
+
+
+def named_off(options: Mapping[str, Any] | None, key: str) -> bool:
+    """Whether ``options`` set ``key`` false (not merely left it at its default)."""
+    return bool(options) and options.get(key) is not None and not option(options, key)
 
 
 def drop_partitions(storage: Storage, data_config: TableConfig, partitions: Iterable[str]) -> TableConfig:

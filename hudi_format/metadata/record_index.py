@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chunks import one_array
 from ..errors import HudiError
 from ..log import BlockType
 from ..view import FileSlice
@@ -125,12 +126,10 @@ def slice_entries(mdt, s: FileSlice, keys: pa.Array | None) -> pa.Table:
 
 def lookup(mdt, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
     """``(key, partition, file_id, instant_ms)`` of the given keys the record index holds."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    keys = pc.unique(pc.drop_null(keys.cast(pa.string())))
-    slices = file_groups(mdt)
+    keys = pc.unique(pc.drop_null(one_array(keys).cast(pa.string())))
     if not len(keys):
         return RECORD_INDEX_SCHEMA.empty_table()
+    slices = file_groups(mdt)
     groups = K.file_group_indexes(keys, len(slices))
 
     def one(i: int) -> pa.Table:

@@ -31,6 +31,7 @@ from ..config import META_FIELDS, TableConfig
 from ..errors import ConcurrentWriteError, FileMissingError, HudiError, InvalidOptionError
 from ..keygen import KeyGenerator
 from ..metadata.key_changes import KeyChanges
+from ..metadata.init import named_off
 from ..metadata.keys import RECORD_INDEX
 from ..read.merge import IS_DELETED, MergeSpec, live_rows, merge_pieces, row_numbers
 from ..read.snapshot import ReadState
@@ -127,10 +128,10 @@ class WriteSpec:
         """Whether the commit updates the metadata table's record index: then the write
         handles report the key changes of the files they write (:class:`KeyChanges`). Not
         when the options name it off: the commit drops it."""
-        named = (self.options or {}).get("hoodie.metadata.record.index.enable")
+        key = "hoodie.metadata.record.index.enable"
         return bool(option(self.options, "hoodie.metadata.enable")) and (
-            bool(option(self.options, "hoodie.metadata.record.index.enable"))
-            or (named is None and RECORD_INDEX in self.config.metadata_partitions))
+            bool(option(self.options, key))
+            or (RECORD_INDEX in self.config.metadata_partitions and not named_off(self.options, key)))
 
     @property
     def keygen(self) -> KeyGenerator:
