@@ -31,6 +31,7 @@ import pyarrow as pa  # noqa: E402
 
 import hudi_format as hudi  # noqa: E402
 from soakclock import SoakClock  # noqa: E402
+from torture_config import other_writer  # noqa: E402
 
 #: What Hudi users set to keep a busy table small; the issue's run used these (plus the soak's
 #: ``--option k=v``, passed on in ``SOAK_OPTIONS``).
@@ -55,20 +56,12 @@ PARTITIONS = ("a", "b", "c")
 
 def writer_options(proc: int, seq: int) -> dict:
     """A write's options: the soak's, or with ``SOAK_MIXED`` set, for about a third of the
-    writes, those of a writer keeping the metadata otherwise (the metadata table off, the record
-    index or column stats named off or on), its index global where the soak's is."""
+    writes, those of a writer keeping the metadata otherwise (``torture_config.other_writer``;
+    the soak's index, the record index when it keeps one, is global)."""
     rng = random.Random(f"mixed-{proc}-{seq}")
     if not os.environ.get("SOAK_MIXED") or rng.random() >= 0.3:
         return AGGRESSIVE
-    opts = dict(AGGRESSIVE, **rng.choice([
-        {"hoodie.metadata.enable": "false"}, {"hoodie.metadata.record.index.enable": "false"},
-        {"hoodie.metadata.index.column.stats.enable": "false"},
-        {"hoodie.metadata.record.index.enable": "true"}, {"hoodie.metadata.index.column.stats.enable": "true"}]))
-    keeps_index = opts.get("hoodie.metadata.enable") != "false" and \
-        opts.get("hoodie.metadata.record.index.enable") == "true"
-    if opts.get("hoodie.index.type") == "RECORD_INDEX" and not keeps_index:
-        opts["hoodie.index.type"] = "GLOBAL_SIMPLE"
-    return opts
+    return dict(AGGRESSIVE, **other_writer(AGGRESSIVE, rng, True))
 
 
 def home(key: str) -> str:

@@ -114,32 +114,39 @@ def sequence_config(seed: int, table_type: str | None = None, version: int | Non
             "evolve": evolve, "moves": moves, "races": races, "mixed": mixed}
 
 
-def mixed_writer(cfg: dict, step: int) -> dict[str, str]:
-    """The options by which write ``step`` of a ``mixed`` sequence differs from the sequence's
-    own (none for most writes): a job that shares the table but keeps its metadata otherwise --
-    the metadata table off (deleted; the next writer with it on bootstraps it), an index named
-    off (dropped) or on (bootstrapped). Its index stays global where the sequence's is (keys
-    move then) and never names an index the writer does not keep."""
-    if not cfg.get("mixed"):
-        return {}
-    rng = random.Random(f"mixed-{cfg['seed']}-{step}")
-    if rng.random() >= 0.35:
-        return {}
-    opts = cfg["options"]
-    writer = dict(rng.choice([
-        {"hoodie.metadata.enable": "false"},
-        {"hoodie.metadata.record.index.enable": "false"},
-        {"hoodie.metadata.index.column.stats.enable": "false"},
-        {"hoodie.metadata.record.index.enable": "true", "hoodie.metadata.record.index.min.filegroup.count": "2"},
-        {"hoodie.metadata.index.column.stats.enable": "true"},
-    ]))
+# what a writer keeping the table's metadata otherwise sets: the metadata table off (deleted; the
+# next writer with it on bootstraps it), an index named off (dropped) or on (bootstrapped)
+OTHER_WRITERS = ({"hoodie.metadata.enable": "false"}, {"hoodie.metadata.record.index.enable": "false"},
+                 {"hoodie.metadata.index.column.stats.enable": "false"},
+                 {"hoodie.metadata.record.index.enable": "true"}, {"hoodie.metadata.index.column.stats.enable": "true"})
+
+
+def other_writer(opts: dict, rng: random.Random, global_index: bool) -> dict[str, str]:
+    """The options by which a writer picked from :data:`OTHER_WRITERS` differs from ``opts``
+    (the table's usual writers'): its index stays global where theirs is (keys move then) and
+    never names an index the writer does not keep."""
+    writer = dict(rng.choice(OTHER_WRITERS))
     if opts.get("hoodie.metadata.enable") == "false" and writer.get("hoodie.metadata.enable") != "false":
         writer["hoodie.metadata.enable"] = "true"       # an index needs the metadata table
     keeps_index = writer.get("hoodie.metadata.enable") != "false" and (
         writer.get("hoodie.metadata.record.index.enable",
                    opts.get("hoodie.metadata.record.index.enable", "false")) == "true")
     if opts.get("hoodie.index.type") == "RECORD_INDEX" and not keeps_index:
-        writer["hoodie.index.type"] = "GLOBAL_SIMPLE" if cfg.get("moves") else "SIMPLE"
+        writer["hoodie.index.type"] = "GLOBAL_SIMPLE" if global_index else "SIMPLE"
+    return writer
+
+
+def mixed_writer(cfg: dict, step: int) -> dict[str, str]:
+    """The options by which write ``step`` of a ``mixed`` sequence differs from the sequence's
+    own (none for most writes; :func:`other_writer` for about a third)."""
+    if not cfg.get("mixed"):
+        return {}
+    rng = random.Random(f"mixed-{cfg['seed']}-{step}")
+    if rng.random() >= 0.35:
+        return {}
+    writer = other_writer(cfg["options"], rng, bool(cfg.get("moves")))
+    if writer.get("hoodie.metadata.record.index.enable") == "true":   # small index, many groups touched
+        writer["hoodie.metadata.record.index.min.filegroup.count"] = "2"
     return writer
 
 
