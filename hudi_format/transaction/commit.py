@@ -20,7 +20,6 @@ lock is held around them) or a hook.
 from __future__ import annotations
 
 import contextlib
-
 import logging
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
