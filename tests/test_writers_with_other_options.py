@@ -179,3 +179,66 @@ def test_a_write_tagging_through_a_record_index_dropped_under_it_is_retried(tmp_
     left |= {"k41"} if between == "rebuilt" else set()
     assert {k for k, _ in _pairs(hudi.open_table(path).read())} == left
     assert {k for k, _ in _pairs(hudi_rs_read(path))} == left
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_write_that_began_before_the_metadata_table_was_dropped_leaves_it_in_sync(tmp_path, caplog, version):
+    """A write opens its instant; another writer, with the metadata table off, commits (and
+    deletes it); the first commits, bootstrapping it again from a listing that holds the other
+    writer's commit, then adding its own. The metadata table is in sync: its bootstrap covers
+    the commit that completed before it, even though that commit's instant is later than the
+    first regular deltacommit's (it was read as unsynced, and every later writer rebuilt the
+    metadata table, readers listing storage meanwhile)."""
+    import logging
+
+    from hudi_format import engine
+    from hudi_format.metadata.reader import MetadataTable
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows(list(range(10)), 1), operation="insert", table_version=version, **KEY)
+    early = _rows([1, 4], 2)   # partition p1; the other writer p2
+    job = engine.begin_write(path, "upsert", schema=early.schema)
+    try:
+        buckets = engine.plan_write(job, early)   # opens its instant
+        hudi.write(path, _rows([2, 5], 3), operation="upsert", options=NO_METADATA, **KEY)
+        assert _partitions(path) == []
+        assert not (tmp_path / "t" / ".hoodie" / "metadata" / ".hoodie" / "hoodie.properties").exists()
+        results = [engine.write_bucket(b, early.take(job.rows_of(b)[0]), deletes=early.take(job.rows_of(b)[1]))
+                   for b in buckets]
+        engine.commit(job, results)
+    except BaseException:
+        engine.abort(job)
+        raise
+    table = hudi.open_table(path)
+    mdt = MetadataTable(table.storage, table.config, table.timeline)
+    assert mdt.staleness() is None, mdt.staleness()
+    with caplog.at_level(logging.WARNING, logger="hudi_format"):
+        hudi.write(path, _rows([3], 4), operation="upsert", **KEY)
+    assert "out of date" not in caplog.text
+    expected = sorted([(f"k{i}", 1) for i in range(10) if i not in (1, 2, 3, 4, 5)]
+                      + [("k1", 2), ("k4", 2), ("k2", 3), ("k5", 3), ("k3", 4)])
+    assert _pairs(hudi.open_table(path).read()) == expected
+    assert _pairs(hudi_rs_read(path)) == expected
+    assert metadata_listing_problem(path) is None and validate_table(path) == []
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_an_index_initialised_later_does_not_cover_a_commit_the_listing_misses(tmp_path, version):
+    """Only the ``files`` partition's initialisation stands for the listing: a commit the
+    metadata table misses (its deltacommit gone) that completed before the record index was
+    initialised still makes the metadata table unusable for listing."""
+    import os
+
+    from hudi_format.metadata.reader import MetadataTable
+    path = str(tmp_path / "t")
+    hudi.write(path, _rows(list(range(10)), 1), operation="insert", table_version=version, **KEY)
+    hudi.write(path, _rows([1, 4], 2), operation="upsert", **KEY)
+    missed = hudi.open_table(path).timeline.latest_completed_write().timestamp
+    hudi.write(path, _rows([2], 3), operation="upsert", options=RECORD_INDEX, **KEY)
+    assert "record_index" in _partitions(path)
+    mdt_timeline = tmp_path / "t" / ".hoodie" / "metadata" / ".hoodie"
+    gone = [os.path.join(d, f) for d, _, files in os.walk(mdt_timeline) for f in files
+            if f.split(".")[0].split("_")[0] == missed and f.endswith(".deltacommit") and "archived" not in d]
+    assert len(gone) == 1
+    os.remove(gone[0])
+    table = hudi.open_table(path)
+    assert missed in (MetadataTable(table.storage, table.config, table.timeline).staleness() or "")

@@ -173,6 +173,9 @@ class _Checker:
         except HudiError as exc:
             self.add(ERROR, "timeline", tdir, f"cannot list the timeline: {exc}")
             return instants
+        # a version-6 metadata table names its services and initialisations after a data
+        # instant and a 3-digit suffix (Hudi's ``createCompactionTimestamp`` and the like)
+        lengths = (14, 17, 20) if storage.url.rstrip("/").endswith(".hoodie/metadata") else (14, 17)
         for info in self.progress(entries, "timeline", len(entries)):
             name = info.name
             if info.is_dir or name.startswith(("hoodie.properties", ".")):
@@ -183,7 +186,7 @@ class _Checker:
             except TimelineError as exc:
                 self.add(WARNING, "timeline", rel, f"not an instant file: {exc}")
                 continue
-            if not (len(inst.timestamp) in (14, 17) and inst.timestamp.isdigit()):
+            if not (len(inst.timestamp) in lengths and inst.timestamp.isdigit()):
                 self.add(WARNING, "timeline", rel, f"instant time {inst.timestamp} is not yyyyMMddHHmmss[SSS]")
             state = inst.state.name.lower()
             instants.setdefault(inst.timestamp, {}).setdefault(inst.action, set()).add(state)

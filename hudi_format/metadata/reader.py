@@ -203,22 +203,41 @@ class MetadataTable:
             return "it has no completed deltacommit"
         regular = [ts for ts in synced if not _is_init_instant(ts)]
         first_regular = min(regular) if regular else None
-        inits = [i for i in mdt_instants if i.is_completed and i.action == "deltacommit"
-                 and (_is_init_instant(i.timestamp) or len(i.timestamp) > 17)]
+        inits: list | None = None   # the files partition's initialisations, read when needed
         for inst in data_instants:
             if not inst.is_completed or inst.action not in SYNCED_ACTIONS:
                 continue
             ts = inst.timestamp
             if ts in synced:
                 continue
-            if first_regular is not None:
-                if ts < first_regular:
-                    continue  # before its first regular deltacommit: bootstrapped (or archived)
-            elif any(self._init_covers(init, inst) for init in inits):
-                continue  # only initialized so far, from a listing that had this instant
+            if first_regular is not None and ts < first_regular:
+                continue  # before its first regular deltacommit: bootstrapped (or archived)
+            # the bootstrap's listing had it: it completed before the files partition was
+            # initialised, even when its instant is later than the first regular deltacommit
+            # (a write that began before another writer dropped the metadata table, and
+            # bootstrapped it again when it committed)
+            if inits is None:
+                inits = self._files_inits(mdt_instants)
+            if any(self._init_covers(init, inst) for init in inits):
+                continue
             return (f"the data instant {ts} ({inst.action}) has no completed deltacommit in "
                     f"the metadata table")
         return None
+
+    def _files_inits(self, mdt_instants) -> list:
+        """The completed deltacommits that initialised the ``files`` partition (by their
+        commit metadata: a later partition's initialisation covers no data instant for it)."""
+        out = []
+        for i in mdt_instants:
+            if i.is_completed and i.action == "deltacommit" and (_is_init_instant(i.timestamp)
+                                                                 or len(i.timestamp) > 17):
+                try:
+                    if K.FILES in self.mdt_timeline.metadata(i).partitions:
+                        out.append(i)
+                except HudiError as exc:
+                    log.warning("cannot read the metadata table's instant %s of %s: %s",
+                                i.timestamp, self.storage.url, exc)
+        return out
 
     @staticmethod
     def _init_covers(init, inst) -> bool:
