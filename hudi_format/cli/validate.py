@@ -173,9 +173,10 @@ class _Checker:
         except HudiError as exc:
             self.add(ERROR, "timeline", tdir, f"cannot list the timeline: {exc}")
             return instants
-        # a version-6 metadata table names its services and initialisations after a data
-        # instant and a 3-digit suffix (Hudi's ``createCompactionTimestamp`` and the like)
-        lengths = (14, 17, 20) if storage.url.rstrip("/").endswith(".hoodie/metadata") else (14, 17)
+        # a version-6 metadata table names its services and initialisations after an instant
+        # and a 3-digit suffix (Hudi's ``createCompactionTimestamp`` and the like), which may
+        # itself be suffixed (a compaction right after an initialisation)
+        lengths = (14, 17, 20, 23) if storage.url.rstrip("/").endswith(".hoodie/metadata") else (14, 17)
         for info in self.progress(entries, "timeline", len(entries)):
             name = info.name
             if info.is_dir or name.startswith(("hoodie.properties", ".")):

@@ -226,13 +226,27 @@ class MetadataTable:
 
     def _files_inits(self, mdt_instants) -> list:
         """The completed deltacommits that initialised the ``files`` partition (by their
-        commit metadata: a later partition's initialisation covers no data instant for it)."""
+        commit metadata: a later partition's initialisation covers no data instant for it);
+        from the metadata table's archived timeline when its active one no longer has them
+        (they sort first, so its archival takes them early, while the data instants they
+        cover can still be on the data table's active timeline)."""
+        found = self._inits_of(self.mdt_timeline, mdt_instants)
+        if found:
+            return found
+        try:
+            archived = self.mdt_timeline.archived()
+            return self._inits_of(archived, archived.instants)
+        except HudiError as exc:
+            log.warning("cannot read the archived timeline of %s: %s", self.mdt_storage.url, exc)
+            return []
+
+    def _inits_of(self, timeline, instants) -> list:
         out = []
-        for i in mdt_instants:
+        for i in instants:
             if i.is_completed and i.action == "deltacommit" and (_is_init_instant(i.timestamp)
                                                                  or len(i.timestamp) > 17):
                 try:
-                    if K.FILES in self.mdt_timeline.metadata(i).partitions:
+                    if K.FILES in timeline.metadata(i).partitions:
                         out.append(i)
                 except HudiError as exc:
                     log.warning("cannot read the metadata table's instant %s of %s: %s",
