@@ -14,12 +14,7 @@ the log blocks' records in log order (:func:`.records.combine`), as of the data 
   so completed) with no pending data instant. Metadata-table compaction selects blocks with the
   same rule (:meth:`MetadataTable.log_blocks`), so compacting never changes what readers see.
 
-**Up to date.** Writers commit the metadata table first, then the data instant with the same
-timestamp. The metadata table is *behind* (and must not be used for listing) when a completed
-data instant that changes files (commit, deltacommit, replacecommit, clean, rollback, restore)
-has no completed metadata deltacommit (or rollback/restore) of the same timestamp and is not
-older than the metadata table's first regular deltacommit (older instants were bootstrapped by
-its initialization, or archived).
+Whether it is up to date with the data table (and may serve listings): :mod:`.sync`.
 """
 
 from __future__ import annotations
@@ -43,21 +38,15 @@ from . import keys as K
 from .options import MetadataTableError
 from .records import (BloomFilterEntry, ColumnStats, bloom_filter_of, column_stats_of, combine,
                       decode_entries, files_of)
+from .sync import SOLO_COMMIT_TIMESTAMP, SYNCED_ACTIONS, ahead_of, unsynced
 
 log = logging.getLogger(__name__)
 
 __all__ = ["MetadataTable", "SYNCED_ACTIONS", "SOLO_COMMIT_TIMESTAMP"]
 
-SOLO_COMMIT_TIMESTAMP = "00000000000000"
-# Data-table actions that change the file listing, and so have a metadata-table counterpart.
-SYNCED_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "clean", "rollback", "restore"})
 
 T = TypeVar("T")
 Select = Callable[[HFileReader], Iterable[tuple[bytes, bytes]]]
-
-
-def _is_init_instant(ts: str) -> bool:
-    return ts.startswith(SOLO_COMMIT_TIMESTAMP)
 
 
 class MetadataTable:
@@ -153,31 +142,9 @@ class MetadataTable:
 
     def ahead_of_timeline(self) -> bool:
         """Whether the metadata table holds commits the data timeline it is pinned to does not
-        (they completed after that timeline was loaded): a deltacommit of an instant that
-        timeline neither holds nor archived, or a service of the metadata table (compaction,
-        clean) that completed after the data timeline's last commit -- version 6 names those
-        after the deltacommit they follow. Entries keyed by record (the record index) then
-        describe a newer table than that snapshot."""
-        data = self.timeline
-        known = {i.timestamp for i in data.instants}
-        if not known:
-            return False
-        start, top = data.start, max(known)
-        done = max((i.completion_time for i in data.instants if i.is_completed and i.completion_time),
-                   default=None)
-        for inst in self.mdt_timeline.instants:
-            ts = inst.timestamp
-            if not inst.is_completed or _is_init_instant(ts):
-                continue
-            if inst.action == "deltacommit" and len(ts) == 17:
-                if ts not in known and (start is None or ts >= start):
-                    return True
-            elif len(ts) > 17:
-                if ts[:17] > top:
-                    return True
-            elif ts not in known and inst.completion_time and done and inst.completion_time > done:
-                return True
-        return False
+        (see :func:`.sync.ahead_of`): entries keyed by record (the record index) then describe
+        a newer table than that snapshot."""
+        return ahead_of(self.timeline, self.mdt_timeline)
 
     def staleness(self) -> str | None:
         """Why the metadata table cannot serve the ``files`` listing (``None``: it can)."""
@@ -193,74 +160,9 @@ class MetadataTable:
         if not self.exists:
             return f"{self.mdt_storage.url} has no hoodie.properties"
         try:
-            mdt_instants = self.mdt_timeline.instants
-            data_instants = self.timeline.instants
+            return unsynced(self.timeline, self.mdt_timeline)
         except HudiError as exc:
             return f"its timeline cannot be read: {exc}"
-        synced = {i.timestamp for i in mdt_instants if i.is_completed
-                  and i.action in ("deltacommit", "rollback", "restore")}
-        if not synced:
-            return "it has no completed deltacommit"
-        regular = [ts for ts in synced if not _is_init_instant(ts)]
-        first_regular = min(regular) if regular else None
-        inits: list | None = None   # the files partition's initialisations, read when needed
-        for inst in data_instants:
-            if not inst.is_completed or inst.action not in SYNCED_ACTIONS:
-                continue
-            ts = inst.timestamp
-            if ts in synced:
-                continue
-            if first_regular is not None and ts < first_regular:
-                continue  # before its first regular deltacommit: bootstrapped (or archived)
-            # the bootstrap's listing had it: it completed before the files partition was
-            # initialised, even when its instant is later than the first regular deltacommit
-            # (a write that began before another writer dropped the metadata table, and
-            # bootstrapped it again when it committed)
-            if inits is None:
-                inits = self._files_inits(mdt_instants)
-            if any(self._init_covers(init, inst) for init in inits):
-                continue
-            return (f"the data instant {ts} ({inst.action}) has no completed deltacommit in "
-                    f"the metadata table")
-        return None
-
-    def _files_inits(self, mdt_instants) -> list:
-        """The completed deltacommits that initialised the ``files`` partition (by their
-        commit metadata: a later partition's initialisation covers no data instant for it);
-        from the metadata table's archived timeline when its active one no longer has them
-        (they sort first, so its archival takes them early, while the data instants they
-        cover can still be on the data table's active timeline)."""
-        found = self._inits_of(self.mdt_timeline, mdt_instants)
-        if found:
-            return found
-        try:
-            archived = self.mdt_timeline.archived()
-            return self._inits_of(archived, archived.instants)
-        except HudiError as exc:
-            log.warning("cannot read the archived timeline of %s: %s", self.mdt_storage.url, exc)
-            return []
-
-    def _inits_of(self, timeline, instants) -> list:
-        out = []
-        for i in instants:
-            if i.is_completed and i.action == "deltacommit" and (_is_init_instant(i.timestamp)
-                                                                 or len(i.timestamp) > 17):
-                try:
-                    if K.FILES in timeline.metadata(i).partitions:
-                        out.append(i)
-                except HudiError as exc:
-                    log.warning("cannot read the metadata table's instant %s of %s: %s",
-                                i.timestamp, self.storage.url, exc)
-        return out
-
-    @staticmethod
-    def _init_covers(init, inst) -> bool:
-        """Did initialization ``init`` bootstrap from a listing that already had ``inst``?"""
-        if len(init.timestamp) > 17 and not _is_init_instant(init.timestamp):
-            return inst.timestamp <= init.timestamp[:-3]  # <latest data instant><3-digit suffix>
-        if init.completion_time and inst.completion_time:
-            return inst.completion_time <= init.completion_time
-        return False
 
     def read_failure(self) -> str | None:
         """Why the metadata table cannot be read whole (``None``: every declared partition
