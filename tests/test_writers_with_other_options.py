@@ -227,9 +227,10 @@ def test_a_write_that_began_before_the_metadata_table_was_dropped_leaves_it_in_s
                 hudi.write(path, _rows([6], 10 + step), operation="upsert", options=opts, **KEY)
         assert "out of date" not in caplog.text
         expected = sorted([p for p in expected if p[0] != "k6"] + [("k6", 15)])
-        md_timeline = hudi.open_table(path).metadata_table.mdt_timeline
-        assert not [i for i in md_timeline.instants if i.timestamp.startswith("00000000000000")], \
-            "the metadata table did not archive its initialisation: the test exercises nothing"
+        if version >= 8:   # version 6 names it after the data instant it follows: it stays as long
+            md_timeline = hudi.open_table(path).metadata_table.mdt_timeline   # as the instants around it
+            assert not [i for i in md_timeline.instants if i.timestamp.startswith("00000000000000")], \
+                "the metadata table did not archive its initialisation: the test exercises nothing"
     table = hudi.open_table(path)
     mdt = MetadataTable(table.storage, table.config, table.timeline)
     assert mdt.staleness() is None, mdt.staleness()
