@@ -182,6 +182,32 @@ def test_lsm_missing_listed_file_is_an_error(lsm_table):
         tl.archived()
 
 
+def test_lsm_snapshot_cleaned_while_read_is_read_again(lsm_table, monkeypatch):
+    """A reader lists a snapshot; before it reads the files, an archiver compacts them into a
+    new snapshot and cleans them (busy tables archive on every commit): the reader reads the
+    newest snapshot instead of failing (readers and writers fell back to listing storage, or
+    tagged without the record index, in the kill soak)."""
+    from hudi_format.config import TableConfig
+    from hudi_format.timeline import archived as archived_module
+    from hudi_format.timeline.history_writer import LSMTimelineWriter
+    base, _ = lsm_table
+    storage = Storage(str(base))
+    history = ".hoodie/timeline/history"
+    old = latest_manifest(storage, history)
+    assert LSMTimelineWriter(storage, TableConfig.load(storage), batch_size=2).compact_and_clean()
+    new = latest_manifest(storage, history)
+    for name in set(old[1]) - set(new[1]):
+        storage.delete(f"{history}/{name}")
+    calls = []
+
+    def listed_before_the_compaction(st, hdir):
+        calls.append(hdir)
+        return old if len(calls) == 1 else latest_manifest(st, hdir)
+    monkeypatch.setattr(archived_module, "latest_manifest", listed_before_the_compaction)
+    assert len(Timeline.load(storage).archived()) == 11
+    assert len(calls) > 1   # the stale snapshot first, then the current one
+
+
 def test_empty_history(fixture_tables):
     tl = Timeline.load(Storage(str(fixture_tables("sample_table__cow__v8_empty"))))
     assert tl.instants == [] and tl.archived().instants == []

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from ..base_file import read_parquet_bytes
 from ..config import TableConfig
-from ..errors import HudiError, StorageError, TimelineError
+from ..errors import FileMissingError, HudiError, StorageError, TimelineError
 from ..storage import Storage
 from .avro_schemas import decode_payload
 from .base import TimelineView
@@ -161,8 +161,26 @@ def latest_manifest(storage: Storage, history_dir: str) -> tuple[int, list[str]]
     return -1, []
 
 
+_SNAPSHOT_READS = 3   # snapshots tried when archivers compact and clean the one being read
+
+
 def _read_lsm(storage: Storage, history_dir: str) -> list[tuple[Instant, dict[State, tuple[Any, str]]]]:
-    _, files = latest_manifest(storage, history_dir)
+    """The rows of the current snapshot. A file of it that is gone was compacted and cleaned
+    by an archiver since the snapshot was listed (only the newest few snapshots are kept):
+    the then current snapshot is read instead; a file missing from the current one is damage."""
+    for attempt in range(_SNAPSHOT_READS):
+        version, files = latest_manifest(storage, history_dir)
+        try:
+            return _read_lsm_files(storage, history_dir, files)
+        except FileMissingError as exc:
+            if attempt + 1 < _SNAPSHOT_READS and latest_manifest(storage, history_dir)[0] != version:
+                continue
+            raise TimelineError(str(exc)) from exc
+    raise AssertionError("unreachable")
+
+
+def _read_lsm_files(storage: Storage, history_dir: str,
+                    files: list[str]) -> list[tuple[Instant, dict[State, tuple[Any, str]]]]:
     out = []
     for name in files:
         if not _LSM_FILE.match(name):
@@ -171,6 +189,8 @@ def _read_lsm(storage: Storage, history_dir: str) -> list[tuple[Instant, dict[St
         source = storage.uri(rel)
         try:
             table = read_parquet_bytes(storage.read_bytes(rel))
+        except FileMissingError as exc:
+            raise FileMissingError(f"cannot read LSM timeline file {source}: {exc}") from exc
         except (StorageError, pa.ArrowException, OSError) as exc:
             raise TimelineError(f"cannot read LSM timeline file {source}: {exc}") from exc
         cols = {c: table.column(c).to_pylist() if c in table.column_names else [None] * table.num_rows
