@@ -264,3 +264,17 @@ def test_an_index_initialised_later_does_not_cover_a_commit_the_listing_misses(t
     os.remove(gone[0])
     table = hudi.open_table(path)
     assert missed in (MetadataTable(table.storage, table.config, table.timeline).staleness() or "")
+
+
+def test_only_initialisations_stand_for_the_bootstrap_listing():
+    """A version-6 metadata table's log compaction completes as a deltacommit named after an
+    instant (``<instant>005``), as an initialisation is (``<instant>010``): only the latter
+    covers data instants (taking the former for one would hide a commit the listing misses)."""
+    from types import SimpleNamespace
+
+    from hudi_format.metadata import sync
+    from hudi_format.timeline import Instant, State
+    base = "20261201000000000"
+    instants = [Instant(base + suffix, "deltacommit", State.COMPLETED) for suffix in ("005", "010")]
+    every_partition = SimpleNamespace(metadata=lambda i: SimpleNamespace(partitions=["files", "record_index"]))
+    assert [i.timestamp for i in sync._initialisations(every_partition, instants)] == [base + "010"]

@@ -166,6 +166,7 @@ class _Checker:
     def timeline(self, config, storage):
         from ..errors import TimelineError
         from ..timeline.instant import parse_file_name
+        from ..transaction import is_metadata_storage
         tdir = config.timeline_dir
         instants = {}
         try:
@@ -176,7 +177,7 @@ class _Checker:
         # a version-6 metadata table names its services and initialisations after an instant
         # and a 3-digit suffix (Hudi's ``createCompactionTimestamp`` and the like), which may
         # itself be suffixed (a compaction right after an initialisation)
-        lengths = (14, 17, 20, 23) if storage.url.rstrip("/").endswith(".hoodie/metadata") else (14, 17)
+        lengths = (14, 17, 20, 23) if is_metadata_storage(storage) else (14, 17)
         for info in self.progress(entries, "timeline", len(entries)):
             name = info.name
             if info.is_dir or name.startswith(("hoodie.properties", ".")):

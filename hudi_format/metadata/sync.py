@@ -21,12 +21,12 @@ import logging
 from ..errors import HudiError
 from ..timeline import Instant, Timeline
 from . import keys as K
+from .init import SOLO_COMMIT_TIMESTAMP_V6 as SOLO_COMMIT_TIMESTAMP, is_init_instant
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SOLO_COMMIT_TIMESTAMP", "SYNCED_ACTIONS", "is_initialisation", "unsynced", "ahead_of"]
 
-SOLO_COMMIT_TIMESTAMP = "00000000000000"
 # Data-table actions that change the file listing, and so have a metadata-table counterpart.
 SYNCED_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "clean", "rollback", "restore"})
 
@@ -82,8 +82,8 @@ def files_initialisations(mdt: Timeline) -> list[Instant]:
 def _initialisations(timeline, instants) -> list[Instant]:
     out = []
     for i in instants:
-        if i.is_completed and i.action == "deltacommit" and (is_initialisation(i.timestamp)
-                                                             or len(i.timestamp) > 17):
+        # not any suffixed deltacommit: a version-6 log compaction (``<instant>005``) is one too
+        if i.is_completed and i.action == "deltacommit" and is_init_instant(i.timestamp):
             try:
                 if K.FILES in timeline.metadata(i).partitions:
                     out.append(i)
